@@ -1,0 +1,58 @@
+"""The one settings object. Environment variables are CREDENCE_*; nested sections use ``__``
+(CREDENCE_MEMORY__REINFORCEMENT_HALF_LIFE_DAYS=30). Loaded once at start by ``load_settings()``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, ValidationError
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from credence.config.archive import ArchiveSettings
+from credence.config.llm import LLMSettings
+from credence.config.memory import MemorySettings
+from credence.errors import ConfigError
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="CREDENCE_", env_nested_delimiter="__", frozen=True, extra="forbid"
+    )
+
+    # Kafka. Empty bootstrap means "start the embedded broker".
+    kafka_bootstrap: str = ""
+    topic_prefix: str = "credence"
+    topic_partitions: int = Field(default=4, ge=1)
+    topic_replicas: int = Field(default=1, ge=1)
+    topic_retention_hours: int = Field(default=24 * 7, ge=1)
+    dlq_retention_hours: int = Field(default=24 * 30, ge=1)
+
+    # Worker.
+    app_id: str = "credence"
+    data_dir: Path = Path(".credence")
+    table_store: str = "rocksdb"  # "rocksdb" (rocksdict) or "memory"; see README for the measurement
+    web_port: int = Field(default=6066, ge=0, le=65535)
+    web_host: str = "127.0.0.1"
+    # The hot-read switch file (powerful_memory_enabled, per tenant); read on each decision.
+    core_config_path: Path = Path("config/core_config.json")
+
+    # Embedded broker (used only when kafka_bootstrap is empty).
+    kafka_version: str = "4.1.1"
+    broker_cache_dir: Path = Path.home() / ".cache" / "credence" / "kafka"
+    broker_port: int = Field(default=0, ge=0, le=65535)  # 0 = pick a free port
+
+    memory: MemorySettings = MemorySettings()
+    llm: LLMSettings = LLMSettings()
+    archive: ArchiveSettings = ArchiveSettings()
+
+    def topic(self, name: str) -> str:
+        """Full topic name for a logical topic ("turns" -> "credence.turns")."""
+        return f"{self.topic_prefix}.{name}"
+
+
+def load_settings(**overrides) -> Settings:
+    """Read settings from the environment (plus explicit overrides); raise ConfigError with the reason."""
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid credence settings: {exc}") from exc

@@ -1,0 +1,25 @@
+"""The one error root. Every error credence raises on purpose is a CredenceError; messages say what to do."""
+
+
+class CredenceError(Exception):
+    """Root of every error raised by credence."""
+
+
+class ConfigError(CredenceError):
+    """Settings or a config file is invalid."""
+
+
+class RecordError(CredenceError):
+    """A topic record could not be decoded or failed validation (goes to the dead-letter topic)."""
+
+
+class BrokerError(CredenceError):
+    """The embedded Kafka broker could not be resolved, started or reached."""
+
+
+class LLMError(CredenceError):
+    """The LLM backend failed after its retries, or returned output that fails its schema."""
+
+
+class ArchiveError(CredenceError):
+    """Writing or querying the Parquet archive failed."""

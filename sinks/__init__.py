@@ -1,0 +1,1 @@
+"""sinks — see PRODUCT.md."""

@@ -1,0 +1,1 @@
+"""streams — see PRODUCT.md."""
