@@ -1,7 +1,32 @@
-"""LLM backend settings: which backend, the OpenAI-compatible server, concurrency, timeouts, retries."""
+"""LLM backend settings: which backend, the OpenAI-compatible server, concurrency, timeouts, retries.
 
-from pydantic import BaseModel, ConfigDict
+Environment: CREDENCE_LLM__BACKEND=openai, CREDENCE_LLM__BASE_URL=http://vllm:8000/v1,
+CREDENCE_LLM__MODEL=<served model name>, … (nested under the one Settings object).
+"""
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 
 class LLMSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # "rules" keeps the whole pipeline offline and deterministic; it is the embedded default.
+    backend: Literal["rules", "openai"] = "rules"
+
+    # OpenAI-compatible server (production: vLLM). base_url includes the /v1 suffix, as OpenAI clients do.
+    base_url: str = "http://localhost:8000/v1"
+    api_key: SecretStr | None = None
+    # The served model name (vLLM --served-model-name); required when backend is "openai".
+    model: str = ""
+
+    timeout_s: float = Field(default=30.0, gt=0)
+    max_retries: int = Field(default=4, ge=0)
+    max_concurrency: int = Field(default=8, ge=1)
+    backoff_base_s: float = Field(default=0.5, ge=0)
+    backoff_max_s: float = Field(default=20.0, ge=0)
+
+    # The seed's Stage-2 budgets: each observation is capped, and so is the whole rendered prompt.
+    stage2_observation_token_cap: int = Field(default=200, ge=1)
+    stage2_prompt_token_cap: int = Field(default=15_000, ge=1)

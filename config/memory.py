@@ -1,10 +1,124 @@
 """The seed's memory_settings: thresholds, weights, schedules and budgets of the evidence mechanism.
 
 Owned by the evidence core (tables/). Every default is the seed's number, under the seed's name.
+Override through the environment as CREDENCE_MEMORY__<FIELD> (dicts and lists as JSON).
 """
 
-from pydantic import BaseModel, ConfigDict
+from __future__ import annotations
+
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+def _zone(name: str) -> ZoneInfo:
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ValueError(f"unknown time zone {name!r}: use an IANA name such as 'UTC' or 'Europe/Berlin'") from exc
+
+
+DEFAULT_NEGATIVE_KEYWORDS: dict[str, list[str]] = {
+    # A keyword only nominates a rebuttal; the LLM target check decides whether it applies.
+    "en": ["no", "not", "never", "wrong", "incorrect", "that's not true", "not anymore", "i don't", "stop saying"],
+    "de": ["nein", "nicht", "nie", "falsch", "stimmt nicht", "nicht mehr"],
+    "fr": ["non", "pas", "jamais", "faux", "c'est faux", "plus maintenant"],
+    "es": ["no", "nunca", "falso", "incorrecto", "ya no"],
+    "zh": ["不是", "不对", "错了", "没有", "不再", "别再说"],
+    "ja": ["違う", "ちがう", "いいえ", "そうじゃない", "もう"],
+    "ko": ["아니", "아니요", "틀렸", "더 이상"],
+}
 
 
 class MemorySettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # Read-time decay: effective = counter * 0.5 ** (age_days / half_life).
+    reinforcement_half_life_days: float = Field(default=30.0, gt=0)
+    disputation_half_life_days: float = Field(default=180.0, gt=0)
+
+    # Signal weights, added to the stored counter (user_ignore is negative on purpose).
+    user_fact_reinforce_weight: float = 0.5
+    user_fact_negate_weight: float = 1.0
+    user_confirm_weight: float = 1.0
+    user_deny_weight: float = 1.0
+    negative_keyword_weight: float = 1.0
+    user_ignore_weight: float = -0.2
+
+    # "After more than two lifetime user_fact reinforces, each later reinforce also receives a 0.5 bonus."
+    combo_threshold: int = Field(default=2, ge=0)
+    combo_bonus: float = 0.5
+
+    # Initial reinforcement by the highest source-fact importance (lower importances seed 0).
+    seed_reinforcement_by_importance: dict[int, float] = {10: 0.8, 9: 0.6, 8: 0.4, 7: 0.2}
+
+    # Derived tiers.
+    promoted_threshold: float = 2.0
+    confirmed_threshold: float = 1.0
+    archive_candidate_threshold: float = -2.0
+
+    # Archive sweep.
+    archive_after_sub_zero_days: int = Field(default=14, ge=1)
+    archive_sweep_interval_hours: float = Field(default=1.0, gt=0)
+
+    # Prompt rendering budgets (tokens of entry text).
+    persona_token_budget: int = Field(default=2000, ge=0)
+    reflection_token_budget: int = Field(default=2000, ge=0)
+
+    # Merge-on-promote retry/dead-letter state.
+    promote_retry_interval_minutes: float = Field(default=30.0, ge=0)
+    max_promote_attempts: int = Field(default=5, ge=1)
+
+    # Weak-memory (powerful memory off) time-driven lifecycle.
+    fallback_confirm_after_days: float = Field(default=7.0, ge=0)
+    fallback_promote_after_days: float = Field(default=7.0, ge=0)
+
+    # recent_mentions anti-repetition.
+    mention_window_hours: float = Field(default=5.0, gt=0)
+    suppress_after_mentions: int = Field(default=3, ge=1)
+    suppression_hours: float = Field(default=5.0, gt=0)
+
+    # Stage-2 signal mapping limits.
+    stage2_max_facts_per_batch: int = Field(default=20, ge=1)
+    stage2_rerank_above_candidates: int = Field(default=30, ge=1)
+    stage2_observation_max_tokens: int = Field(default=200, ge=1)
+    stage2_max_prompt_tokens: int = Field(default=15000, ge=1)
+
+    # Local negative-keyword hook, per language.
+    negative_keywords: dict[str, list[str]] = Field(
+        default_factory=lambda: {k: list(v) for k, v in DEFAULT_NEGATIVE_KEYWORDS.items()}
+    )
+
+    # The calendar day of the sub-zero tally is counted in this zone (per tenant when listed).
+    time_zone: str = "UTC"
+    tenant_time_zones: dict[str, str] = {}
+
+    @field_validator("time_zone")
+    @classmethod
+    def _known_zone(cls, value: str) -> str:
+        _zone(value)
+        return value
+
+    @field_validator("tenant_time_zones")
+    @classmethod
+    def _known_zones(cls, value: dict[str, str]) -> dict[str, str]:
+        for name in value.values():
+            _zone(name)
+        return value
+
+    @field_validator("seed_reinforcement_by_importance")
+    @classmethod
+    def _importance_keys(cls, value: dict[int, float]) -> dict[int, float]:
+        bad = [k for k in value if not 1 <= k <= 10]
+        if bad:
+            raise ValueError(f"seed_reinforcement_by_importance keys must be importances 1..10, got {bad}")
+        return value
+
+    def zone_for(self, tenant: str | None = None) -> ZoneInfo:
+        """The time zone whose calendar days the archive sweep counts for ``tenant``."""
+        if tenant is not None and tenant in self.tenant_time_zones:
+            return _zone(self.tenant_time_zones[tenant])
+        return _zone(self.time_zone)
+
+
+DEFAULT_MEMORY_SETTINGS = MemorySettings()

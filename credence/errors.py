@@ -23,3 +23,7 @@ class LLMError(CredenceError):
 
 class ArchiveError(CredenceError):
     """Writing or querying the Parquet archive failed."""
+
+
+class DomainError(CredenceError, ValueError):
+    """A domain rule was given input it cannot apply (unknown signal kind, invalid entry, wrong status)."""

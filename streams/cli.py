@@ -1,0 +1,130 @@
+"""The `credence` command line."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+import time
+from pathlib import Path
+
+from credence import __version__
+from credence.errors import CredenceError
+
+log = logging.getLogger("credence")
+
+
+def _settings(args):
+    from credence.config import load_settings
+
+    return load_settings()
+
+
+def cmd_broker(args) -> int:
+    from credence.streams.broker import EmbeddedBroker
+    from credence.streams.worker import embedded_broker_dir
+
+    settings = _settings(args)
+    data_dir = Path(args.data_dir) if args.data_dir else embedded_broker_dir(settings)
+    broker = EmbeddedBroker(data_dir, settings.kafka_version, settings.broker_cache_dir,
+                            port=args.port or settings.broker_port)
+    started = time.monotonic()
+    broker.start()
+    print(f"Kafka {settings.kafka_version} ready at {broker.bootstrap} in {time.monotonic() - started:.1f}s "
+          f"(data {broker.data_dir}); Ctrl-C stops it", flush=True)
+    print(f"export CREDENCE_KAFKA_BOOTSTRAP={broker.bootstrap}", flush=True)
+    stop = {"now": False}
+    signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
+    try:
+        while not stop["now"] and broker.proc.poll() is None:
+            time.sleep(0.5)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        broker.stop()
+    if broker.proc.returncode not in (0, 143, -15, None):
+        print(f"broker exited with code {broker.proc.returncode}; see {broker.log_path}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_worker(args) -> int:
+    from credence.streams.worker import run_worker
+
+    run_worker(_settings(args), loglevel=args.log_level)
+    return 0
+
+
+def cmd_replay(args) -> int:
+    from credence.streams.replay import replay
+    from credence.streams.worker import bootstrap_for
+
+    settings = _settings(args)
+    bootstrap = args.bootstrap or bootstrap_for(settings)
+    sent = asyncio.run(replay(Path(args.file), bootstrap, settings, progress=not args.quiet))
+    print(f"replayed {sent} records to {settings.topic('turns')} on {bootstrap}")
+    return 0
+
+
+def cmd_demo(args) -> int:
+    from credence.streams.demo import default_input, run_demo
+
+    path = Path(args.input) if args.input else default_input()
+    return run_demo(_settings(args), path, timeout_s=args.timeout)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="credence",
+        description="User-steered evidence memory for AI chat characters, on Kafka. Settings come from "
+                    "CREDENCE_* environment variables (see README).",
+    )
+    parser.add_argument("--version", action="version", version=f"credence {__version__}")
+    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("broker", help="run the embedded single-node Kafka (KRaft) broker in the foreground",
+                       description="Fetch Apache Kafka from Maven Central once (cached), format KRaft storage, "
+                                   "run one broker+controller on 127.0.0.1 until Ctrl-C.")
+    p.add_argument("--data-dir", help="broker data dir (default: $CREDENCE_DATA_DIR/broker)")
+    p.add_argument("--port", type=int, default=0, help="listener port (default: a free one)")
+    p.set_defaults(func=cmd_broker)
+
+    p = sub.add_parser("worker", help="run a stream worker (Faust) against CREDENCE_KAFKA_BOOTSTRAP or "
+                                      "the embedded broker")
+    p.set_defaults(func=cmd_worker)
+
+    p = sub.add_parser("replay", help="produce a JSON-lines file of turn records to credence.turns",
+                       description="Each non-blank line is sent as one record keyed by its scope; invalid "
+                                   "lines are sent too, so the worker dead-letters them with a reason.")
+    p.add_argument("file", help="JSON-lines file of turn records (schema v1)")
+    p.add_argument("--bootstrap", help="Kafka bootstrap servers (default: settings / embedded broker)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=cmd_replay)
+
+    p = sub.add_parser("demo", help="the main job: broker + worker + replay of a sample, then a summary",
+                       description="Starts the embedded broker (unless CREDENCE_KAFKA_BOOTSTRAP is set), a "
+                                   "worker, replays the turns, waits until every turn is processed, prints a "
+                                   "per-scope summary. Runs offline.")
+    p.add_argument("--input", help="JSON-lines file of turns (default: the shipped sample)")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for processing")
+    p.set_defaults(func=cmd_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("aiokafka", "httpx"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(args.log_level)))
+    try:
+        return args.func(args)
+    except CredenceError as exc:
+        print(f"credence: error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,30 @@
+"""The LLM layer: one interface (LLMBackend), two backends (rules offline default, OpenAI-compatible
+server), one prompt module per task, and the Stage-2 token budget."""
+
+from credence.streams.llm.backend import LLMBackend, LLMStats
+from credence.streams.llm.factory import make_backend
+from credence.streams.llm.models import (
+    Classification,
+    Fact,
+    FeedbackDecision,
+    MergeDecision,
+    Observation,
+    ReflectionDraft,
+    Turn,
+)
+from credence.streams.llm.token_budget import approx_tokens, fit_stage2
+
+__all__ = [
+    "Classification",
+    "Fact",
+    "FeedbackDecision",
+    "LLMBackend",
+    "LLMStats",
+    "MergeDecision",
+    "Observation",
+    "ReflectionDraft",
+    "Turn",
+    "approx_tokens",
+    "fit_stage2",
+    "make_backend",
+]

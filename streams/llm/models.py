@@ -1,0 +1,74 @@
+"""The plain typed records the LLM layer takes and returns. They mirror, but do not import, the domain
+entries in tables/: the pipeline maps between the two, so this layer stays swappable."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Polarity = Literal["positive", "negative"]
+Relation = Literal["reinforce", "negate"]
+Feedback = Literal["confirm", "deny", "ignore"]
+MergeAction = Literal["create", "merge", "reject"]
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Turn(_Record):
+    id: str
+    role: Literal["user", "ai"]
+    text: str
+    ts: str  # ISO-8601 UTC, as on credence.turns
+
+
+class Fact(_Record):
+    id: str
+    text: str
+    subject: str
+    importance: int = Field(ge=1, le=10)
+    polarity: Polarity
+    source_turn_ids: list[str]
+    # Facts drawn only from AI turns never enter Stage-2 (the seed's no-self-reinforcement rule).
+    origin: Literal["user", "ai"] = "user"
+
+
+class Observation(_Record):
+    """An existing reflection or persona entry offered to a task as a candidate."""
+
+    id: str
+    text: str
+    subject: str = ""
+
+
+class Classification(_Record):
+    fact_id: str
+    observation_id: str
+    relation: Relation
+
+
+class FeedbackDecision(_Record):
+    id: str
+    decision: Feedback
+
+
+class ReflectionDraft(_Record):
+    text: str
+    subject: str
+    source_fact_ids: list[str]
+
+
+class MergeDecision(_Record):
+    action: MergeAction
+    target_id: str | None = None
+    text: str = ""
+
+
+def fact_id(source_turn_ids: list[str], subject: str, polarity: str, text: str) -> str:
+    """Content-derived id: the same statement extracted twice (a retry, a replay) gets the same id,
+    so downstream de-duplication needs no extra state."""
+    key = "\x1f".join([",".join(sorted(source_turn_ids)), subject.strip().lower(), polarity, text.strip()])
+    return "f_" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:20]

@@ -1,0 +1,266 @@
+"""Any OpenAI-compatible chat-completions server (production: vLLM) with structured output.
+
+Every request carries the task's constant system prefix (so the server's prefix cache hits), the
+variable input in the user message, the Output model's JSON schema, temperature 0 and the task's
+max_tokens. Transient failures — 429, 5xx, timeouts, connection errors, malformed JSON, output that
+fails the schema or names an id that was not in the input — are retried with exponential backoff and
+full jitter; anything else, or the last failed retry, raises LLMError."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import Any, TypeVar
+
+import httpx
+from pydantic import BaseModel, ValidationError
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
+from tenacity.wait import wait_random_exponential
+
+from credence.config.llm import LLMSettings
+from credence.errors import LLMError
+from credence.streams.llm.backend import LLMBackend, LLMStats
+from credence.streams.llm.models import (
+    Classification,
+    Fact,
+    FeedbackDecision,
+    MergeDecision,
+    Observation,
+    ReflectionDraft,
+    Turn,
+)
+from credence.streams.llm.openai_parsing import (
+    TransientFailure,
+    parse_classifications,
+    parse_facts,
+    parse_feedback,
+    parse_ids,
+    parse_merge,
+    parse_reflections,
+)
+from credence.streams.llm.prompts import (
+    candidate_rerank,
+    merge_decision,
+    negative_keyword_target,
+    reflection_synthesis,
+    stage1_extraction,
+    stage2_classification,
+    surfaced_feedback,
+)
+from credence.streams.llm.prompts.base import schema_name
+from credence.streams.llm.token_budget import CountTokens, approx_tokens, fit_stage2
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+@functools.cache
+def response_format(module: ModuleType) -> dict[str, Any]:
+    """The structured-output request for a task, as vLLM and OpenAI accept it."""
+    return {
+        "type": "json_schema",
+        "json_schema": {
+            "name": schema_name(module.NAME, module.VERSION),
+            "schema": module.Output.model_json_schema(),
+            "strict": True,
+        },
+    }
+
+
+def _retry_after(response: httpx.Response) -> float | None:
+    try:
+        return float(response.headers["retry-after"])
+    except (KeyError, ValueError):
+        return None
+
+
+class OpenAIBackend(LLMBackend):
+    def __init__(self, settings: LLMSettings, *, count_tokens: CountTokens = approx_tokens) -> None:
+        self._settings = settings
+        self._count_tokens = count_tokens
+        self._stats = LLMStats()
+        headers = {"Authorization": f"Bearer {settings.api_key.get_secret_value()}"} if settings.api_key else {}
+        # One kept client: connections are reused across calls, which a per-call client would not do.
+        self._client = httpx.AsyncClient(
+            base_url=settings.base_url.rstrip("/") + "/",
+            headers=headers,
+            timeout=httpx.Timeout(settings.timeout_s),
+            limits=httpx.Limits(max_connections=settings.max_concurrency),
+        )
+        self._in_flight = asyncio.Semaphore(settings.max_concurrency)
+        self._jitter = wait_random_exponential(multiplier=settings.backoff_base_s, max=settings.backoff_max_s)
+
+    @property
+    def label(self) -> str:
+        return f"openai-compatible ({self._settings.model} at {self._settings.base_url})"
+
+    @property
+    def stats(self) -> LLMStats:
+        return self._stats
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    # -- the call path -------------------------------------------------------------------------
+
+    def _body(self, module: ModuleType, payload: BaseModel) -> dict[str, Any]:
+        return {
+            "model": self._settings.model,
+            "messages": [
+                {"role": "system", "content": module.SYSTEM},
+                {"role": "user", "content": module.render_user(payload)},
+            ],
+            "temperature": 0,
+            "max_tokens": module.MAX_TOKENS,
+            "response_format": response_format(module),
+        }
+
+    def _wait(self, state: RetryCallState) -> float:
+        # Honour a server's Retry-After, but never beyond the configured ceiling.
+        exc = state.outcome.exception() if state.outcome else None
+        hint = exc.retry_after if isinstance(exc, TransientFailure) and exc.retry_after else 0.0
+        return max(min(hint, self._settings.backoff_max_s), self._jitter(state))
+
+    def _before_sleep(self, state: RetryCallState) -> None:
+        self._stats.retries += 1
+        exc = state.outcome.exception() if state.outcome else None
+        log.info("LLM attempt %d failed (%s); retrying", state.attempt_number, exc)
+
+    async def _call(self, module: ModuleType, payload: BaseModel, parse: Callable[[Any], T]) -> T:
+        self._stats.calls += 1
+        body = self._body(module, payload)
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self._settings.max_retries + 1),
+            wait=self._wait,
+            retry=retry_if_exception_type(TransientFailure),
+            before_sleep=self._before_sleep,
+            reraise=True,
+        )
+        try:
+            async for attempt in retrying:
+                with attempt:
+                    return parse(await self._attempt(module, body))
+        except TransientFailure as exc:
+            self._stats.failures += 1
+            raise LLMError(
+                f"LLM task {module.NAME} failed after {self._settings.max_retries + 1} attempts against "
+                f"{self._settings.base_url} (model {self._settings.model!r}); last error: {exc}. Check that the "
+                "OpenAI-compatible server is up and not overloaded, or raise CREDENCE_LLM__TIMEOUT_S / "
+                "CREDENCE_LLM__MAX_RETRIES."
+            ) from exc
+        except LLMError:
+            self._stats.failures += 1
+            raise
+        raise AssertionError("unreachable: tenacity either returns or raises")
+
+    async def _attempt(self, module: ModuleType, body: dict[str, Any]) -> Any:
+        async with self._in_flight:
+            try:
+                response = await self._client.post("chat/completions", json=body)
+            except httpx.TimeoutException as exc:
+                raise TransientFailure(f"timed out after {self._settings.timeout_s}s ({type(exc).__name__})") from exc
+            except httpx.TransportError as exc:
+                raise TransientFailure(f"connection error: {exc!r}") from exc
+        if response.status_code == 429 or response.status_code >= 500:
+            raise TransientFailure(f"HTTP {response.status_code}: {response.text[:200]}", _retry_after(response))
+        if response.status_code >= 400:
+            self._refuse(module, response)
+        return self._decode(module, response)
+
+    def _refuse(self, module: ModuleType, response: httpx.Response) -> None:
+        hint = (
+            "check CREDENCE_LLM__API_KEY"
+            if response.status_code in (401, 403)
+            else "check CREDENCE_LLM__BASE_URL (with /v1), that CREDENCE_LLM__MODEL is a served model name, "
+            "and that the server supports response_format json_schema"
+        )
+        raise LLMError(
+            f"LLM server refused task {module.NAME}: HTTP {response.status_code} from "
+            f"{response.request.url}: {response.text[:300]}; {hint}"
+        )
+
+    def _decode(self, module: ModuleType, response: httpx.Response) -> Any:
+        try:
+            data = response.json()
+            usage = data.get("usage") or {}
+            self._stats.prompt_tokens += int(usage.get("prompt_tokens") or 0)
+            self._stats.completion_tokens += int(usage.get("completion_tokens") or 0)
+            content = data["choices"][0]["message"]["content"]
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
+            raise TransientFailure(f"malformed response envelope: {exc!r}") from exc
+        try:
+            return module.Output.model_validate_json(content or "")
+        except ValidationError as exc:
+            kind = "malformed JSON" if _not_json(content) else "schema-invalid output"
+            raise TransientFailure(f"{kind} for {module.NAME}: {str(exc)[:300]}") from exc
+
+    # -- the tasks -----------------------------------------------------------------------------
+
+    async def extract_facts(self, turns: Sequence[Turn]) -> list[Fact]:
+        if not turns:
+            return []
+        payload = stage1_extraction.Input(turns=list(turns))
+        return await self._call(stage1_extraction, payload, lambda out: parse_facts(out, turns))
+
+    async def classify(self, facts: Sequence[Fact], observations: Sequence[Observation]) -> list[Classification]:
+        payload = fit_stage2(
+            facts, observations,
+            observation_cap=self._settings.stage2_observation_token_cap,
+            prompt_cap=self._settings.stage2_prompt_token_cap,
+            count_tokens=self._count_tokens,
+        )
+        if not payload.facts or not payload.observations:
+            return []
+        return await self._call(stage2_classification, payload, lambda out: parse_classifications(out, payload))
+
+    async def rerank(self, facts: Sequence[Fact], observations: Sequence[Observation], limit: int) -> list[str]:
+        if not observations or limit < 1:
+            return []
+        payload = candidate_rerank.Input(
+            facts=stage2_classification.fact_refs(facts),
+            observations=list(observations), limit=limit,
+        )
+        known = [o.id for o in observations]
+        return await self._call(candidate_rerank, payload, lambda out: parse_ids(out.observation_ids, known)[:limit])
+
+    async def check_feedback(self, reply_text: str, surfaced: Sequence[Observation]) -> list[FeedbackDecision]:
+        if not surfaced:
+            return []
+        payload = surfaced_feedback.Input(reply_text=reply_text, surfaced=list(surfaced))
+        return await self._call(surfaced_feedback, payload, lambda out: parse_feedback(out, surfaced))
+
+    async def target_check(self, last_user_messages: Sequence[str], observations: Sequence[Observation]) -> list[str]:
+        if not observations:
+            return []
+        payload = negative_keyword_target.Input(
+            last_user_messages=list(last_user_messages[-3:]), observations=list(observations)
+        )
+        known = [o.id for o in observations]
+        return await self._call(negative_keyword_target, payload, lambda out: parse_ids(out.target_ids, known))
+
+    async def synthesize(self, facts: Sequence[Fact]) -> list[ReflectionDraft]:
+        if not facts:
+            return []
+        payload = reflection_synthesis.Input(facts=list(facts))
+        return await self._call(reflection_synthesis, payload, lambda out: parse_reflections(out, facts))
+
+    async def merge_decision(
+        self, reflection: ReflectionDraft, persona_entries: Sequence[Observation]
+    ) -> MergeDecision:
+        payload = merge_decision.Input(reflection=reflection, persona_entries=list(persona_entries))
+        return await self._call(merge_decision, payload, lambda out: parse_merge(out, persona_entries))
+
+
+def _not_json(content: str | None) -> bool:
+    try:
+        json.loads(content or "")
+    except ValueError:
+        return True
+    return False
+
+
+__all__ = ["OpenAIBackend", "response_format"]

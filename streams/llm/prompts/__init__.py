@@ -1,0 +1,29 @@
+"""One module per LLM task: VERSION, SYSTEM (the static prefix), Input/Output models, render_user,
+MAX_TOKENS. The JSON schema sent for structured output is the Output model's schema."""
+
+from types import ModuleType
+
+from credence.streams.llm.prompts import (
+    candidate_rerank,
+    merge_decision,
+    negative_keyword_target,
+    reflection_synthesis,
+    stage1_extraction,
+    stage2_classification,
+    surfaced_feedback,
+)
+
+TASKS: dict[str, ModuleType] = {
+    module.NAME: module
+    for module in (
+        stage1_extraction,
+        stage2_classification,
+        candidate_rerank,
+        surfaced_feedback,
+        negative_keyword_target,
+        reflection_synthesis,
+        merge_decision,
+    )
+}
+
+__all__ = ["TASKS"]

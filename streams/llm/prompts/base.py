@@ -1,0 +1,37 @@
+"""What every task prompt shares: the user message carries the variable input as one JSON document
+after a fixed marker, so the system prefix stays byte-identical across calls (vLLM prefix caching)."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict
+
+INPUT_MARKER = "INPUT (JSON):\n"
+
+
+class Wire(BaseModel):
+    """Output models are sent as strict JSON schemas; strict mode wants closed objects."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+def render_json(payload: BaseModel) -> str:
+    return INPUT_MARKER + payload.model_dump_json()
+
+
+def schema_name(name: str, version: int) -> str:
+    return f"{name}_v{version}"
+
+
+class PromptModule(Protocol):
+    """The shape of each module in this package (for type checkers; modules are used as-is)."""
+
+    NAME: str
+    VERSION: int
+    SYSTEM: str
+    MAX_TOKENS: int
+    Input: type[BaseModel]
+    Output: type[BaseModel]
+
+    def render_user(self, payload: BaseModel) -> str: ...

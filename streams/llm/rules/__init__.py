@@ -1,0 +1,1 @@
+"""The deterministic offline backend and the lexical rules behind it."""

@@ -1,0 +1,130 @@
+"""Stage 1 without a model: first-person statement patterns -> facts with subject, polarity, importance.
+
+Importance follows the prompt's scale: name/identity 9-10, strong feelings 8, casual 6, and an
+intensifier ("really", "absolutely") adds one."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from credence.streams.llm.models import Fact, Turn, fact_id
+from credence.streams.llm.rules.text import clean, cut_clause, normalise_subject, strip_fillers
+
+_PETS = r"dog|puppy|cat|kitten|parrot|hamster|rabbit|horse|fish|bird|turtle|snake|guinea pig"
+_INTENSE = r"(?P<intense>really |absolutely |truly |just )?"
+_IGNORED_SUBJECTS = {"", "you", "it", "that", "this", "them", "him", "her", "to", "so"}
+_MAX_OBJECT_WORDS = 8
+
+
+@dataclass(frozen=True)
+class _Pattern:
+    regex: re.Pattern[str]
+    polarity: str
+    importance: int
+    template: str  # formatted with the match's groups; {x} is the cleaned object phrase
+    subject: str | None = None  # fixed key for identity facts; otherwise derived from the object
+    drop_gerund: bool = False  # "stopped drinking coffee" is about "coffee"
+    drop_verb: bool = False  # "no longer eat meat" is about "meat"
+    subject_group: str = "x"
+
+
+def _p(pattern: str, polarity: str, importance: int, template: str, **kw) -> _Pattern:
+    return _Pattern(re.compile(pattern, re.IGNORECASE), polarity, importance, template, **kw)
+
+
+# First match wins, so negated and specific forms come before the general ones they contain.
+PATTERNS: tuple[_Pattern, ...] = (
+    _p(r"\bmy name is (?P<x>.+)", "positive", 10, "The user's name is {x}.", subject="name"),
+    _p(r"\b(?:call me|i'm called|i am called) (?P<x>.+)", "positive", 10, "The user's name is {x}.",
+       subject="name"),
+    _p(r"\bi(?:'m| am) no longer (?P<x>.+)", "negative", 6, "The user says they are no longer {x}.",
+       drop_gerund=True),
+    _p(r"\bi no longer live in (?P<x>.+)", "negative", 9, "The user no longer lives in {x}.",
+       subject="home"),
+    _p(r"\bi no longer (?P<x>.+)", "negative", 6, "The user says they no longer {x}.", drop_verb=True),
+    _p(r"\bi (?:have )?(?P<verb>stopped|quit|gave up) (?P<x>.+)", "negative", 6,
+       "The user says they {verb} {x}.", drop_gerund=True),
+    _p(r"\bi (?:do not|don't|dont) live in (?P<x>.+)", "negative", 9, "The user does not live in {x}.",
+       subject="home"),
+    _p(r"\bi (?:do not|don't|dont) (?:really |even )?(?:like|love|enjoy|care for) (?P<x>.+)", "negative",
+       6, "The user does not like {x}."),
+    _p(r"\bi (?:really |absolutely )?(?:hate|detest|loathe|can't stand|cannot stand) (?P<x>.+)",
+       "negative", 8, "The user hates {x}."),
+    _p(r"\bi " + _INTENSE + r"dislike (?P<x>.+)", "negative", 6, "The user dislikes {x}."),
+    _p(r"\bi(?:'m| am) (?:currently |now )?(?:learning|studying) (?P<x>.+)", "positive", 6,
+       "The user is learning {x}."),
+    _p(r"\bi (?:live in|moved to)(?: the)? (?P<x>.+)", "positive", 9, "The user lives in {x}.",
+       subject="home"),
+    _p(r"\bi(?:'m| am) living in (?P<x>.+)", "positive", 9, "The user lives in {x}.", subject="home"),
+    _p(r"\bi work as (?P<x>.+)", "positive", 9, "The user works as {x}.", subject="occupation"),
+    _p(r"\bmy job is (?P<x>.+)", "positive", 9, "The user works as {x}.", subject="occupation"),
+    _p(r"\bi(?:'m| am) (?P<x>an? .+?) by (?:profession|trade)", "positive", 9, "The user works as {x}.",
+       subject="occupation"),
+    _p(r"\bi (?:have|own|got) (?P<x>(?:a|an|one|two|three|four|\d+) (?:[\w-]+ )?(?P<pet>" + _PETS
+       + r")s?\b(?: (?:named|called) \w+)?)", "positive", 7, "The user has {x}.", subject_group="pet"),
+    _p(r"\bi " + _INTENSE + r"(?:love|adore) (?P<x>.+)", "positive", 8, "The user loves {x}."),
+    _p(r"\bi(?:'m| am) a (?:big |huge )?fan of (?P<x>.+)", "positive", 7, "The user is a fan of {x}."),
+    _p(r"\bi " + _INTENSE + r"(?P<verb>like|enjoy) (?P<x>.+)", "positive", 6, "The user {verb}s {x}."),
+    _p(r"\bi " + _INTENSE + r"prefer (?P<x>.+?)(?: (?:to|over|rather than) .*)?$", "positive", 6,
+       "The user prefers {x}."),
+)
+
+# Sentences, and clauses joined by "and/but" that start a new first-person statement.
+_SPLIT = re.compile(r"[.!?;\n]+|,?\s+(?:and|but)\s+(?=(?:i|i'm|my)\b)", re.IGNORECASE)
+
+
+def _object_phrase(raw: str) -> str:
+    words = strip_fillers(cut_clause(raw)).split()
+    return " ".join(words[:_MAX_OBJECT_WORDS])
+
+
+def _subject(pattern: _Pattern, match: re.Match[str], obj: str) -> str:
+    if pattern.subject:
+        return pattern.subject
+    phrase = match.group(pattern.subject_group) if pattern.subject_group != "x" else obj
+    words = phrase.split()
+    if len(words) > 1 and (pattern.drop_verb or (pattern.drop_gerund and words[0].lower().endswith("ing"))):
+        words = words[1:]
+    return normalise_subject(" ".join(words))
+
+
+def _fact_from(pattern: _Pattern, match: re.Match[str], turn: Turn) -> Fact | None:
+    obj = _object_phrase(match.group("x"))
+    subject = _subject(pattern, match, obj)
+    if not obj or subject in _IGNORED_SUBJECTS:
+        return None
+    groups = {k: (v or "").strip() for k, v in match.groupdict().items()}
+    text = pattern.template.format(**{**groups, "x": obj})
+    importance = min(10, pattern.importance + (1 if groups.get("intense") in {"really", "absolutely", "truly"} else 0))
+    return Fact(
+        id=fact_id([turn.id], subject, pattern.polarity, text),
+        text=text,
+        subject=subject,
+        importance=importance,
+        polarity=pattern.polarity,  # type: ignore[arg-type]
+        source_turn_ids=[turn.id],
+        origin="user",
+    )
+
+
+def facts_in_statement(statement: str, turn: Turn) -> Fact | None:
+    for pattern in PATTERNS:
+        match = pattern.regex.search(statement)
+        if match:
+            return _fact_from(pattern, match, turn)
+    return None
+
+
+def extract_facts(turns: Sequence[Turn]) -> list[Fact]:
+    """Facts from user turns only: the AI's own words never become evidence about the user."""
+    facts: dict[str, Fact] = {}
+    for turn in turns:
+        if turn.role != "user":
+            continue
+        for statement in _SPLIT.split(clean(turn.text)):
+            fact = facts_in_statement(statement.strip(), turn)
+            if fact is not None:
+                facts.setdefault(fact.id, fact)
+    return list(facts.values())

@@ -1,0 +1,78 @@
+"""Stage 2, candidate rerank and the negative-keyword target check, by subject overlap and negation cues.
+
+An observation's polarity is read from its own wording ("The user does not like coffee" is negative),
+so observations need no stored polarity."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from credence.streams.llm.models import Classification, Fact, Observation
+from credence.streams.llm.rules.text import content_stems, normalise_subject, polarity_of
+
+# Subjects that hold one value at a time: a different value is a contradiction, not a new fact.
+EXCLUSIVE_SUBJECTS = frozenset({"name", "home", "occupation"})
+
+
+def _subject_stems(subject: str) -> set[str]:
+    return content_stems(normalise_subject(subject))
+
+
+def shares_subject(fact: Fact, obs: Observation) -> bool:
+    if fact.subject in EXCLUSIVE_SUBJECTS or obs.subject in EXCLUSIVE_SUBJECTS:
+        return fact.subject == obs.subject
+    if obs.subject and normalise_subject(obs.subject) == normalise_subject(fact.subject):
+        return True
+    wanted = _subject_stems(fact.subject)
+    return bool(wanted) and wanted <= (content_stems(obs.text) | _subject_stems(obs.subject))
+
+
+def _value_stems(fact: Fact) -> set[str]:
+    """What an identity fact asserts ("Berlin" in "The user lives in Berlin.")."""
+    return content_stems(fact.text) - {"user", "name", "say", "they", "longer"}
+
+
+def relation(fact: Fact, obs: Observation) -> str | None:
+    if not shares_subject(fact, obs):
+        return None
+    same_direction = polarity_of(obs.text) == fact.polarity
+    if fact.subject in EXCLUSIVE_SUBJECTS and not _value_stems(fact) <= content_stems(obs.text):
+        # "lives in Paris" contradicts "lives in Berlin"; "no longer lives in Berlin" says nothing of Paris.
+        return "negate" if fact.polarity == "positive" and same_direction else None
+    return "reinforce" if same_direction else "negate"
+
+
+def classify(facts: Sequence[Fact], observations: Sequence[Observation]) -> list[Classification]:
+    out: list[Classification] = []
+    for fact in facts:
+        for obs in observations:
+            rel = relation(fact, obs)
+            if rel is not None:
+                out.append(Classification(fact_id=fact.id, observation_id=obs.id, relation=rel))  # type: ignore[arg-type]
+    return out
+
+
+def _overlap(query: set[str], obs: Observation) -> int:
+    return len(query & (content_stems(obs.text) | _subject_stems(obs.subject)))
+
+
+def rerank(facts: Sequence[Fact], observations: Sequence[Observation], limit: int) -> list[str]:
+    """Observations sharing content words with the facts, most shared first; ties keep input order."""
+    query: set[str] = set()
+    for fact in facts:
+        query |= content_stems(fact.text) | _subject_stems(fact.subject)
+    scored = [(_overlap(query, obs), i, obs.id) for i, obs in enumerate(observations)]
+    ranked = sorted((s for s in scored if s[0] > 0), key=lambda s: (-s[0], s[1]))
+    return [obs_id for _, _, obs_id in ranked[:limit]]
+
+
+def target_check(last_user_messages: Sequence[str], observations: Sequence[Observation]) -> list[str]:
+    """The observation(s) whose subject the rebuttal names most; none when it names no subject."""
+    said: set[str] = set()
+    for message in last_user_messages:
+        said |= content_stems(message)
+    scores = [
+        (len(said & (_subject_stems(obs.subject) or content_stems(obs.text))), obs.id) for obs in observations
+    ]
+    best = max((score for score, _ in scores), default=0)
+    return [obs_id for score, obs_id in scores if best > 0 and score == best]

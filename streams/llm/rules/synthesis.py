@@ -1,0 +1,37 @@
+"""Reflection synthesis and the merge-on-promote decision, grouped by subject."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from credence.streams.llm.models import Fact, MergeDecision, Observation, ReflectionDraft
+from credence.streams.llm.rules.text import content_stems, normalise_subject, polarity_of
+
+
+def _key(subject: str) -> frozenset[str]:
+    return frozenset(content_stems(normalise_subject(subject))) or frozenset({subject.strip().lower()})
+
+
+def synthesize(facts: Sequence[Fact]) -> list[ReflectionDraft]:
+    """One reflection per subject; the latest fact states it (users change their minds), and every fact
+    on the subject is a source."""
+    groups: dict[frozenset[str], list[Fact]] = {}
+    for fact in facts:
+        groups.setdefault(_key(fact.subject), []).append(fact)
+    return [
+        ReflectionDraft(text=group[-1].text, subject=group[-1].subject, source_fact_ids=[f.id for f in group])
+        for group in groups.values()
+    ]
+
+
+def merge_decision(reflection: ReflectionDraft, persona_entries: Sequence[Observation]) -> MergeDecision:
+    text = reflection.text.strip()
+    if not text:
+        return MergeDecision(action="reject", target_id=None, text="")
+    key = _key(reflection.subject)
+    for entry in persona_entries:
+        if entry.subject and _key(entry.subject) == key:
+            if polarity_of(entry.text) != polarity_of(text):
+                return MergeDecision(action="reject", target_id=None, text=text)
+            return MergeDecision(action="merge", target_id=entry.id, text=text)
+    return MergeDecision(action="create", target_id=None, text=text)

@@ -1,0 +1,87 @@
+"""Lexical primitives the rules backend shares: normalising a key phrase, content-word stems, and the
+negation cues that give a sentence its polarity."""
+
+from __future__ import annotations
+
+import re
+
+_APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
+
+# Leading words that never carry the subject ("my dog" and "a dog" are both about "dog").
+_LEADING = {
+    "a", "an", "the", "my", "our", "some", "any", "this", "that", "these", "those",
+    "in", "at", "to", "for", "with", "on", "of", "about", "learning", "studying",
+}
+_TRAILING = {
+    "anymore", "any more", "now", "too", "also", "lately", "either", "nowadays",
+    "a lot", "so much", "very much", "really", "at all", "these days",
+}
+_STOPWORDS = {
+    "a", "an", "the", "my", "our", "your", "i", "i'm", "im", "me", "you", "it", "is", "am", "are",
+    "was", "were", "be", "to", "of", "in", "on", "at", "for", "with", "and", "or", "but", "so",
+    "that", "this", "do", "does", "did", "don't", "not", "no", "yes", "user", "user's", "really",
+    "very", "just", "have", "has", "had", "like", "likes", "love", "loves", "prefer", "prefers",
+    "about", "what", "which", "who", "we", "they", "he", "she", "his", "her", "their", "its",
+    "would", "will", "can", "can't", "should", "there", "here", "than", "then", "also", "too",
+    "as", "any", "some", "all", "more", "much", "now", "anymore", "longer", "lives", "live", "works", "work",
+}
+_NEGATION_CUES = re.compile(
+    r"\b(?:not|no longer|never|don't|doesn't|didn't|isn't|aren't|wasn't|dislikes?|hates?|detests?|"
+    r"can't stand|cannot stand|stopped|quit|gave up)\b",
+    re.IGNORECASE,
+)
+_WORD = re.compile(r"[\w']+", re.UNICODE)
+_CLAUSE_END = re.compile(
+    r",|;|:|\(|\s(?:because|but|since|though|although|when|while|which|and i|and i'm|so)\s",
+    re.IGNORECASE,
+)
+
+
+def clean(text: str) -> str:
+    return " ".join(text.translate(_APOSTROPHES).split())
+
+
+def cut_clause(phrase: str) -> str:
+    """The object phrase up to the first clause boundary ("coffee, but only in the morning" -> "coffee")."""
+    match = _CLAUSE_END.search(phrase)
+    return (phrase[: match.start()] if match else phrase).strip(" .!?\"'")
+
+
+def strip_fillers(phrase: str) -> str:
+    """Drop trailing filler ("coffee anymore" -> "coffee"), keeping the phrase's case."""
+    words = phrase.split()
+    changed = True
+    while words and changed:
+        changed = False
+        for filler in _TRAILING:
+            size = len(filler.split())
+            if len(words) > size and " ".join(words[-size:]).lower() == filler:
+                words = words[:-size]
+                changed = True
+    return " ".join(words)
+
+
+def normalise_subject(phrase: str) -> str:
+    """Lowercase key phrase without leading determiners/prepositions or trailing filler."""
+    words = strip_fillers(cut_clause(clean(phrase))).lower().split()
+    while len(words) > 1 and words[0] in _LEADING:
+        words = words[1:]
+    return " ".join(w.strip(".,!?\"'") for w in words)
+
+
+def stem(word: str) -> str:
+    """Enough stemming to match "cats" with "cat" and "hates" with "hate"; nothing cleverer."""
+    word = word.lower().strip("'")
+    if word.endswith("'s"):
+        word = word[:-2]
+    if len(word) > 3 and word.endswith("s") and not word.endswith(("ss", "us", "is")):
+        word = word[:-1]
+    return word
+
+
+def content_stems(text: str) -> set[str]:
+    return {stem(w) for w in _WORD.findall(clean(text).lower()) if w not in _STOPWORDS and len(w) > 1}
+
+
+def polarity_of(text: str) -> str:
+    return "negative" if _NEGATION_CUES.search(clean(text)) else "positive"

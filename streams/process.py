@@ -1,0 +1,104 @@
+"""A worker as a child process: what the demo and the integration tests run, and what they kill."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import httpx
+
+from credence.config import Settings
+from credence.errors import CredenceError
+from credence.streams.broker import die_with_parent
+
+
+def wait_until(condition: Callable[[], object], deadline_s: float, what: str, poll_s: float = 0.2):
+    """Poll `condition` until it returns a truthy value; raise with `what` at the deadline."""
+    end = time.monotonic() + deadline_s
+    last_error: Exception | None = None
+    while time.monotonic() < end:
+        try:
+            value = condition()
+            if value:
+                return value
+        except CredenceError:
+            raise  # the condition knows it can never become true (e.g. the worker died)
+        except Exception as exc:  # noqa: BLE001 - any other error is just "not yet"
+            last_error = exc
+        time.sleep(poll_s)
+    raise CredenceError(f"timed out after {deadline_s:.0f}s waiting for {what}"
+                        + (f" (last error: {last_error})" if last_error else ""))
+
+
+def settings_env(settings: Settings, bootstrap: str) -> dict[str, str]:
+    """The environment that makes a child worker load the same settings as `settings`."""
+    env = dict(os.environ)
+    env.update({
+        "CREDENCE_KAFKA_BOOTSTRAP": bootstrap,
+        "CREDENCE_APP_ID": settings.app_id,
+        "CREDENCE_TOPIC_PREFIX": settings.topic_prefix,
+        "CREDENCE_TOPIC_PARTITIONS": str(settings.topic_partitions),
+        "CREDENCE_DATA_DIR": str(settings.data_dir),
+        "CREDENCE_WEB_PORT": str(settings.web_port),
+        "CREDENCE_WEB_HOST": settings.web_host,
+        "CREDENCE_TABLE_STORE": settings.table_store,
+        "CREDENCE_CORE_CONFIG_PATH": str(settings.core_config_path),
+    })
+    return env
+
+
+class WorkerProcess:
+    """`credence worker` in a child process, with its web port as the way to ask it questions."""
+
+    def __init__(self, settings: Settings, bootstrap: str, log_path: Path, extra_env: dict | None = None):
+        self.settings = settings
+        self.bootstrap = bootstrap
+        self.log_path = log_path
+        self.env = settings_env(settings, bootstrap) | (extra_env or {})
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.settings.web_host}:{self.settings.web_port}"
+
+    def start(self, ready_timeout_s: float = 60.0) -> "WorkerProcess":
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "credence.streams.cli", "worker"],
+            env=self.env, stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT,
+            preexec_fn=die_with_parent,
+        )
+        wait_until(lambda: self._alive() and self.get("/status").get("ready"), ready_timeout_s,
+                   f"the worker to be ready (log: {self.log_path})")
+        return self
+
+    def _alive(self) -> bool:
+        if self.proc is None or self.proc.poll() is not None:
+            raise CredenceError(f"the worker exited (code {self.proc and self.proc.returncode}); "
+                                f"see {self.log_path}")
+        return True
+
+    def get(self, path: str) -> dict:
+        response = httpx.get(self.url + path, timeout=5.0)
+        response.raise_for_status()
+        return response.json()
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown hooks, no final commit — the crash the recovery tests need."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill()

@@ -1,0 +1,127 @@
+"""Versioned records on the topics: decoding with validation, and the dead-letter envelope.
+
+A record that fails validation is never half-applied: it goes whole (original bytes) to credence.dlq
+with the reason, and the records around it carry on.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from credence.errors import RecordError
+
+MAX_PART = 200  # a tenant, user or character id longer than this is a client bug, not a name
+MAX_TEXT = 32_000
+ROLES = ("user", "ai")
+
+
+def scope_key(tenant: str, user: str, character: str) -> str:
+    return f"{tenant}/{user}/{character}"
+
+
+def _part(obj: dict, name: str) -> str:
+    value = obj.get(name)
+    if not isinstance(value, str) or not value.strip():
+        raise RecordError(f"'{name}' must be a non-empty string")
+    if "/" in value or len(value) > MAX_PART or value != value.strip():
+        raise RecordError(f"'{name}' must be at most {MAX_PART} characters, without '/' or edge spaces")
+    return value
+
+
+def parse_utc(value: Any, name: str) -> datetime:
+    """ISO-8601 with an explicit offset (or Z), returned in UTC."""
+    if not isinstance(value, str):
+        raise RecordError(f"'{name}' must be an ISO-8601 string")
+    try:
+        ts = datetime.fromisoformat(value.replace("Z", "+00:00") if value.endswith("Z") else value)
+    except ValueError:
+        raise RecordError(f"'{name}' is not ISO-8601: {value[:40]!r}") from None
+    if ts.tzinfo is None:
+        raise RecordError(f"'{name}' needs a UTC offset (e.g. 2026-01-01T12:00:00Z): {value[:40]!r}")
+    return ts.astimezone(timezone.utc)
+
+
+def iso(ts: datetime) -> str:
+    return ts.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
+def _object(raw: bytes) -> dict:
+    try:
+        obj = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RecordError(f"not valid JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise RecordError("a record must be a JSON object")
+    version = obj.get("v", 1)
+    if version != 1:
+        raise RecordError(f"unsupported record version {version!r}; this worker reads v1")
+    return obj
+
+
+@dataclass(frozen=True)
+class Turn:
+    """credence.turns v1: one message of a conversation between a user and a character."""
+
+    tenant: str
+    user: str
+    character: str
+    turn_id: str
+    role: str
+    text: str
+    ts: datetime
+    surfaced_ids: tuple[str, ...] = field(default=())
+
+    @property
+    def scope(self) -> str:
+        return scope_key(self.tenant, self.user, self.character)
+
+    def to_dict(self) -> dict:
+        d = {"v": 1, "tenant": self.tenant, "user": self.user, "character": self.character,
+             "turn_id": self.turn_id, "role": self.role, "text": self.text, "ts": iso(self.ts)}
+        if self.surfaced_ids:
+            d["surfaced_ids"] = list(self.surfaced_ids)
+        return d
+
+    def encode(self) -> bytes:
+        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def decode_turn(raw: bytes | None) -> Turn:
+    """Decode and validate one turn record; RecordError says exactly what is wrong."""
+    if raw is None:
+        raise RecordError("empty record (null value)")
+    obj = _object(raw)
+    turn_id = obj.get("turn_id")
+    if not isinstance(turn_id, str) or not turn_id or len(turn_id) > MAX_PART:
+        raise RecordError(f"'turn_id' must be a non-empty string of at most {MAX_PART} characters")
+    role = obj.get("role")
+    if role not in ROLES:
+        raise RecordError(f"'role' must be one of {ROLES}, got {role!r}")
+    text = obj.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise RecordError("'text' must be a non-empty string")
+    if len(text) > MAX_TEXT:
+        raise RecordError(f"'text' is longer than {MAX_TEXT} characters")
+    surfaced = obj.get("surfaced_ids", [])
+    if surfaced is None:
+        surfaced = []
+    if not isinstance(surfaced, list) or not all(isinstance(s, str) and s for s in surfaced):
+        raise RecordError("'surfaced_ids' must be a list of non-empty strings")
+    return Turn(
+        tenant=_part(obj, "tenant"), user=_part(obj, "user"), character=_part(obj, "character"),
+        turn_id=turn_id, role=role, text=text, ts=parse_utc(obj.get("ts"), "ts"),
+        surfaced_ids=tuple(surfaced),
+    )
+
+
+def dead_letter(*, topic: str, partition: int, offset: int, reason: str, original: bytes | None,
+                at: datetime) -> bytes:
+    """The credence.dlq envelope: enough to find, understand and re-send the original."""
+    return json.dumps({
+        "v": 1, "topic": topic, "partition": partition, "offset": offset, "reason": reason,
+        "original": base64.b64encode(original or b"").decode(), "at": iso(at),
+    }).encode()

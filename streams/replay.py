@@ -1,0 +1,61 @@
+"""Replaying a JSON-lines file of turn records into credence.turns."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from aiokafka import AIOKafkaProducer
+
+from credence.config import Settings
+from credence.errors import CredenceError
+from credence.streams.admin import ensure_topics
+from credence.streams.records import scope_key
+
+
+def key_of(line: bytes) -> bytes | None:
+    """The scope key if the record names one; a record that does not is still sent, so the worker can
+    dead-letter it with its reason instead of the replayer silently dropping it."""
+    try:
+        obj = json.loads(line)
+        return scope_key(obj["tenant"], obj["user"], obj["character"]).encode()
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def read_lines(path: Path) -> list[bytes]:
+    if not path.exists():
+        raise CredenceError(f"replay file not found: {path}")
+    return [line for line in path.read_bytes().splitlines() if line.strip()]
+
+
+def _progress(done: int, total: int, stream=sys.stderr) -> None:
+    if not stream.isatty() and done not in (total,):
+        return
+    width = 30
+    filled = width * done // max(total, 1)
+    stream.write(f"\rreplay [{'#' * filled}{'.' * (width - filled)}] {done}/{total}")
+    if done == total:
+        stream.write("\n")
+    stream.flush()
+
+
+async def replay(path: Path, bootstrap: str, settings: Settings, progress: bool = True) -> int:
+    """Produce every non-blank line of `path` to the turns topic, keyed by scope. Returns the count."""
+    lines = read_lines(path)
+    await ensure_topics(bootstrap, settings)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    await producer.start()
+    try:
+        topic = settings.topic("turns")
+        futures = []
+        for i, line in enumerate(lines, 1):
+            futures.append(await producer.send(topic, line, key=key_of(line)))
+            if progress and (i % 50 == 0 or i == len(lines)):
+                _progress(i, len(lines))
+        for fut in futures:
+            await fut  # every record acknowledged by the broker before we report success
+    finally:
+        await producer.stop()
+    return len(lines)

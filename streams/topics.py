@@ -1,0 +1,48 @@
+"""Topic declarations. Every topic is keyed by scope `tenant/user/character`; partitions and retention
+come from settings, so one scope always lands on one partition and is handled in order by one worker."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import faust
+
+from credence.config import Settings
+
+HOUR_MS = 3_600_000
+
+# logical name -> compacted? (compacted topics keep the latest record per key; forgetting tombstones them)
+TOPICS: dict[str, bool] = {
+    "turns": False,
+    "feedback": False,
+    "facts": False,
+    "evidence": False,
+    "archive": False,
+    "control": False,
+    "dlq": False,
+}
+
+
+@dataclass(frozen=True)
+class Topics:
+    turns: faust.TopicT
+    feedback: faust.TopicT
+    facts: faust.TopicT
+    evidence: faust.TopicT
+    archive: faust.TopicT
+    control: faust.TopicT
+    dlq: faust.TopicT
+
+
+def declare_topics(app: faust.App, settings: Settings) -> Topics:
+    def topic(name: str) -> faust.TopicT:
+        retention_h = settings.dlq_retention_hours if name == "dlq" else settings.topic_retention_hours
+        return app.topic(
+            settings.topic(name),
+            key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw",
+            partitions=settings.topic_partitions, replicas=settings.topic_replicas,
+            retention=retention_h * 3600.0,
+            compacting=TOPICS[name] or None,
+        )
+
+    return Topics(**{name: topic(name) for name in TOPICS})

@@ -1,0 +1,277 @@
+"""Reflection and persona entries: the model, its wire form (docs/records.md) and versioned changes.
+
+Every change goes through ``changed()``, which bumps ``version`` and ``updated_at``; the journal's
+event_id is "<entry_id>@<version>" and the stream layer compares versions to refuse late results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any, Final
+
+from credence.config.memory import DEFAULT_MEMORY_SETTINGS, MemorySettings
+from credence.errors import DomainError
+from credence.tables.clock import as_utc, format_instant, parse_instant
+from credence.tables.evidence import Evidence, apply_signal, evidence_score, seeded_evidence
+from credence.tables.scope import Scope
+
+REFLECTION: Final = "reflection"
+PERSONA: Final = "persona"
+KINDS: Final = (REFLECTION, PERSONA)
+
+# Reflection statuses.
+PENDING: Final = "pending"
+CONFIRMED: Final = "confirmed"
+PROMOTED: Final = "promoted"
+DENIED: Final = "denied"
+PROMOTE_BLOCKED: Final = "promote_blocked"
+ARCHIVED: Final = "archived"
+# Persona statuses.
+ACTIVE: Final = "active"
+
+STATUSES: Final = {
+    REFLECTION: (PENDING, CONFIRMED, PROMOTED, DENIED, PROMOTE_BLOCKED, ARCHIVED),
+    PERSONA: (ACTIVE, ARCHIVED),
+}
+
+# Key order of Entry.to_dict(), exactly as docs/records.md lists it.
+ENTRY_KEYS: Final = (
+    "id", "kind", "tenant", "user", "character", "text", "subject", "importance", "source_fact_ids",
+    "protected", "status", "evidence", "created_at", "confirmed_at", "promoted_at", "merged_from_ids",
+    "merged_into_id", "promote_attempts", "last_promote_attempt_at", "recent_mentions", "suppressed_at",
+    "version", "updated_at", "archived_at",
+)  # fmt: skip
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A reflection (synthesized observation) or a persona entry of one scope."""
+
+    id: str
+    kind: str
+    tenant: str
+    user: str
+    character: str
+    text: str
+    created_at: datetime
+    status: str
+    subject: str = ""
+    importance: int = 5
+    source_fact_ids: tuple[str, ...] = ()
+    protected: bool = False
+    evidence: Evidence = field(default_factory=Evidence)
+    confirmed_at: datetime | None = None
+    promoted_at: datetime | None = None
+    merged_from_ids: tuple[str, ...] = ()
+    merged_into_id: str | None = None
+    promote_attempts: int = 0
+    last_promote_attempt_at: datetime | None = None
+    recent_mentions: tuple[datetime, ...] = ()
+    suppressed_at: datetime | None = None
+    version: int = 1
+    updated_at: datetime | None = None
+    archived_at: datetime | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.id, str) or not self.id:
+            raise DomainError(f"entry id must be a non-empty string, got {self.id!r}")
+        if self.kind not in KINDS:
+            raise DomainError(f"entry kind must be one of {KINDS}, got {self.kind!r}")
+        if self.status not in STATUSES[self.kind]:
+            raise DomainError(f"{self.kind} status must be one of {STATUSES[self.kind]}, got {self.status!r}")
+        Scope(self.tenant, self.user, self.character)
+        if isinstance(self.importance, bool) or not isinstance(self.importance, int) or not 1 <= self.importance <= 10:
+            raise DomainError(f"entry importance must be an int 1..10, got {self.importance!r}")
+        if not isinstance(self.version, int) or self.version < 1:
+            raise DomainError(f"entry version must be an int >= 1, got {self.version!r}")
+        # Normalise so entries built by hand and entries read from the wire compare equal.
+        for name in ("created_at", "confirmed_at", "promoted_at", "last_promote_attempt_at",
+                     "suppressed_at", "updated_at", "archived_at"):  # fmt: skip
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, as_utc(value))
+        object.__setattr__(self, "source_fact_ids", tuple(self.source_fact_ids))
+        object.__setattr__(self, "merged_from_ids", tuple(self.merged_from_ids))
+        object.__setattr__(self, "recent_mentions", tuple(as_utc(m) for m in self.recent_mentions))
+
+    @property
+    def scope(self) -> str:
+        """The topic key "tenant/user/character"."""
+        return Scope(self.tenant, self.user, self.character).key
+
+    @property
+    def is_reflection(self) -> bool:
+        return self.kind == REFLECTION
+
+    @property
+    def is_persona(self) -> bool:
+        return self.kind == PERSONA
+
+    def score(self, now: datetime, *, settings: MemorySettings = DEFAULT_MEMORY_SETTINGS) -> float:
+        return evidence_score(self.evidence, now, self.protected, settings=settings)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "tenant": self.tenant,
+            "user": self.user,
+            "character": self.character,
+            "text": self.text,
+            "subject": self.subject,
+            "importance": self.importance,
+            "source_fact_ids": list(self.source_fact_ids),
+            "protected": self.protected,
+            "status": self.status,
+            "evidence": self.evidence.to_dict(),
+            "created_at": format_instant(self.created_at),
+            "confirmed_at": format_instant(self.confirmed_at),
+            "promoted_at": format_instant(self.promoted_at),
+            "merged_from_ids": list(self.merged_from_ids),
+            "merged_into_id": self.merged_into_id,
+            "promote_attempts": self.promote_attempts,
+            "last_promote_attempt_at": format_instant(self.last_promote_attempt_at),
+            "recent_mentions": [format_instant(m) for m in self.recent_mentions],
+            "suppressed_at": format_instant(self.suppressed_at),
+            "version": self.version,
+            "updated_at": format_instant(self.updated_at),
+            "archived_at": format_instant(self.archived_at),
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Entry:
+        """Read a snapshot; DomainError names the first field that is missing or invalid."""
+        if not isinstance(d, Mapping):
+            raise DomainError(f"entry snapshot must be a JSON object, got {type(d).__name__}")
+        for key in ("id", "kind", "tenant", "user", "character", "text", "status", "created_at"):
+            if d.get(key) is None:
+                raise DomainError(f"entry snapshot is missing {key!r}")
+        created_at = parse_instant(d["created_at"])
+        if created_at is None:
+            raise DomainError(f"entry snapshot created_at {d['created_at']!r} is not an ISO-8601 timestamp")
+        mentions = (parse_instant(m) for m in d.get("recent_mentions") or ())
+        return cls(
+            id=str(d["id"]),
+            kind=d["kind"],
+            tenant=d["tenant"],
+            user=d["user"],
+            character=d["character"],
+            text=str(d["text"]),
+            subject=str(d.get("subject") or ""),
+            importance=_int(d.get("importance", 5), "importance"),
+            source_fact_ids=tuple(str(i) for i in d.get("source_fact_ids") or ()),
+            protected=bool(d.get("protected", False)),
+            status=d["status"],
+            evidence=Evidence.from_dict(d.get("evidence")),
+            created_at=created_at,
+            confirmed_at=parse_instant(d.get("confirmed_at")),
+            promoted_at=parse_instant(d.get("promoted_at")),
+            merged_from_ids=tuple(str(i) for i in d.get("merged_from_ids") or ()),
+            merged_into_id=d.get("merged_into_id"),
+            promote_attempts=_int(d.get("promote_attempts", 0), "promote_attempts"),
+            last_promote_attempt_at=parse_instant(d.get("last_promote_attempt_at")),
+            recent_mentions=tuple(m for m in mentions if m is not None),
+            suppressed_at=parse_instant(d.get("suppressed_at")),
+            version=_int(d.get("version", 1), "version"),
+            updated_at=parse_instant(d.get("updated_at")),
+            archived_at=parse_instant(d.get("archived_at")),
+        )
+
+
+def _int(value: Any, name: str) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            pass
+    raise DomainError(f"entry field {name} must be an integer, got {value!r}")
+
+
+def changed(entry: Entry, now: datetime, **changes: Any) -> Entry:
+    """``entry`` with ``changes`` applied, version + 1 and updated_at = now: the one way entries change."""
+    return replace(entry, **changes, version=entry.version + 1, updated_at=as_utc(now))
+
+
+def apply_snapshot(current: Entry | None, snapshot: Entry) -> Entry:
+    """The entry after replaying a journal snapshot: the newer version wins, so a replay or duplicate is a no-op."""
+    if current is None or snapshot.version > current.version:
+        return snapshot
+    return current
+
+
+def new_reflection(
+    id: str,
+    scope: Scope,
+    text: str,
+    created_at: datetime,
+    *,
+    subject: str = "",
+    importance: int = 5,
+    source_fact_ids: Iterable[str] = (),
+    source_fact_importances: Iterable[int] = (),
+    settings: MemorySettings = DEFAULT_MEMORY_SETTINGS,
+) -> Entry:
+    """A pending reflection, seeded by the highest source-fact importance."""
+    return Entry(
+        id=id,
+        kind=REFLECTION,
+        tenant=scope.tenant,
+        user=scope.user,
+        character=scope.character,
+        text=text,
+        subject=subject,
+        importance=importance,
+        source_fact_ids=tuple(source_fact_ids),
+        status=PENDING,
+        evidence=seeded_evidence(source_fact_importances, created_at, settings=settings),
+        created_at=created_at,
+        updated_at=created_at,
+    )
+
+
+def new_persona_entry(
+    id: str,
+    scope: Scope,
+    text: str,
+    created_at: datetime,
+    *,
+    subject: str = "",
+    importance: int = 5,
+    source_fact_ids: Iterable[str] = (),
+    protected: bool = False,
+    evidence: Evidence | None = None,
+    merged_from_ids: Iterable[str] = (),
+) -> Entry:
+    """An active persona entry; ``protected`` marks a character-card entry (score +inf, never archived)."""
+    return Entry(
+        id=id,
+        kind=PERSONA,
+        tenant=scope.tenant,
+        user=scope.user,
+        character=scope.character,
+        text=text,
+        subject=subject,
+        importance=importance,
+        source_fact_ids=tuple(source_fact_ids),
+        protected=protected,
+        status=ACTIVE,
+        evidence=evidence or Evidence(),
+        merged_from_ids=tuple(merged_from_ids),
+        created_at=created_at,
+        updated_at=created_at,
+    )
+
+
+def record_signal(
+    entry: Entry, kind: str, at: datetime, *, settings: MemorySettings = DEFAULT_MEMORY_SETTINGS
+) -> Entry:
+    """Apply one evidence signal to an entry. Protected entries keep no evidence, so they are returned as is."""
+    if entry.protected:
+        return entry
+    return changed(entry, at, evidence=apply_signal(entry.evidence, kind, at, settings=settings))

@@ -1,0 +1,266 @@
+"""Stored lifecycle of reflections: score thresholds, merge-on-promote, its throttle, denial and archival.
+
+A stored status only moves forward (pending → confirmed → promoted, or to denied / promote_blocked /
+archived); a falling score never demotes it. Every function returns new entries and leaves its inputs alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Final
+
+from credence.config.memory import DEFAULT_MEMORY_SETTINGS, MemorySettings
+from credence.errors import DomainError
+from credence.tables.clock import as_utc
+from credence.tables.entries import (
+    ACTIVE,
+    ARCHIVED,
+    CONFIRMED,
+    DENIED,
+    PENDING,
+    PERSONA,
+    PROMOTE_BLOCKED,
+    PROMOTED,
+    REFLECTION,
+    Entry,
+    changed,
+    new_persona_entry,
+)
+from credence.tables.evidence import Evidence, sweep
+from credence.tables.scope import Scope
+
+# Merge-on-promote outcomes.
+CREATE: Final = "create"
+MERGE: Final = "merge"
+REJECT: Final = "reject"
+OUTCOMES: Final = (CREATE, MERGE, REJECT)
+
+# promote_decision() answers.
+NOT_DUE: Final = "not_due"
+WAIT: Final = "wait"
+BLOCK: Final = "block"
+ATTEMPT: Final = "attempt"
+
+DENIABLE: Final = frozenset({PENDING, CONFIRMED, PROMOTE_BLOCKED})
+# Denied reflections are swept too, so disputed observations leave the active view in time.
+SWEPT: Final = {REFLECTION: frozenset({PENDING, CONFIRMED, PROMOTE_BLOCKED, DENIED}), PERSONA: frozenset({ACTIVE})}
+
+
+@dataclass(frozen=True, slots=True)
+class MergeDecision:
+    """What merge-on-promote decided: create a persona entry, merge into ``target_id``, or reject."""
+
+    action: str
+    target_id: str | None = None
+    text: str | None = None  # the merged/rewritten persona text; None keeps the existing text
+
+    def __post_init__(self) -> None:
+        if self.action not in OUTCOMES:
+            raise DomainError(f"merge decision action must be one of {OUTCOMES}, got {self.action!r}")
+        if self.action == MERGE and not self.target_id:
+            raise DomainError("a 'merge' decision needs the target_id of the persona entry to merge into")
+
+
+@dataclass(frozen=True, slots=True)
+class PromotionTicket:
+    """Identifies one promote attempt, so a result arriving after a newer change can be refused."""
+
+    entry_id: str
+    version: int
+    attempt: int
+    attempted_at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class LifecycleStep:
+    """A lifecycle change: the reflection after it and, for create/merge, the persona entry written."""
+
+    reflection: Entry
+    persona: Entry | None
+    action: str
+
+
+def _require_reflection(entry: Entry) -> None:
+    if entry.kind != REFLECTION:
+        raise DomainError(f"{entry.id} is a {entry.kind} entry; this lifecycle rule applies to reflections")
+
+
+def confirm_by_score(
+    reflection: Entry, now: datetime, *, settings: MemorySettings = DEFAULT_MEMORY_SETTINGS
+) -> Entry | None:
+    """pending → confirmed once the score reaches confirmed_threshold; None when nothing changes."""
+    _require_reflection(reflection)
+    if reflection.status != PENDING or reflection.score(now, settings=settings) < settings.confirmed_threshold:
+        return None
+    return changed(reflection, now, status=CONFIRMED, confirmed_at=as_utc(now))
+
+
+def promote_decision(reflection: Entry, now: datetime, *, settings: MemorySettings = DEFAULT_MEMORY_SETTINGS) -> str:
+    """Whether a confirmed reflection should enter merge-on-promote now: not_due, wait, block or attempt.
+
+    The throttle is checked before the attempt limit so the last attempt's LLM call (which runs outside
+    the scope's ordering) gets its full window before the reflection is blocked.
+    """
+    _require_reflection(reflection)
+    if reflection.status != CONFIRMED or reflection.score(now, settings=settings) < settings.promoted_threshold:
+        return NOT_DUE
+    last = reflection.last_promote_attempt_at
+    if last is not None and as_utc(now) - last < timedelta(minutes=settings.promote_retry_interval_minutes):
+        return WAIT
+    if reflection.promote_attempts >= settings.max_promote_attempts:
+        return BLOCK
+    return ATTEMPT
+
+
+def record_promote_attempt(reflection: Entry, now: datetime) -> tuple[Entry, PromotionTicket]:
+    """Count an attempt before the LLM call, so a crash or timeout still counts toward promote_blocked."""
+    _require_reflection(reflection)
+    if reflection.status != CONFIRMED:
+        raise DomainError(f"reflection {reflection.id} is {reflection.status}; only confirmed ones are promoted")
+    attempted = changed(
+        reflection, now, promote_attempts=reflection.promote_attempts + 1, last_promote_attempt_at=as_utc(now)
+    )
+    ticket = PromotionTicket(attempted.id, attempted.version, attempted.promote_attempts, as_utc(now))
+    return attempted, ticket
+
+
+def block_promotion(reflection: Entry, now: datetime) -> Entry:
+    """Dead-letter a reflection whose promote attempts are exhausted."""
+    _require_reflection(reflection)
+    if reflection.status != CONFIRMED:
+        raise DomainError(f"reflection {reflection.id} is {reflection.status}; only confirmed ones are blocked")
+    return changed(reflection, now, status=PROMOTE_BLOCKED)
+
+
+def promotion_is_current(stored: Entry, ticket: PromotionTicket) -> bool:
+    """False when a denial, archive, block or newer attempt happened after the attempt was recorded."""
+    return (
+        stored.id == ticket.entry_id
+        and stored.status == CONFIRMED
+        and stored.promote_attempts == ticket.attempt
+        and stored.version >= ticket.version
+    )
+
+
+def merge_evidence(target: Evidence, source: Evidence, now: datetime) -> Evidence:
+    """Per-side maximum of the stored counters (not the sum); both clocks restart and the tally resets."""
+    now = as_utc(now)
+    return Evidence(
+        reinforcement=max(target.reinforcement, source.reinforcement),
+        disputation=max(target.disputation, source.disputation),
+        rein_last_signal_at=now,
+        disp_last_signal_at=now,
+        sub_zero_days=0,
+        sub_zero_last_increment_date=None,
+        user_fact_reinforce_count=max(target.user_fact_reinforce_count, source.user_fact_reinforce_count),
+    )
+
+
+def _union(first: tuple[str, ...], second: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(first + second))
+
+
+def merge_into_persona(persona: Entry, reflection: Entry, now: datetime, text: str | None = None) -> Entry:
+    """Fold a reflection into an existing persona entry; a repeated merge of the same reflection is a no-op."""
+    if persona.kind != PERSONA or persona.status != ACTIVE or persona.protected:
+        raise DomainError(f"cannot merge into {persona.id}: the target must be an active, non-protected persona entry")
+    if persona.scope != reflection.scope:
+        raise DomainError(f"cannot merge {reflection.id} into {persona.id}: evidence never crosses scopes")
+    if reflection.id in persona.merged_from_ids:
+        return persona
+    return changed(
+        persona,
+        now,
+        text=text or persona.text,
+        evidence=merge_evidence(persona.evidence, reflection.evidence, now),
+        merged_from_ids=(*persona.merged_from_ids, reflection.id),
+        source_fact_ids=_union(persona.source_fact_ids, reflection.source_fact_ids),
+        importance=max(persona.importance, reflection.importance),
+    )
+
+
+def default_persona_id(reflection: Entry) -> str:
+    """Deterministic, so a replayed "create" writes the same persona entry instead of a duplicate."""
+    return f"persona-{reflection.id}"
+
+
+def create_persona_from(
+    reflection: Entry, now: datetime, persona_id: str | None = None, text: str | None = None
+) -> Entry:
+    scope = Scope(reflection.tenant, reflection.user, reflection.character)
+    return new_persona_entry(
+        persona_id or default_persona_id(reflection),
+        scope,
+        text or reflection.text,
+        now,
+        subject=reflection.subject,
+        importance=reflection.importance,
+        source_fact_ids=reflection.source_fact_ids,
+        evidence=merge_evidence(reflection.evidence, reflection.evidence, now),
+        merged_from_ids=(reflection.id,),
+    )
+
+
+def apply_merge_decision(
+    reflection: Entry,
+    decision: MergeDecision,
+    now: datetime,
+    *,
+    target: Entry | None = None,
+    persona_id: str | None = None,
+) -> LifecycleStep:
+    """Apply a merge-on-promote outcome to a confirmed reflection.
+
+    reject leaves the reflection confirmed: its attempt is already counted, so it is retried after the
+    throttle and ends in promote_blocked if every attempt is rejected.
+    """
+    _require_reflection(reflection)
+    if reflection.status != CONFIRMED:
+        raise DomainError(
+            f"reflection {reflection.id} is {reflection.status}; check promotion_is_current before applying a result"
+        )
+    if decision.action == REJECT:
+        return LifecycleStep(reflection, None, REJECT)
+    if decision.action == CREATE:
+        persona = create_persona_from(reflection, now, persona_id, decision.text)
+    else:
+        if target is None or target.id != decision.target_id:
+            raise DomainError(f"merge target {decision.target_id!r} was not supplied; pass the stored persona entry")
+        persona = merge_into_persona(target, reflection, now, decision.text)
+    promoted = changed(reflection, now, status=PROMOTED, promoted_at=as_utc(now), merged_into_id=persona.id)
+    return LifecycleStep(promoted, persona, decision.action)
+
+
+def deny(reflection: Entry, now: datetime) -> Entry:
+    """The user denied a surfaced reflection. Already promoted, denied or archived ones are left as they are."""
+    _require_reflection(reflection)
+    if reflection.status not in DENIABLE:
+        return reflection
+    return changed(reflection, now, status=DENIED)
+
+
+def archive(entry: Entry, now: datetime) -> Entry:
+    """Remove an entry from the active view. Character-card entries are never archived by evidence."""
+    if entry.protected:
+        raise DomainError(f"{entry.id} is a protected character-card entry and is never archived")
+    if entry.status == ARCHIVED:
+        return entry
+    return changed(entry, now, status=ARCHIVED, archived_at=as_utc(now))
+
+
+def sweep_entry(
+    entry: Entry, now: datetime, *, settings: MemorySettings = DEFAULT_MEMORY_SETTINGS
+) -> tuple[Entry, bool]:
+    """One hourly-sweep visit to an entry: count a sub-zero day, archive at the limit.
+
+    Returns the entry (the same object when nothing changed) and whether it was archived by this visit.
+    """
+    if entry.protected or entry.status not in SWEPT[entry.kind]:
+        return entry, False
+    evidence, due = sweep(entry.evidence, now, settings=settings, tenant=entry.tenant)
+    if evidence != entry.evidence:
+        entry = changed(entry, now, evidence=evidence)
+    if due:
+        return archive(entry, now), True
+    return entry, False

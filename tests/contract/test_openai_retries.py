@@ -1,0 +1,114 @@
+"""Retries: a flaky server loses and duplicates nothing; a dead one ends in LLMError after max_retries."""
+
+import asyncio
+import itertools
+
+import pytest
+
+from credence.errors import LLMError
+from credence.streams.llm import make_backend
+from credence.streams.llm.models import Observation
+from credence.streams.llm.rules.backend import RulesBackend
+
+FLAKY_KINDS = ["timeout", "http_500", "http_429", "bad_json", "schema_invalid", "unknown_id"]
+
+
+def _batches(items, size):
+    it = iter(items)
+    while batch := list(itertools.islice(it, size)):
+        yield batch
+
+
+def test_thirty_percent_failures_lose_and_duplicate_nothing(
+    openai_server_factory, llm_settings_factory, fifty_turns, observations
+):
+    server = openai_server_factory(failure_rate=0.3, failure_kinds=FLAKY_KINDS, seed=7)
+    settings = llm_settings_factory(server, max_retries=8)
+    rules = RulesBackend()
+    expected_facts = asyncio.run(rules.extract_facts(fifty_turns))
+    expected_pairs = asyncio.run(rules.classify(expected_facts, observations))
+
+    async def pipeline():
+        backend = make_backend(settings)
+        try:
+            extracted = await asyncio.gather(*(backend.extract_facts(b) for b in _batches(fifty_turns, 2)))
+            facts = [f for batch in extracted for f in batch]
+            classified = await asyncio.gather(*(backend.classify(b, observations) for b in _batches(facts, 2)))
+            return facts, [c for batch in classified for c in batch], backend.stats
+        finally:
+            await backend.aclose()
+
+    facts, pairs, stats = asyncio.run(pipeline())
+
+    assert len(expected_facts) == 40
+    assert [f.id for f in facts] == [f.id for f in expected_facts]  # every fact, once, in order
+    assert sorted(pairs, key=repr) == sorted(expected_pairs, key=repr)
+    assert len({(p.fact_id, p.observation_id) for p in pairs}) == len(pairs)
+    assert {p.relation for p in pairs} == {"reinforce", "negate"}
+
+    outcomes = server.outcomes()
+    injected = sum(n for kind, n in outcomes.items() if kind != "ok")
+    assert outcomes["ok"] == stats.calls == 25 + 20
+    assert injected >= 8 and {k for k in outcomes if k != "ok"} >= {"timeout", "http_500", "bad_json"}
+    assert stats.retries >= injected and stats.failures == 0
+    assert server.violations == []
+
+
+@pytest.mark.parametrize(("kind", "reason"), [("http_500", "HTTP 500"), ("http_429", "HTTP 429"),
+                                              ("timeout", "timed out"), ("bad_json", "malformed JSON"),
+                                              ("schema_invalid", "schema-invalid")])
+def test_always_failing_server_raises_after_max_retries(openai_server_factory, llm_settings_factory, kind, reason):
+    server = openai_server_factory(failure_rate=1.0, failure_kinds=[kind])
+    settings = llm_settings_factory(server, max_retries=3)
+
+    async def go():
+        backend = make_backend(settings)
+        try:
+            with pytest.raises(LLMError) as caught:
+                await backend.check_feedback("yes", [Observation(id="o1", text="The user likes tea.", subject="tea")])
+            return caught.value, backend.stats
+        finally:
+            await backend.aclose()
+
+    error, stats = asyncio.run(go())
+    message = str(error)
+    assert "surfaced_feedback failed after 4 attempts" in message and reason in message
+    assert "CREDENCE_LLM__MAX_RETRIES" in message
+    assert server.outcomes() == {kind: 4}
+    assert (stats.calls, stats.retries, stats.failures) == (1, 3, 1)
+    assert server.violations == []
+
+
+def test_unreachable_server_raises_after_max_retries(openai_server_factory, llm_settings_factory):
+    server = openai_server_factory()
+    settings = llm_settings_factory(server, max_retries=2)
+    server.stop()  # nothing listens on the port any more
+
+    async def go():
+        backend = make_backend(settings)
+        try:
+            await backend.target_check(["no"], [Observation(id="o1", text="The user likes tea.", subject="tea")])
+        finally:
+            await backend.aclose()
+
+    with pytest.raises(LLMError, match="after 3 attempts.*connection error"):
+        asyncio.run(go())
+
+
+def test_retry_after_is_honoured_up_to_the_backoff_ceiling(openai_server_factory, llm_settings_factory):
+    server = openai_server_factory(failure_rate=1.0, failure_kinds=["http_429"], retry_after="0.25")
+    settings = llm_settings_factory(server, max_retries=2, backoff_max_s=1.0)
+
+    async def go() -> float:
+        backend = make_backend(settings)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        try:
+            with pytest.raises(LLMError, match="HTTP 429"):
+                await backend.target_check(["no"], [Observation(id="o1", text="The user likes tea.", subject="tea")])
+            return loop.time() - started
+        finally:
+            await backend.aclose()
+
+    assert asyncio.run(go()) >= 2 * 0.25
+    assert server.outcomes() == {"http_429": 3}

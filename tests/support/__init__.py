@@ -1,0 +1,1 @@
+"""Test doubles that are real things: servers on localhost, not mocks."""

@@ -1,0 +1,78 @@
+import asyncio
+import logging
+
+import pytest
+
+from credence.config import load_settings
+from credence.config.llm import LLMSettings
+from credence.errors import ConfigError
+from credence.streams.llm import make_backend
+from credence.streams.llm.models import Observation, ReflectionDraft
+from credence.streams.llm.rules.backend import RulesBackend
+
+
+def test_rules_is_the_default_and_labels_itself_a_fallback(caplog):
+    with caplog.at_level(logging.WARNING):
+        backend = make_backend(LLMSettings())
+    assert isinstance(backend, RulesBackend)
+    assert "offline fallback" in backend.label
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "offline fallback" in warnings[0].getMessage()
+
+
+def test_openai_backend_needs_a_model_name():
+    with pytest.raises(ConfigError, match="CREDENCE_LLM__MODEL"):
+        make_backend(LLMSettings(backend="openai"))
+
+
+def test_environment_selects_the_openai_backend(monkeypatch):
+    monkeypatch.setenv("CREDENCE_LLM__BACKEND", "openai")
+    monkeypatch.setenv("CREDENCE_LLM__BASE_URL", "http://vllm:8000/v1")
+    monkeypatch.setenv("CREDENCE_LLM__MODEL", "served-model")
+    monkeypatch.setenv("CREDENCE_LLM__MAX_CONCURRENCY", "3")
+    settings = load_settings().llm
+    assert (settings.backend, settings.base_url, settings.model, settings.max_concurrency) == (
+        "openai", "http://vllm:8000/v1", "served-model", 3,
+    )
+
+    async def label() -> str:
+        backend = make_backend(settings)
+        try:
+            return backend.label
+        finally:
+            await backend.aclose()
+
+    assert asyncio.run(label()) == "openai-compatible (served-model at http://vllm:8000/v1)"
+
+
+def test_every_task_runs_offline_and_is_counted(turn_factory):
+    async def run() -> RulesBackend:
+        backend = RulesBackend()
+        facts = await backend.extract_facts([turn_factory("I love coffee")])
+        coffee = Observation(id="o1", text="The user likes coffee.", subject="coffee")
+        assert [c.relation for c in await backend.classify(facts, [coffee])] == ["reinforce"]
+        assert await backend.rerank(facts, [coffee], 3) == ["o1"]
+        assert [d.decision for d in await backend.check_feedback("yes", [coffee])] == ["confirm"]
+        assert await backend.target_check(["no, not coffee"], [coffee]) == ["o1"]
+        [draft] = await backend.synthesize(facts)
+        assert draft == ReflectionDraft(text="The user loves coffee.", subject="coffee", source_fact_ids=[facts[0].id])
+        assert (await backend.merge_decision(draft, [coffee])).action == "merge"
+        await backend.aclose()
+        return backend
+
+    backend = asyncio.run(run())
+    assert backend.stats.as_dict() == {
+        "calls": 7, "retries": 0, "failures": 0, "prompt_tokens": 0, "completion_tokens": 0,
+    }
+
+
+def test_rules_classify_keeps_to_the_stage2_budget(turn_factory):
+    async def run() -> list[str]:
+        backend = RulesBackend(prompt_cap=700)
+        facts = await backend.extract_facts([turn_factory("I love coffee")])
+        many = [Observation(id=f"o{i}", text="The user likes coffee. " * 20, subject="coffee") for i in range(50)]
+        return [c.observation_id for c in await backend.classify(facts, many)]
+
+    kept = asyncio.run(run())
+    assert 0 < len(kept) < 50
+    assert kept == [f"o{i}" for i in range(len(kept))]  # the best-ranked survive

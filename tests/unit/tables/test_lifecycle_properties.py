@@ -1,0 +1,98 @@
+"""Properties of merging, rendering budgets and mentions (hypothesis)."""
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from credence.config.memory import MemorySettings
+from credence.tables.entries import new_persona_entry, new_reflection
+from credence.tables.evidence import Evidence
+from credence.tables.lifecycle import merge_evidence
+from credence.tables.mentions import record_mention
+from credence.tables.rendering import by_priority, render_memory_block
+from credence.tables.scope import Scope
+
+T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+SCOPE = Scope("acme", "u1", "aria")
+counters = st.floats(min_value=-100, max_value=100, allow_nan=False)
+non_negative = st.floats(min_value=0, max_value=100, allow_nan=False)
+
+
+@st.composite
+def evidence(draw) -> Evidence:
+    return Evidence(
+        reinforcement=draw(counters),
+        disputation=draw(non_negative),
+        rein_last_signal_at=T0 - timedelta(days=draw(st.integers(0, 400))),
+        disp_last_signal_at=T0 - timedelta(days=draw(st.integers(0, 400))),
+        sub_zero_days=draw(st.integers(0, 20)),
+        user_fact_reinforce_count=draw(st.integers(0, 9)),
+    )
+
+
+@given(evidence(), evidence())
+def test_merge_is_per_side_maximum_never_the_sum(a, b):
+    merged = merge_evidence(a, b, T0)
+    assert merged.reinforcement == max(a.reinforcement, b.reinforcement)
+    assert merged.disputation == max(a.disputation, b.disputation)
+    assert merged.rein_last_signal_at == merged.disp_last_signal_at == T0
+    assert merged.sub_zero_days == 0
+    assert merge_evidence(merged, merged, T0) == merged
+
+
+@st.composite
+def scope_entries(draw):
+    entries = []
+    for i in range(draw(st.integers(0, 12))):
+        text = " ".join(["w"] * draw(st.integers(0, 12)))
+        importance = draw(st.integers(1, 10))
+        if draw(st.booleans()):
+            entry = new_persona_entry(f"p{i}", SCOPE, text, T0, importance=importance, protected=draw(st.booleans()))
+        else:
+            entry = new_reflection(f"r{i}", SCOPE, text, T0, importance=importance)
+            entry = replace(entry, status=draw(st.sampled_from(["pending", "confirmed"])))
+        entries.append(replace(entry, evidence=draw(evidence())))
+    return entries
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+@given(scope_entries(), st.integers(0, 40), st.integers(0, 40))
+def test_budgets_hold_and_the_scan_is_greedy_in_priority_order(entries, persona_budget, reflection_budget):
+    settings = MemorySettings(persona_token_budget=persona_budget, reflection_token_budget=reflection_budget)
+    block = render_memory_block(SCOPE, entries, T0, settings=settings, count_tokens=words)
+    assert block.persona_tokens == sum(words(e.text) for e in block.persona) <= persona_budget
+    assert block.reflection_tokens == sum(words(e.text) for e in block.reflections) <= reflection_budget
+    assert set(block.protected) == {e for e in entries if e.protected}
+    for chosen in (block.persona, block.reflections):
+        assert list(chosen) == by_priority(chosen, T0, settings=settings)
+    # Every eligible persona entry left out would not have fit when its turn came.
+    eligible = by_priority([e for e in entries if e.kind == "persona" and not e.protected], T0, settings=settings)
+    used = 0
+    for entry in eligible:
+        if entry in block.persona:
+            used += words(entry.text)
+        else:
+            assert used + words(entry.text) > persona_budget
+
+
+@given(st.lists(st.integers(0, 20 * 3600), max_size=12))
+def test_pending_reflections_are_never_counted(seconds):
+    entry = new_reflection("r1", SCOPE, "might like jazz", T0)
+    for s in sorted(seconds):
+        assert record_mention(entry, T0 + timedelta(seconds=s)) is entry
+
+
+@given(st.lists(st.integers(0, 20 * 3600), max_size=12))
+def test_mentions_never_change_evidence_and_stay_inside_the_window(seconds):
+    entry = new_persona_entry("p1", SCOPE, "likes tea", T0, evidence=Evidence(reinforcement=1.0))
+    for s in sorted(seconds):
+        at = T0 + timedelta(seconds=s)
+        entry = record_mention(entry, at)
+        assert entry.evidence == Evidence(reinforcement=1.0)
+        assert all(at - m < timedelta(hours=5) for m in entry.recent_mentions)
+        assert len(entry.recent_mentions) <= len(seconds)
