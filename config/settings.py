@@ -11,6 +11,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 from credence.config.archive import ArchiveSettings
 from credence.config.llm import LLMSettings
 from credence.config.memory import MemorySettings
+from credence.config.pipeline import PipelineSettings
 from credence.errors import ConfigError
 
 
@@ -44,6 +45,7 @@ class Settings(BaseSettings):
     memory: MemorySettings = MemorySettings()
     llm: LLMSettings = LLMSettings()
     archive: ArchiveSettings = ArchiveSettings()
+    pipeline: PipelineSettings = PipelineSettings()
 
     def topic(self, name: str) -> str:
         """Full topic name for a logical topic ("turns" -> "credence.turns")."""

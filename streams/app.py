@@ -21,17 +21,26 @@ class Stats:
     turns_rejected: int = 0
     turns_duplicate: int = 0
     turns_rekeyed: int = 0
+    records_rejected: int = 0
+    redelivered: int = 0
+    journal_events: int = 0
+    archived: int = 0
 
 
 @dataclass
 class Credence:
-    """Everything one worker owns: the app, its topics, its tables."""
+    """Everything one worker owns: the app, its topics, tables, LLM runner and switch."""
 
     app: faust.App
     settings: Settings
     topics: Topics
     tables: dict
     stats: Stats = field(default_factory=Stats)
+    busy: set = field(default_factory=set)  # scopes with work in flight, queued or buffered
+    runner: object = None
+    switch: object = None
+    backend: object = None
+    send: object = None
 
 
 def store_url(settings: Settings) -> str:
@@ -57,17 +66,25 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
         table_standby_replicas=0,
     )
     topics = declare_topics(app, settings)
+    table = dict(partitions=settings.topic_partitions, key_type=str)  # values: the app's json codec
     tables = {
-        # scope -> number of distinct turns seen (the foundation's restart-recovery witness)
-        "turn_counts": app.Table("turn_counts", default=int, key_type=str, value_type=int,
-                                 partitions=settings.topic_partitions),
-        # "scope\x1fturn_id" -> 1: exact duplicate turn_ids per scope are dropped
-        "seen_turns": app.Table("seen_turns", default=int, key_type=str, value_type=int,
-                                partitions=settings.topic_partitions),
+        # scope -> ScopeState.to_dict(): entries, windows, facts, requests — one value, one atomic step
+        "scopes": app.Table("scopes", default=None, **table),
+        # "kind\x1fscope\x1fid" -> position of the record that first carried it (duplicate detection)
+        "seen": app.Table("seen", default=None, **table),
     }
     credence = Credence(app=app, settings=settings, topics=topics, tables=tables)
-    from credence.streams import ingest, views  # agents and pages attach themselves to the app
 
-    ingest.register(credence)
+    from credence.streams import agent, timers, views
+    from credence.streams.llm.factory import make_backend
+    from credence.streams.runner import Runner
+    from credence.streams.switch import PowerSwitch
+    from credence.tables.tokens import default_token_counter
+
+    credence.switch = PowerSwitch(settings.core_config_path)
+    credence.backend = make_backend(settings.llm, count_tokens=default_token_counter())
+    agent.register(credence)
+    credence.runner = Runner(credence.backend, credence.send, settings.pipeline.max_inflight_llm)
+    timers.register(credence)
     views.register(credence)
     return credence

@@ -12,7 +12,7 @@ from pathlib import Path
 from credence.config import Settings
 from credence.streams.broker import EmbeddedBroker, free_port
 from credence.streams.process import WorkerProcess, wait_until
-from credence.streams.replay import replay
+from credence.streams.replay import replay, scopes_in, send_control
 
 log = logging.getLogger(__name__)
 
@@ -23,11 +23,17 @@ def default_input() -> Path:
     return SAMPLE
 
 
-def _summary(scopes: dict) -> list[str]:
-    counts = scopes.get("turn_counts", {})
-    lines = [f"{'scope':<40} turns"]
-    for scope in sorted(counts):
-        lines.append(f"{scope:<40} {counts[scope]}")
+def _summary(worker: WorkerProcess) -> list[str]:
+    lines = []
+    for scope in sorted(worker.get("/scopes")["scopes"]):
+        view = worker.get(f"/scope/{scope}")
+        lines.append(f"\n== {scope}: {view['turns']} turns, {len(view['entries'])} entries "
+                     f"(clock {view['clock']})")
+        for e in view["entries"]:
+            score = "inf" if e["score"] is None else f"{e['score']:+.3f}"
+            lines.append(f"  {e['kind']:<10} {e['status']:<15} {e['tier']:<17} {score:>8}  {e['text']}")
+        block = view["memory_block"].strip()
+        lines.append("  memory block:" + ("\n    " + block.replace("\n", "\n    ") if block else " (empty)"))
     return lines
 
 
@@ -48,17 +54,26 @@ def run_demo(settings: Settings, input_path: Path, timeout_s: float = 600.0, out
         run = settings.model_copy(update={
             "topic_prefix": prefix, "app_id": f"credence-demo-{run_id}",
             "data_dir": tmp_path / "data", "web_port": free_port(),
+            # Historical replay: event time comes from the turns; ticks only re-issue lost requests.
+            "pipeline": settings.pipeline.model_copy(update={"ticks_advance_clock": False,
+                                                             "tick_interval_seconds": 5.0}),
         })
         worker = WorkerProcess(run, bootstrap, tmp_path / "worker.log")
         try:
             out(f"starting a worker (group {run.app_id}) on {bootstrap} …")
             worker.start()
             sent = asyncio.run(replay(input_path, bootstrap, run))
-            stats = wait_until(
-                lambda: _caught_up(worker, sent), timeout_s, f"the worker to process {sent} turns"
-            )
-            for line in _summary(worker.get("/scopes")):
+            wait_until(lambda: _caught_up(worker, sent), timeout_s, f"the worker to take in {sent} turns")
+            # End of input: extract what the Stage-1 windows still hold, then wait for the pipeline to idle.
+            asyncio.run(send_control(bootstrap, run, scopes_in(input_path), "flush"))
+            status = wait_until(lambda: _idle(worker), timeout_s, "the pipeline to finish its LLM work")
+            stats = status["stats"]
+            for line in _summary(worker):
                 out(line)
+            llm = status["llm"]
+            out(f"\nLLM backend: {llm['backend']}")
+            out(f"LLM calls: {llm['stats']['calls']} (retries {llm['stats']['retries']}, failures "
+                f"{llm['stats']['failures']}); journal events: {stats['journal_events']}")
         except BaseException:
             log_tail = (tmp_path / "worker.log").read_text(errors="replace")[-3000:] \
                 if (tmp_path / "worker.log").exists() else ""
@@ -73,6 +88,11 @@ def run_demo(settings: Settings, input_path: Path, timeout_s: float = 600.0, out
     out(f"duplicates dropped: {stats['turns_duplicate']}")
     out(f"processed {sent} turns ({stats['turns_rejected']} rejected) in {elapsed:.1f} s")
     return 0
+
+
+def _idle(worker: WorkerProcess):
+    status = worker.get("/status")
+    return status if status["busy_scopes"] == 0 and status["llm"]["inflight"] == 0 else None
 
 
 def _caught_up(worker: WorkerProcess, sent: int):

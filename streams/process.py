@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -49,6 +50,12 @@ def settings_env(settings: Settings, bootstrap: str) -> dict[str, str]:
         "CREDENCE_TABLE_STORE": settings.table_store,
         "CREDENCE_CORE_CONFIG_PATH": str(settings.core_config_path),
     })
+    # Nested sections travel whole, as JSON (pydantic-settings reads complex values that way).
+    for name in ("memory", "pipeline", "archive", "llm"):
+        section = getattr(settings, name).model_dump(mode="json")
+        if name == "llm" and settings.llm.api_key is not None:
+            section["api_key"] = settings.llm.api_key.get_secret_value()
+        env[f"CREDENCE_{name.upper()}"] = json.dumps(section)
     return env
 
 

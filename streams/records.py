@@ -125,3 +125,38 @@ def dead_letter(*, topic: str, partition: int, offset: int, reason: str, origina
         "v": 1, "topic": topic, "partition": partition, "offset": offset, "reason": reason,
         "original": base64.b64encode(original or b"").decode(), "at": iso(at),
     }).encode()
+
+
+DECISIONS = ("confirm", "deny", "ignore")
+CONTROL_TYPES = ("result", "failed", "tick", "flush")
+
+
+def decode_feedback(raw: bytes | None) -> dict:
+    """credence.feedback v1: {tenant, user, character, feedback_id, entry_id, decision, ts}."""
+    if raw is None:
+        raise RecordError("empty record (null value)")
+    obj = _object(raw)
+    for name in ("feedback_id", "entry_id"):
+        if not isinstance(obj.get(name), str) or not obj[name] or len(obj[name]) > MAX_PART:
+            raise RecordError(f"'{name}' must be a non-empty string of at most {MAX_PART} characters")
+    if obj.get("decision") not in DECISIONS:
+        raise RecordError(f"'decision' must be one of {DECISIONS}, got {obj.get('decision')!r}")
+    return {"tenant": _part(obj, "tenant"), "user": _part(obj, "user"), "character": _part(obj, "character"),
+            "feedback_id": obj["feedback_id"], "entry_id": obj["entry_id"], "decision": obj["decision"],
+            "ts": iso(parse_utc(obj.get("ts"), "ts"))}
+
+
+def decode_control(raw: bytes | None) -> dict:
+    """credence.control / credence.facts: LLM results and failures, ticks and flushes, keyed by scope."""
+    if raw is None:
+        raise RecordError("empty record (null value)")
+    obj = _object(raw)
+    if obj.get("type") not in CONTROL_TYPES:
+        raise RecordError(f"'type' must be one of {CONTROL_TYPES}, got {obj.get('type')!r}")
+    for name in ("tenant", "user", "character"):
+        _part(obj, name)
+    if obj["type"] in ("result", "failed") and not isinstance(obj.get("request_id"), str):
+        raise RecordError("'request_id' must be a string")
+    if obj["type"] == "tick" and obj.get("now") is not None:
+        obj["now"] = iso(parse_utc(obj["now"], "now"))
+    return obj

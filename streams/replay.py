@@ -59,3 +59,22 @@ async def replay(path: Path, bootstrap: str, settings: Settings, progress: bool 
     finally:
         await producer.stop()
     return len(lines)
+
+
+def scopes_in(path: Path) -> list[str]:
+    """The distinct scopes named by the file's records, in first-seen order."""
+    keys = (key_of(line) for line in read_lines(path))
+    return list(dict.fromkeys(k.decode() for k in keys if k))
+
+
+async def send_control(bootstrap: str, settings: Settings, scopes: list[str], record_type: str) -> None:
+    """One control record per scope (e.g. "flush": end of input, extract what the windows still hold)."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    await producer.start()
+    try:
+        for scope in scopes:
+            tenant, user, character = scope.split("/")
+            body = {"v": 1, "type": record_type, "tenant": tenant, "user": user, "character": character}
+            await producer.send_and_wait(settings.topic("control"), json.dumps(body).encode(), key=scope.encode())
+    finally:
+        await producer.stop()

@@ -1,10 +1,16 @@
-"""Web views of a worker: /status and /scopes (read-only)."""
+"""Read-only web views of a worker: /status, /scopes, /scope/{tenant}/{user}/{character}."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict
 
 from credence import __version__
+from credence.streams.scope.state import ScopeState
+from credence.tables.evidence import derived_tier
+from credence.tables.rendering import render_memory_block
+from credence.tables.scope import Scope
+from credence.tables.tokens import default_token_counter, default_tokenizer_name
 
 
 def is_ready(app) -> bool:
@@ -16,16 +22,56 @@ def is_ready(app) -> bool:
     return bool(recovered and not app.rebalancing)
 
 
+def entry_view(entry, now, memory) -> dict:
+    score = entry.score(now, settings=memory)
+    return {"id": entry.id, "kind": entry.kind, "text": entry.text, "status": entry.status,
+            "score": score if math.isfinite(score) else None,
+            "tier": "protected" if entry.protected else derived_tier(score),
+            "version": entry.version, "snapshot": entry.to_dict()}
+
+
+def scope_view(state: ScopeState, memory, count_tokens) -> dict:
+    now = state.clock
+    entries = sorted(state.entries.values(), key=lambda e: e.id)
+    block = render_memory_block(Scope.parse(state.scope), entries, now, settings=memory,
+                                count_tokens=count_tokens) if now else None
+    return {"scope": state.scope, "clock": now.isoformat() if now else None, "turns": state.turns,
+            "idle": state.idle, "queued": len(state.queue), "requests": len(state.requests),
+            "facts": len(state.facts), "entries": [entry_view(e, now, memory) for e in entries],
+            "memory_block": block.text if block else ""}
+
+
 def register(credence) -> None:
-    app, tables = credence.app, credence.tables
+    app, tables, settings = credence.app, credence.tables, credence.settings
+    count_tokens = default_token_counter()
+
+    def states():
+        for key, value in list(tables["scopes"].items()):
+            if value:
+                yield ScopeState.from_dict(value)
 
     @app.page("/status")
     async def status(web, request):
         return web.json({
-            "service": "credence", "version": __version__, "app_id": credence.settings.app_id,
-            "ready": is_ready(app), "stats": asdict(credence.stats),
+            "service": "credence", "version": __version__, "app_id": settings.app_id,
+            "ready": is_ready(app), "stats": asdict(credence.stats), "busy_scopes": len(credence.busy),
+            "llm": {"backend": credence.backend.label, "stats": credence.backend.stats.as_dict(),
+                    "inflight": credence.runner.inflight},
+            "tokenizer": default_tokenizer_name(),
         })
 
     @app.page("/scopes")
     async def scopes(web, request):
-        return web.json({"turn_counts": dict(tables["turn_counts"].items())})
+        all_states = list(states())
+        return web.json({
+            "turn_counts": {s.scope: s.turns for s in all_states},
+            "scopes": {s.scope: {"turns": s.turns, "entries": len(s.entries), "idle": s.idle}
+                       for s in all_states},
+        })
+
+    @app.page("/scope/{tenant}/{user}/{character}")
+    async def scope(web, request, tenant: str, user: str, character: str):
+        value = tables["scopes"].get(f"{tenant}/{user}/{character}")
+        if not value:
+            return web.json({"error": f"unknown scope {tenant}/{user}/{character} on this worker"}, status=404)
+        return web.json(scope_view(ScopeState.from_dict(value), settings.memory, count_tokens))

@@ -1,0 +1,23 @@
+"""Stream pipeline settings: Stage-1 windows, ticks, and how much LLM work may be in flight."""
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class PipelineSettings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # Stage-1 window per scope: extract when this many user turns wait, or when the oldest waited this long.
+    stage1_max_batch: int = Field(default=8, ge=1)
+    stage1_max_wait_seconds: float = Field(default=60.0, ge=0)
+    # Facts accumulate per scope before a reflection synthesis call.
+    synthesis_min_facts: int = Field(default=1, ge=1)
+    # Wall-clock ticks per owned scope (flush windows, sweep, fallback, retries); 0 disables them
+    # (replays of historical data run on event time alone and end with an explicit flush).
+    tick_interval_seconds: float = Field(default=60.0, ge=0)
+    # Whether ticks carry the wall clock as event time. Off for replays of historical data, where ticks
+    # only re-issue lost requests and event time comes from the records alone.
+    ticks_advance_clock: bool = True
+    # LLM calls running at once in one worker (the backend bounds its own HTTP concurrency too).
+    max_inflight_llm: int = Field(default=16, ge=1)
+    # Sweep catch-up after a gap in event time: hourly steps up to this many days, daily beyond.
+    sweep_hourly_catchup_days: int = Field(default=31, ge=1)

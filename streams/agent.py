@@ -1,0 +1,141 @@
+"""The scope agent: the one owner of every scope on its partitions.
+
+It reads turns, feedback, facts and control records (all keyed by scope, co-partitioned), loads the
+scope's state, runs one pure step, saves the state, sends the step's records and hands its LLM requests
+to the runner. Delivery is at-least-once: a redelivered record (offset already applied to the scope)
+is not applied again; it re-sends the scope's snapshots instead, so the journal catches up with a table
+write that outlived a crash.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from datetime import datetime, timezone
+
+from credence.errors import RecordError
+from credence.streams.records import Turn, dead_letter, decode_control, decode_feedback, decode_turn
+from credence.streams.scope.context import StepContext
+from credence.streams.scope.state import ScopeState
+from credence.streams.scope.step import event_now, step
+from credence.tables.clock import parse_instant
+
+log = logging.getLogger(__name__)
+SEP = "\x1f"  # cannot appear in a validated scope part
+
+
+def _encode(record: dict) -> bytes:
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def register(credence) -> None:
+    app, topics, tables, stats, settings = (credence.app, credence.topics, credence.tables, credence.stats,
+                                            credence.settings)
+    seen, scopes = tables["seen"], tables["scopes"]
+    boot = uuid.uuid4().hex[:12]
+    by_name = {settings.topic(n): n for n in ("turns", "feedback", "facts", "control")}
+
+    async def send(topic: str, scope: str, record: dict) -> None:
+        fut = await getattr(topics, topic).send(key=scope.encode(), value=_encode(record))
+        await fut  # acknowledged before the input's offset can be committed
+
+    credence.send = send
+
+    async def reject(event, reason: str) -> None:
+        msg = event.message
+        stats.turns_rejected += msg.topic == settings.topic("turns")
+        stats.records_rejected += 1
+        log.warning("record rejected (%s[%d]@%d): %s", msg.topic, msg.partition, msg.offset, reason)
+        await topics.dlq.send(key=event.key, value=dead_letter(
+            topic=msg.topic, partition=msg.partition, offset=msg.offset, reason=reason,
+            original=event.value, at=datetime.now(timezone.utc)))
+
+    def decode(name: str, raw: bytes) -> tuple[str, str, dict, datetime | None]:
+        """(scope, kind, record, event time) of one input record."""
+        if name == "turns":
+            turn: Turn = decode_turn(raw)
+            return turn.scope, "turn", turn.to_dict(), turn.ts
+        if name == "feedback":
+            fb = decode_feedback(raw)
+            return f"{fb['tenant']}/{fb['user']}/{fb['character']}", "feedback", fb, parse_instant(fb["ts"])
+        ctl = decode_control(raw)
+        at = parse_instant(ctl.get("now")) if ctl["type"] == "tick" else None
+        return f"{ctl['tenant']}/{ctl['user']}/{ctl['character']}", ctl["type"], ctl, at
+
+    def first_time(name: str, scope: str, record: dict, position: str) -> bool:
+        """Exact duplicates (same turn_id / feedback_id in a scope) are dropped, once and for all. The
+        mark holds the record's own position, so the record itself redelivered after a crash that
+        saved the mark but not the scope is still applied."""
+        if name not in ("turns", "feedback"):
+            return True
+        ident = record.get("turn_id") or record.get("feedback_id")
+        key = f"{name}{SEP}{scope}{SEP}{ident}"
+        mark = seen.get(key)
+        if mark and mark != position:
+            stats.turns_duplicate += name == "turns"
+            return False
+        seen[key] = position
+        return True
+
+    async def resend_snapshots(state: ScopeState) -> None:
+        ctx = context(state, state.clock or datetime.now(timezone.utc))
+        for entry in state.entries.values():
+            ctx.journal(entry, "resync", "redelivery")
+        for emit in ctx.emits:
+            await send(emit.topic, state.scope, emit.record)
+
+    def context(state: ScopeState, now: datetime) -> StepContext:
+        tenant = state.scope.split("/")[0]
+        return StepContext(now=now, powerful=credence.switch.enabled(tenant), boot=boot,
+                           memory=settings.memory, pipeline=settings.pipeline)
+
+    @app.agent(app.topic(*by_name, key_type=bytes, value_type=bytes, key_serializer="raw",
+                         value_serializer="raw"), name="scopes")
+    async def scope_agent(stream):
+        async for event in stream.events():
+            msg = event.message
+            name = by_name[msg.topic]
+            try:
+                scope, kind, record, at = decode(name, event.value)
+            except RecordError as exc:
+                await reject(event, str(exc))
+                continue
+            if event.key != scope.encode():
+                # Re-key through the same topic so the record lands on its scope's partition; the copy is
+                # applied there, and duplicate detection absorbs a forward repeated after a crash.
+                await getattr(topics, name).send(key=scope.encode(), value=event.value)
+                stats.turns_rekeyed += name == "turns"
+                continue
+            stored = scopes.get(scope)
+            state = ScopeState.from_dict(stored) if stored else ScopeState(scope=scope)
+            position = f"{name}:{msg.partition}"
+            if msg.offset <= state.applied.get(position, -1):
+                stats.redelivered += 1
+                await resend_snapshots(state)
+                continue
+            if not first_time(name, scope, record, f"{position}:{msg.offset}"):
+                continue
+            if name == "turns":
+                state.turns += 1
+                stats.turns_accepted += 1
+            ctx = context(state, event_now(state, at) or datetime.now(timezone.utc))
+            try:
+                step(state, kind, record, ctx)
+            except Exception as exc:  # noqa: BLE001
+                # A record the domain refuses (or a bug) must not stop the partition: the scope keeps
+                # its previous state, and the record goes whole to the DLQ with the reason.
+                log.exception("step failed for %s on %s", scope, msg.topic)
+                await reject(event, f"could not apply to scope {scope}: {type(exc).__name__}: {exc}")
+                continue
+            state.applied[position] = msg.offset
+            scopes[scope] = state.to_dict()
+            credence.busy.discard(scope) if state.idle else credence.busy.add(scope)
+            for line in ctx.log:
+                log.info("%s: %s", scope, line)
+            for emit in ctx.emits:
+                await send(emit.topic, scope, emit.record)
+            stats.journal_events += sum(1 for e in ctx.emits if e.topic == "evidence")
+            stats.archived += sum(1 for e in ctx.emits if e.topic == "archive")
+            for req in ctx.requests:
+                credence.runner.submit(scope, req)

@@ -1,0 +1,85 @@
+"""Runs a scope's LLM requests in the background and posts each result back onto the scope's log.
+
+The agent never awaits the model: it saves the request in the scope's state, and this runner's answer
+(or failure) arrives later as a record keyed by the scope — Stage-1 facts on credence.facts, everything
+else on credence.control — so results are applied in the scope's order, by its one owner.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+from credence.errors import CredenceError
+from credence.streams.llm.backend import LLMBackend
+from credence.streams.llm.models import Fact, Observation, ReflectionDraft, Turn
+from credence.streams.scope.state import Request
+
+log = logging.getLogger(__name__)
+
+Send = Callable[[str, str, dict], Awaitable[None]]  # (logical topic, scope, record)
+
+
+async def execute(backend: LLMBackend, task: str, p: dict) -> dict:
+    """One request's LLM work, typed in and out through the backend interface."""
+    if task == "stage1":
+        facts = await backend.extract_facts([Turn(**t) for t in p["turns"]])
+        return {"facts": [f.model_dump() for f in facts]}
+    if task == "stage2":
+        facts = [Fact(**f) for f in p["facts"]]
+        obs = [Observation(**o) for o in p["observations"]]
+        if p.get("rerank_limit"):
+            keep = await backend.rerank(facts, obs, p["rerank_limit"])
+            by_id = {o.id: o for o in obs}
+            obs = [by_id[i] for i in keep if i in by_id]
+        out = await backend.classify(facts, obs) if obs else []
+        return {"classifications": [c.model_dump() for c in out]}
+    if task == "synthesis":
+        drafts = await backend.synthesize([Fact(**f) for f in p["facts"]])
+        return {"drafts": [d.model_dump() for d in drafts]}
+    if task == "feedback":
+        out = await backend.check_feedback(p["reply_text"], [Observation(**o) for o in p["surfaced"]])
+        return {"decisions": [d.model_dump() for d in out]}
+    if task == "target":
+        ids = await backend.target_check(p["messages"], [Observation(**o) for o in p["observations"]])
+        return {"ids": list(ids)}
+    if task == "promotion":
+        decision = await backend.merge_decision(ReflectionDraft(**p["reflection"]),
+                                                [Observation(**o) for o in p["personas"]])
+        return {"decision": decision.model_dump()}
+    raise CredenceError(f"unknown LLM task {task!r}")
+
+
+class Runner:
+    def __init__(self, backend: LLMBackend, send: Send, max_inflight: int):
+        self.backend = backend
+        self.send = send
+        self.slots = asyncio.Semaphore(max_inflight)
+        self.tasks: set[asyncio.Task] = set()
+
+    @property
+    def inflight(self) -> int:
+        return len(self.tasks)
+
+    def submit(self, scope: str, req: Request) -> None:
+        task = asyncio.ensure_future(self._run(scope, req.id, req.task, req.payload))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _run(self, scope: str, request_id: str, task: str, payload: dict) -> None:
+        tenant, user, character = scope.split("/")
+        head = {"v": 1, "tenant": tenant, "user": user, "character": character,
+                "request_id": request_id, "task": task}
+        async with self.slots:
+            try:
+                record = head | {"type": "result", "output": await execute(self.backend, task, payload)}
+            except Exception as exc:  # noqa: BLE001 - any failure is reported to the scope, never lost
+                log.warning("LLM %s for %s failed: %s", task, scope, exc)
+                record = head | {"type": "failed", "error": str(exc)[:500]}
+        topic = "facts" if task == "stage1" and record["type"] == "result" else "control"
+        try:
+            await self.send(topic, scope, record)
+        except Exception:  # noqa: BLE001
+            # The request stays in the scope's state and is re-issued on a later step.
+            log.exception("could not post the %s result for %s", task, scope)

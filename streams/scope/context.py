@@ -1,0 +1,73 @@
+"""What a step knows besides the state (now, switch, settings) and what it collects (effects)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from credence.config.memory import MemorySettings
+from credence.config.pipeline import PipelineSettings
+from credence.streams.scope.state import Request, ScopeState
+from credence.tables.clock import format_instant
+from credence.tables.entries import Entry
+from credence.tables.evidence import derived_tier
+
+
+@dataclass
+class Emit:
+    topic: str  # logical name: "evidence", "archive", "facts", "dlq"
+    record: dict
+
+
+@dataclass
+class StepContext:
+    now: datetime
+    powerful: bool
+    boot: str
+    memory: MemorySettings
+    pipeline: PipelineSettings
+    emits: list[Emit] = field(default_factory=list)
+    requests: list[Request] = field(default_factory=list)  # to run after the state is saved
+    log: list[str] = field(default_factory=list)
+
+    # -- the journal: every evidence or lifecycle change goes out with the entry's full snapshot --------
+    def put(self, state: ScopeState, entry: Entry, event: str, cause: str, before: Entry | None = None) -> None:
+        if before is not None and entry == before:
+            return
+        state.entries[entry.id] = entry
+        self.journal(entry, event, cause, before)
+
+    def journal(self, entry: Entry, event: str, cause: str, before: Entry | None = None) -> None:
+        score = entry.score(self.now, settings=self.memory)
+        finite = score if score not in (float("inf"), float("-inf")) else None
+        self.emits.append(Emit("evidence", {
+            "v": 1, "event_id": f"{entry.id}@{entry.version}",
+            "tenant": entry.tenant, "user": entry.user, "character": entry.character,
+            "entry_id": entry.id, "entry_kind": entry.kind, "event": event, "cause": cause,
+            "from_status": before.status if before is not None else None,
+            "to_status": entry.status if before is None or before.status != entry.status else None,
+            "at": format_instant(self.now), "score": finite,
+            "tier": "protected" if entry.protected else derived_tier(score),
+            "entry": entry.to_dict(),
+        }))
+
+    def archive(self, state: ScopeState, archived: Entry, before: Entry, reason: str) -> None:
+        """Leave the active view: journal the transition, hand the snapshot to the archive topic, forget it
+        here. The archive record and the removal are one step, so the entry is never in neither place."""
+        self.journal(archived, "archived", reason, before)
+        self.emits.append(Emit("archive", {
+            "v": 1, "tenant": archived.tenant, "user": archived.user, "character": archived.character,
+            "entry_id": archived.id, "entry_kind": archived.kind,
+            "archived_at": format_instant(self.now), "reason": reason, "entry": archived.to_dict(),
+        }))
+        state.entries.pop(archived.id, None)
+
+    def request(self, state: ScopeState, task: str, payload: dict) -> Request:
+        req = Request(id=state.next_id(task), task=task, payload=payload, issued_at=self.now, boot=self.boot)
+        state.requests[req.id] = req
+        self.requests.append(req)
+        return req
+
+    def reissue(self, req: Request) -> None:
+        req.boot, req.failed = self.boot, False
+        self.requests.append(req)

@@ -1,0 +1,76 @@
+"""Building LLM task payloads from a scope's state: the Stage-2 candidate pool, feedback, promotion."""
+
+from __future__ import annotations
+
+import hashlib
+
+from rank_bm25 import BM25Okapi
+
+from credence.streams.scope.context import StepContext
+from credence.streams.scope.state import ScopeState
+from credence.tables.entries import Entry
+from credence.tables.mentions import is_suppressed
+
+CANDIDATE_STATUSES = {"reflection": {"pending", "confirmed"}, "persona": {"active"}}
+
+
+def observation(entry: Entry) -> dict:
+    return {"id": entry.id, "text": entry.text, "subject": entry.subject}
+
+
+def candidate_pool(state: ScopeState, ctx: StepContext) -> list[Entry]:
+    """Active persona entries and reflections, less protected, suppressed, terminal and net-negative ones."""
+    pool = []
+    for entry in state.entries.values():
+        if entry.protected or entry.status not in CANDIDATE_STATUSES[entry.kind]:
+            continue
+        if is_suppressed(entry, ctx.now, settings=ctx.memory):
+            continue
+        if entry.score(ctx.now, settings=ctx.memory) < 0:
+            continue
+        pool.append(entry)
+    return sorted(pool, key=lambda e: e.id)
+
+
+def _words(text: str) -> list[str]:
+    return [w for w in "".join(c.lower() if c.isalnum() else " " for c in text).split() if len(w) > 2]
+
+
+def pre_rank(pool: list[Entry], facts: list[dict]) -> list[Entry]:
+    """Lexical pre-rank (BM25 against the facts' words) so the best candidates survive the token caps."""
+    if len(pool) < 2:
+        return pool
+    corpus = [_words(f"{e.subject} {e.text}") or ["_"] for e in pool]
+    query = [w for f in facts for w in _words(f"{f['subject']} {f['text']}")]
+    scores = BM25Okapi(corpus).get_scores(query) if query else [0.0] * len(pool)
+    order = sorted(range(len(pool)), key=lambda i: (-scores[i], pool[i].id))
+    return [pool[i] for i in order]
+
+
+def stage2_batch(state: ScopeState, ctx: StepContext) -> list[dict]:
+    """At most N pending user facts, most important first, then oldest."""
+    pending = [(i, f["fact"]) for i, f in enumerate(state.facts.values()) if f["stage2"] == "pending"]
+    pending.sort(key=lambda p: (-p[1]["importance"], p[0]))
+    return [fact for _, fact in pending[: ctx.memory.stage2_max_facts_per_batch]]
+
+
+def stage2_payload(state: ScopeState, ctx: StepContext, facts: list[dict]) -> dict:
+    ranked = pre_rank(candidate_pool(state, ctx), facts)
+    limit = ctx.memory.stage2_rerank_above_candidates
+    return {"facts": facts, "observations": [observation(e) for e in ranked],
+            "rerank_limit": limit if len(ranked) > limit else None}
+
+
+def reflection_id(scope: str, text: str) -> str:
+    """Deterministic: the same observation synthesised twice (a retry, a replay) is the same entry."""
+    key = f"{scope}\x1f{' '.join(text.lower().split())}"
+    return "r-" + hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def promotion_payload(state: ScopeState, reflection: Entry) -> dict:
+    personas = [observation(e) for e in state.entries.values()
+                if e.kind == "persona" and e.status == "active" and not e.protected]
+    return {"entry_id": reflection.id,
+            "reflection": {"text": reflection.text, "subject": reflection.subject,
+                           "source_fact_ids": list(reflection.source_fact_ids)},
+            "personas": sorted(personas, key=lambda o: o["id"])}

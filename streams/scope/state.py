@@ -1,0 +1,118 @@
+"""The state of one scope, kept as one changelogged table value so a step is applied all-or-nothing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from credence.tables.clock import format_instant, parse_instant
+from credence.tables.entries import Entry
+
+# Processed facts are kept this long (by count) for provenance and synthesis; older ones live on
+# credence.facts and in the journal's source_fact_ids.
+KEEP_PROCESSED_FACTS = 200
+
+
+@dataclass
+class Request:
+    """An LLM call the scope is waiting for. Results name it by id; unknown ids are stale and dropped."""
+
+    id: str
+    task: str
+    payload: dict
+    issued_at: datetime  # event time of the step that issued it
+    boot: str  # the worker run that issued it: another run's request was lost with that run
+    failures: int = 0
+    failed: bool = False  # the backend gave up (after its retries); re-issued on the next step
+
+    def to_dict(self) -> dict:
+        return {"id": self.id, "task": self.task, "payload": self.payload,
+                "issued_at": format_instant(self.issued_at), "boot": self.boot,
+                "failures": self.failures, "failed": self.failed}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Request":
+        return cls(id=d["id"], task=d["task"], payload=d["payload"], issued_at=parse_instant(d["issued_at"]),
+                   boot=d["boot"], failures=d.get("failures", 0), failed=d.get("failed", False))
+
+
+@dataclass
+class ScopeState:
+    scope: str
+    clock: datetime | None = None  # latest event time seen; `now` never moves backwards
+    entries: dict[str, Entry] = field(default_factory=dict)
+    # Stage-1 window: turns waiting for extraction (a window never drops turns, however long it spans).
+    buffer: list[dict] = field(default_factory=list)
+    window_started_at: datetime | None = None
+    # facts by id: {"fact": {...}, "stage2": "pending"|"done"|"skipped", "synthesis": "pending"|"done"|"none"}
+    facts: dict[str, dict] = field(default_factory=dict)
+    requests: dict[str, Request] = field(default_factory=dict)
+    surfaced: list[str] = field(default_factory=list)  # reflections the last AI turn surfaced
+    recent_user_messages: list[str] = field(default_factory=list)
+    powerful: bool | None = None  # the switch as last seen by this scope
+    switched_off_at: datetime | None = None
+    last_sweep_at: datetime | None = None
+    applied: dict[str, int] = field(default_factory=dict)  # source topic -> last applied offset
+    seq: int = 0  # request-id counter
+    turns: int = 0  # distinct turns applied to this scope
+    # Inputs that arrived while an evidence request was in flight: a scope is processed in order, so
+    # they wait here (in the changelogged state, never in memory) and run once the result is applied.
+    queue: list[dict] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "scope": self.scope, "clock": _fmt(self.clock),
+            "entries": {k: e.to_dict() for k, e in self.entries.items()},
+            "buffer": self.buffer, "window_started_at": _fmt(self.window_started_at),
+            "facts": self.facts, "requests": {k: r.to_dict() for k, r in self.requests.items()},
+            "surfaced": self.surfaced, "recent_user_messages": self.recent_user_messages,
+            "powerful": self.powerful, "switched_off_at": _fmt(self.switched_off_at),
+            "last_sweep_at": _fmt(self.last_sweep_at), "applied": self.applied, "seq": self.seq,
+            "queue": self.queue, "turns": self.turns,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "ScopeState":
+        return cls(
+            scope=d["scope"], clock=_parse(d.get("clock")),
+            entries={k: Entry.from_dict(v) for k, v in d.get("entries", {}).items()},
+            buffer=list(d.get("buffer", [])), window_started_at=_parse(d.get("window_started_at")),
+            facts=dict(d.get("facts", {})),
+            requests={k: Request.from_dict(v) for k, v in d.get("requests", {}).items()},
+            surfaced=list(d.get("surfaced", [])), recent_user_messages=list(d.get("recent_user_messages", [])),
+            powerful=d.get("powerful"), switched_off_at=_parse(d.get("switched_off_at")),
+            last_sweep_at=_parse(d.get("last_sweep_at")), applied=dict(d.get("applied", {})),
+            seq=d.get("seq", 0), queue=list(d.get("queue", [])), turns=d.get("turns", 0),
+        )
+
+    def next_id(self, prefix: str) -> str:
+        self.seq += 1
+        return f"{prefix}-{self.seq}"
+
+    def pending_tasks(self, task: str) -> list[Request]:
+        return [r for r in self.requests.values() if r.task == task]
+
+    @property
+    def blocked(self) -> bool:
+        """An evidence request is in flight: later inputs wait so the outcome never depends on latency.
+        Promotion runs beside the scope (its result is version-checked instead)."""
+        return any(r.task != "promotion" for r in self.requests.values())
+
+    @property
+    def idle(self) -> bool:
+        return not self.requests and not self.queue and not self.buffer
+
+    def trim_facts(self) -> None:
+        done = [k for k, f in self.facts.items()
+                if f["stage2"] != "pending" and f["synthesis"] != "pending"]
+        for key in done[:-KEEP_PROCESSED_FACTS] if len(done) > KEEP_PROCESSED_FACTS else []:
+            del self.facts[key]
+
+
+def _fmt(ts: datetime | None) -> str | None:
+    return format_instant(ts) if ts is not None else None
+
+
+def _parse(value: str | None) -> datetime | None:
+    return parse_instant(value) if value else None

@@ -1,0 +1,250 @@
+"""One scope step: (state, input, context) -> state + effects. Pure apart from mutating the state it
+was given (a fresh copy the agent loaded) and filling the context's effect lists.
+
+Inputs: a turn, explicit feedback, an LLM result or failure, a tick or a flush. Evidence requests
+(Stage-1, Stage-2, synthesis, feedback, target check) hold the scope: inputs arriving meanwhile queue in
+the state and run after the result, so the outcome never depends on LLM latency. Promotion does not
+hold the scope; its result is applied only if the reflection's version still allows it.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from credence.streams.scope import results
+from credence.streams.scope.context import StepContext
+from credence.streams.scope.requests import observation, promotion_payload, stage2_batch, stage2_payload
+from credence.streams.scope.state import ScopeState
+from credence.tables.clock import parse_instant
+from credence.tables.fallback import fallback_tick
+from credence.tables.lifecycle import (
+    ATTEMPT,
+    BLOCK,
+    block_promotion,
+    confirm_by_score,
+    promote_decision,
+    record_promote_attempt,
+    sweep_entry,
+)
+from credence.tables.mentions import lift_suppression, record_mention
+
+HOUR = timedelta(hours=1)
+
+
+def event_now(state: ScopeState, at: datetime | None) -> datetime:
+    """Event time never runs backwards for a scope."""
+    if state.clock is None:
+        return at
+    return state.clock if at is None or at < state.clock else at
+
+
+def step(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
+    """Apply one input. `kind`: turn | feedback | result | failed | tick | flush."""
+    _housekeeping(state, ctx)
+    if kind in ("result", "failed"):
+        results.apply(state, kind, record, ctx)
+        _settle(state, ctx)
+        _drain(state, ctx)
+        return
+    if kind == "tick":
+        # A tick without a time only re-issues lost requests (above); a timed one also moves the clock.
+        if not state.blocked and record.get("now"):
+            _advance(state, ctx)
+            _settle(state, ctx)
+        return
+    if state.blocked or state.queue:
+        state.queue.append({"kind": kind, "record": record})
+        return
+    _run(state, kind, record, ctx)
+
+
+def _run(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
+    _advance(state, ctx)
+    if kind == "turn":
+        _on_turn(state, record, ctx)
+    elif kind == "feedback":
+        _on_feedback(state, record, ctx)
+    _settle(state, ctx, flush=(kind == "flush"))
+
+
+def _drain(state: ScopeState, ctx: StepContext) -> None:
+    while state.queue and not state.blocked:
+        item = state.queue.pop(0)
+        record = item["record"]
+        ctx.now = event_now(state, parse_instant(record.get("ts")) if item["kind"] != "flush" else None)
+        _run(state, item["kind"], record, ctx)
+
+
+def _housekeeping(state: ScopeState, ctx: StepContext) -> None:
+    """Switch transitions and re-issuing requests lost with an earlier worker run or failed for good."""
+    if state.powerful is not None and state.powerful != ctx.powerful:
+        if not ctx.powerful:
+            state.switched_off_at = ctx.now
+        else:
+            # Back on: signal extraction starts from the current cursor, never replaying the gap.
+            for fact in state.facts.values():
+                if fact["stage2"] == "pending":
+                    fact["stage2"] = "skipped"
+                    fact["synthesis"] = "pending" if fact["synthesis"] == "after_stage2" else fact["synthesis"]
+    state.powerful = ctx.powerful
+    for req in state.requests.values():
+        if req.boot != ctx.boot or req.failed:
+            ctx.reissue(req)
+
+
+def _advance(state: ScopeState, ctx: StepContext) -> None:
+    """Move the scope's clock to now, running the hourly sweep for every hour boundary passed."""
+    now = ctx.now
+    if state.last_sweep_at is None:
+        state.last_sweep_at = now
+    for at in _sweep_times(state.last_sweep_at, now, ctx.pipeline.sweep_hourly_catchup_days):
+        _sweep(state, ctx, at)
+    if state.clock is None or now > state.clock:
+        state.clock = now
+
+
+def _sweep_times(last: datetime, now: datetime, hourly_days: int):
+    """The instants the hourly sweep would have run at between `last` and `now`; after a long gap the
+    middle of it is visited daily (the sub-zero tally counts at most once a day anyway)."""
+    t, day = last, timedelta(days=1)
+    while t + HOUR <= now:
+        long_gap = t - last >= timedelta(days=hourly_days) and now - t >= day
+        t += day if long_gap else HOUR
+        yield t
+
+
+def _sweep(state: ScopeState, ctx: StepContext, at: datetime) -> None:
+    saved, ctx.now = ctx.now, at
+    for entry in sorted(state.entries.values(), key=lambda e: e.id):
+        lifted = lift_suppression(entry, at, settings=ctx.memory)
+        ctx.put(state, lifted, "suppression_lifted", "mention_window", entry)
+        swept, archived = sweep_entry(lifted, at, settings=ctx.memory)
+        if archived:
+            ctx.archive(state, swept, lifted, "sweep")
+        else:
+            ctx.put(state, swept, "sweep", "sweep", lifted)
+    if not ctx.powerful:
+        _fallback(state, ctx)
+    state.last_sweep_at = at
+    ctx.now = saved
+
+
+def _fallback(state: ScopeState, ctx: StepContext) -> None:
+    """Weak memory: age-driven confirm/promote, one transition per reflection per tick."""
+    for entry in sorted(state.entries.values(), key=lambda e: e.id):
+        if entry.kind != "reflection" or entry.id not in state.entries:
+            continue
+        personas = [e for e in state.entries.values() if e.kind == "persona"]
+        step_ = fallback_tick(entry, ctx.now, personas=personas, switched_off_at=state.switched_off_at,
+                              settings=ctx.memory)
+        if step_ is None:
+            continue
+        if step_.persona is not None:
+            ctx.put(state, step_.persona, "merged", "fallback_merge", state.entries.get(step_.persona.id))
+        ctx.put(state, step_.reflection, "transition", "fallback", entry)
+
+
+def _on_turn(state: ScopeState, turn: dict, ctx: StepContext) -> None:
+    state.buffer.append({"id": turn["turn_id"], "role": turn["role"], "text": turn["text"], "ts": turn["ts"]})
+    if state.window_started_at is None:
+        state.window_started_at = ctx.now
+    if turn["role"] == "ai":
+        _on_ai_turn(state, turn, ctx)
+        return
+    state.recent_user_messages = (state.recent_user_messages + [turn["text"]])[-3:]
+    surfaced = [state.entries[i] for i in state.surfaced if i in state.entries]
+    surfaced = [e for e in surfaced if e.kind == "reflection" and e.status in ("pending", "confirmed")]
+    state.surfaced = []
+    if surfaced:
+        ctx.request(state, "feedback", {"reply_text": turn["text"],
+                                        "surfaced": [observation(e) for e in surfaced]})
+    elif _has_negative_keyword(turn["text"], ctx):
+        mentioned = [e for e in state.entries.values() if e.recent_mentions and not e.protected
+                     and e.status in ("pending", "confirmed", "active")]
+        if mentioned:
+            ctx.request(state, "target", {"messages": list(state.recent_user_messages),
+                                          "observations": [observation(e) for e in
+                                                           sorted(mentioned, key=lambda e: e.id)]})
+
+
+def _on_ai_turn(state: ScopeState, turn: dict, ctx: StepContext) -> None:
+    surfaced = []
+    for entry_id in turn.get("surfaced_ids") or []:
+        entry = state.entries.get(entry_id)
+        if entry is None:
+            continue  # surfaced ids name entries of this scope only; others are ignored, never trusted
+        ctx.put(state, record_mention(entry, ctx.now, settings=ctx.memory), "mention", "ai_mention", entry)
+        if entry.kind == "reflection":
+            surfaced.append(entry_id)
+    state.surfaced = surfaced
+
+
+def _has_negative_keyword(text: str, ctx: StepContext) -> bool:
+    padded = f" {' '.join(''.join(c.lower() if c.isalnum() or c == chr(39) else ' ' for c in text).split())} "
+    for words in ctx.memory.negative_keywords.values():
+        for word in words:
+            w = word.lower()
+            if (f" {w} " in padded) if w.isascii() else (w in text):
+                return True
+    return False
+
+
+def _on_feedback(state: ScopeState, record: dict, ctx: StepContext) -> None:
+    """Explicit feedback from the UI/API: confirm, deny or ignore one entry (one step with its evidence)."""
+    entry = state.entries.get(record["entry_id"])
+    if entry is None or entry.protected:
+        ctx.log.append(f"feedback for unknown or protected entry {record['entry_id']} ignored")
+        return
+    results.apply_feedback(state, entry, record["decision"], ctx, cause_prefix="explicit")
+
+
+def _settle(state: ScopeState, ctx: StepContext, flush: bool = False) -> None:
+    """After any change: score-driven transitions, then schedule the next evidence work."""
+    if ctx.powerful:
+        _score_transitions(state, ctx)
+    if state.blocked:
+        return
+    if _stage1_due(state, ctx, flush):
+        ctx.request(state, "stage1", {"turns": state.buffer})
+        state.buffer, state.window_started_at = [], None
+        return
+    if ctx.powerful:
+        facts = stage2_batch(state, ctx)
+        if facts:
+            ctx.request(state, "stage2", stage2_payload(state, ctx, facts))
+            return
+    pending = [f["fact"] for f in state.facts.values() if f["synthesis"] == "pending"]
+    if len(pending) >= ctx.pipeline.synthesis_min_facts or (pending and flush):
+        ctx.request(state, "synthesis", {"facts": pending})
+
+
+def _stage1_due(state: ScopeState, ctx: StepContext, flush: bool) -> bool:
+    if not state.buffer:
+        return False
+    user_turns = sum(1 for t in state.buffer if t["role"] == "user")
+    if flush or user_turns >= ctx.pipeline.stage1_max_batch:
+        return True
+    waited = ctx.now - state.window_started_at if state.window_started_at else timedelta(0)
+    return user_turns > 0 and waited >= timedelta(seconds=ctx.pipeline.stage1_max_wait_seconds)
+
+
+def _score_transitions(state: ScopeState, ctx: StepContext) -> None:
+    in_flight = {r.payload.get("entry_id") for r in state.pending_tasks("promotion")}
+    for entry in sorted(state.entries.values(), key=lambda e: e.id):
+        if entry.kind != "reflection":
+            continue
+        confirmed = confirm_by_score(entry, ctx.now, settings=ctx.memory)
+        if confirmed is not None:
+            ctx.put(state, confirmed, "transition", "threshold", entry)
+            entry = confirmed
+        if entry.id in in_flight:
+            continue
+        decision = promote_decision(entry, ctx.now, settings=ctx.memory)
+        if decision == BLOCK:
+            ctx.put(state, block_promotion(entry, ctx.now), "transition", "promote_attempts_exhausted", entry)
+        elif decision == ATTEMPT:
+            attempted, ticket = record_promote_attempt(entry, ctx.now)
+            ctx.put(state, attempted, "promote_attempt", "threshold", entry)
+            payload = promotion_payload(state, attempted)
+            payload["ticket"] = {"version": ticket.version, "attempt": ticket.attempt}
+            ctx.request(state, "promotion", payload)
