@@ -26,7 +26,4 @@ class LLMSettings(BaseModel):
     max_concurrency: int = Field(default=8, ge=1)
     backoff_base_s: float = Field(default=0.5, ge=0)
     backoff_max_s: float = Field(default=20.0, ge=0)
-
-    # The seed's Stage-2 budgets: each observation is capped, and so is the whole rendered prompt.
-    stage2_observation_token_cap: int = Field(default=200, ge=1)
-    stage2_prompt_token_cap: int = Field(default=15_000, ge=1)
+    # The Stage-2 token caps are the seed's numbers and live in MemorySettings (stage2_*).

@@ -82,7 +82,8 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
     from credence.tables.tokens import default_token_counter
 
     credence.switch = PowerSwitch(settings.core_config_path)
-    credence.backend = make_backend(settings.llm, count_tokens=default_token_counter())
+    credence.backend = make_backend(settings.llm, count_tokens=default_token_counter(),
+                                    memory=settings.memory)
     agent.register(credence)
     credence.runner = Runner(credence.backend, credence.send, settings.pipeline.max_inflight_llm)
     timers.register(credence)

@@ -79,9 +79,12 @@ def _retry_after(response: httpx.Response) -> float | None:
 
 
 class OpenAIBackend(LLMBackend):
-    def __init__(self, settings: LLMSettings, *, count_tokens: CountTokens = approx_tokens) -> None:
+    def __init__(self, settings: LLMSettings, *, count_tokens: CountTokens = approx_tokens,
+                 observation_cap: int = 200, prompt_cap: int = 15_000) -> None:
         self._settings = settings
         self._count_tokens = count_tokens
+        self._observation_cap = observation_cap
+        self._prompt_cap = prompt_cap
         self._stats = LLMStats()
         headers = {"Authorization": f"Bearer {settings.api_key.get_secret_value()}"} if settings.api_key else {}
         # One kept client: connections are reused across calls, which a per-call client would not do.
@@ -209,8 +212,8 @@ class OpenAIBackend(LLMBackend):
     async def classify(self, facts: Sequence[Fact], observations: Sequence[Observation]) -> list[Classification]:
         payload = fit_stage2(
             facts, observations,
-            observation_cap=self._settings.stage2_observation_token_cap,
-            prompt_cap=self._settings.stage2_prompt_token_cap,
+            observation_cap=self._observation_cap,
+            prompt_cap=self._prompt_cap,
             count_tokens=self._count_tokens,
         )
         if not payload.facts or not payload.observations:
