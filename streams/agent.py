@@ -14,6 +14,8 @@ import logging
 import uuid
 from datetime import datetime, timezone
 
+from aiokafka.partitioner import DefaultPartitioner
+
 from credence.errors import RecordError
 from credence.streams.records import Turn, dead_letter, decode_control, decode_feedback, decode_turn
 from credence.streams.scope.context import StepContext
@@ -60,6 +62,8 @@ def register(credence) -> None:
             fb = decode_feedback(raw)
             return f"{fb['tenant']}/{fb['user']}/{fb['character']}", "feedback", fb, parse_instant(fb["ts"])
         ctl = decode_control(raw)
+        if ctl["type"] == "forget":
+            return f"{ctl['tenant']}/{ctl['user']}/", "forget", ctl, None
         at = parse_instant(ctl.get("now")) if ctl["type"] == "tick" else None
         return f"{ctl['tenant']}/{ctl['user']}/{ctl['character']}", ctl["type"], ctl, at
 
@@ -85,6 +89,28 @@ def register(credence) -> None:
         for emit in ctx.emits:
             await send(emit.topic, state.scope, emit.record)
 
+    partitioner = DefaultPartitioner()
+    all_partitions = list(range(settings.topic_partitions))
+
+    def owned_by(scope: str, partition: int) -> bool:
+        return partitioner(scope.encode(), all_partitions, all_partitions) == partition
+
+    def forget_user(prefix: str, partition: int) -> None:
+        """Right to be forgotten: delete the user's scopes and duplicate marks from the tables. Each key is
+        deleted while processing its own partition's copy of the request, so the tombstone lands in the
+        changelog partition that holds the key (a compacted topic: the data is gone after compaction)."""
+        doomed = [k for k in list(scopes.keys()) if k.startswith(prefix) and owned_by(k, partition)]
+        marks = [k for k in list(seen.keys())
+                 if k.split(SEP)[1].startswith(prefix) and owned_by(k.split(SEP)[1], partition)]
+        for key in doomed:
+            del scopes[key]
+            credence.busy.discard(key)
+        for key in marks:
+            del seen[key]
+        stats.forgotten_scopes += len(doomed)
+        log.info("forgot %s on partition %d: %d scopes, %d duplicate marks", prefix, partition,
+                 len(doomed), len(marks))
+
     def context(state: ScopeState, now: datetime) -> StepContext:
         tenant = state.scope.split("/")[0]
         return StepContext(now=now, powerful=credence.switch.enabled(tenant), boot=boot,
@@ -100,6 +126,9 @@ def register(credence) -> None:
                 scope, kind, record, at = decode(name, event.value)
             except RecordError as exc:
                 await reject(event, str(exc))
+                continue
+            if kind == "forget":
+                forget_user(scope, msg.partition)
                 continue
             if event.key != scope.encode():
                 # Re-key through the same topic so the record lands on its scope's partition; the copy is

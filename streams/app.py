@@ -25,6 +25,7 @@ class Stats:
     redelivered: int = 0
     journal_events: int = 0
     archived: int = 0
+    forgotten_scopes: int = 0
 
 
 @dataclass

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import signal
 import sys
@@ -75,6 +76,65 @@ def cmd_demo(args) -> int:
     return run_demo(_settings(args), path, timeout_s=args.timeout)
 
 
+def cmd_sink(args) -> int:
+    from credence.sinks.consumer import drain, run_sinks
+    from credence.sinks.schema import ARCHIVE, EVIDENCE
+    from credence.streams.worker import bootstrap_for
+
+    settings = _settings(args)
+    bootstrap = bootstrap_for(settings)
+    archive, evidence, dlq = (settings.topic(n) for n in ("archive", "evidence", "dlq"))
+    if args.drain:
+        for topic, table in ((archive, ARCHIVE), (evidence, EVIDENCE)):
+            stats = asyncio.run(drain(bootstrap, topic, table, settings.archive, dead_letter_topic=dlq))
+            print(f"{topic} -> {settings.archive.root}/{table}: {stats}")
+        return 0
+    stop = asyncio.Event()
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        return await run_sinks(bootstrap, archive, evidence, settings.archive, stop, dead_letter_topic=dlq)
+
+    print(f"sinking {archive} and {evidence} into {settings.archive.root}; Ctrl-C stops", flush=True)
+    print(asyncio.run(main()))
+    return 0
+
+
+def cmd_archive_query(args) -> int:
+    from credence.sinks.analytics import query
+
+    params = [json.loads(p) if args.json_params else p for p in args.param] or None
+    print(query(_settings(args).archive.root if not args.root else args.root, args.sql, params, args.format))
+    return 0
+
+
+def cmd_archive_report(args) -> int:
+    from credence.sinks.analytics import report
+
+    root = args.root or _settings(args).archive.root
+    print(report(root, args.png, tenant=args.tenant))
+    if args.png:
+        print(f"chart written to {args.png}")
+    return 0
+
+
+def cmd_forget(args) -> int:
+    from credence.sinks.forget import forget_user
+    from credence.streams.replay import send_forget
+    from credence.streams.worker import bootstrap_for
+
+    settings = _settings(args)
+    if not args.archive_only:
+        parts = asyncio.run(send_forget(bootstrap_for(settings), settings, args.tenant, args.user))
+        print(f"asked the owners of {parts} partitions to delete {args.tenant}/{args.user} from their tables")
+    report = forget_user(args.root or settings.archive.root, args.tenant, args.user, settings.archive)
+    print(f"archive: removed {report.rows_removed} rows of {args.tenant}/{args.user} "
+          f"({report.shards_rewritten} shards rewritten, {report.shards_deleted} deleted)")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="credence",
@@ -111,6 +171,37 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--input", help="JSON-lines file of turns (default: the shipped sample)")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for processing")
     p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("sink", help="write credence.archive and credence.evidence to Parquet shards",
+                       description="Consumes both topics and writes hive-partitioned, size-bounded Parquet shards "
+                                   "under CREDENCE_ARCHIVE__ROOT; offsets are committed only after a shard is durable.")
+    p.add_argument("--drain", action="store_true", help="stop once caught up instead of running until Ctrl-C")
+    p.set_defaults(func=cmd_sink)
+
+    p = sub.add_parser("archive", help="query the Parquet archive with DuckDB")
+    asub = p.add_subparsers(dest="archive_command", required=True, metavar="SUBCOMMAND")
+    q = asub.add_parser("query", help="run SQL over the views `archive` and `evidence`",
+                        description="Parameters are bound (use ? placeholders and --param), never formatted.")
+    q.add_argument("sql")
+    q.add_argument("--param", action="append", default=[], help="a bound parameter (repeatable, in order)")
+    q.add_argument("--json-params", action="store_true", help="parse each --param as JSON (numbers, null)")
+    q.add_argument("--format", default="table", choices=["table", "csv", "json"])
+    q.add_argument("--root", help="archive root (default: CREDENCE_ARCHIVE__ROOT)")
+    q.set_defaults(func=cmd_archive_query)
+    r = asub.add_parser("report", help="the funnel per tenant per day (created … archived), with a PNG chart")
+    r.add_argument("--png", help="write the chart here")
+    r.add_argument("--tenant")
+    r.add_argument("--root", help="archive root (default: CREDENCE_ARCHIVE__ROOT)")
+    r.set_defaults(func=cmd_archive_report)
+
+    p = sub.add_parser("forget", help="delete a user: tables and compacted changelogs, and Parquet shards",
+                       description="Sends a forget request to every partition owner (their table keys are "
+                                   "tombstoned), then rewrites the affected archive shards without the user's rows.")
+    p.add_argument("tenant")
+    p.add_argument("user")
+    p.add_argument("--archive-only", action="store_true", help="only rewrite the Parquet shards")
+    p.add_argument("--root", help="archive root (default: CREDENCE_ARCHIVE__ROOT)")
+    p.set_defaults(func=cmd_forget)
     return parser
 
 

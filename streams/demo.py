@@ -70,6 +70,8 @@ def run_demo(settings: Settings, input_path: Path, timeout_s: float = 600.0, out
             stats = status["stats"]
             for line in _summary(worker):
                 out(line)
+            for line in _analytics(bootstrap, run, tmp_path / "archive"):
+                out(line)
             llm = status["llm"]
             out(f"\nLLM backend: {llm['backend']}")
             out(f"LLM calls: {llm['stats']['calls']} (retries {llm['stats']['retries']}, failures "
@@ -88,6 +90,29 @@ def run_demo(settings: Settings, input_path: Path, timeout_s: float = 600.0, out
     out(f"duplicates dropped: {stats['turns_duplicate']}")
     out(f"processed {sent} turns ({stats['turns_rejected']} rejected) in {elapsed:.1f} s")
     return 0
+
+
+def _analytics(bootstrap: str, run: Settings, root: Path) -> list[str]:
+    """Sink the journal and the archive to Parquet and show the lifecycle funnel DuckDB computes."""
+    from credence.sinks.analytics import STAGES, connect, funnel, render
+    from credence.sinks.consumer import drain
+    from credence.sinks.schema import ARCHIVE, EVIDENCE
+
+    archive = run.archive.model_copy(update={"root": str(root)})
+    for topic, table in (("archive", ARCHIVE), ("evidence", EVIDENCE)):
+        asyncio.run(drain(bootstrap, run.topic(topic), table, archive, group_id=f"{run.app_id}-sink-{table}"))
+    conn = connect(str(root))
+    try:
+        rows = funnel(conn)
+    finally:
+        conn.close()
+    totals: dict[str, list[int]] = {}
+    for row in rows:  # the per-day funnel, summed per tenant for a short summary
+        acc = totals.setdefault(row.tenant, [0] * len(STAGES))
+        for i, stage in enumerate(STAGES):
+            acc[i] += getattr(row, stage)
+    table = render(["tenant", *STAGES], [(t, *v) for t, v in sorted(totals.items())], "table")
+    return ["\nlifecycle funnel from the Parquet journal (DuckDB, `credence archive report` per day):", table]
 
 
 def _idle(worker: WorkerProcess):

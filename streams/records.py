@@ -128,7 +128,7 @@ def dead_letter(*, topic: str, partition: int, offset: int, reason: str, origina
 
 
 DECISIONS = ("confirm", "deny", "ignore")
-CONTROL_TYPES = ("result", "failed", "tick", "flush")
+CONTROL_TYPES = ("result", "failed", "tick", "flush", "forget")
 
 
 def decode_feedback(raw: bytes | None) -> dict:
@@ -153,7 +153,7 @@ def decode_control(raw: bytes | None) -> dict:
     obj = _object(raw)
     if obj.get("type") not in CONTROL_TYPES:
         raise RecordError(f"'type' must be one of {CONTROL_TYPES}, got {obj.get('type')!r}")
-    for name in ("tenant", "user", "character"):
+    for name in ("tenant", "user") if obj["type"] == "forget" else ("tenant", "user", "character"):
         _part(obj, name)
     if obj["type"] in ("result", "failed") and not isinstance(obj.get("request_id"), str):
         raise RecordError("'request_id' must be a string")

@@ -78,3 +78,20 @@ async def send_control(bootstrap: str, settings: Settings, scopes: list[str], re
             await producer.send_and_wait(settings.topic("control"), json.dumps(body).encode(), key=scope.encode())
     finally:
         await producer.stop()
+
+
+async def send_forget(bootstrap: str, settings: Settings, tenant: str, user: str) -> int:
+    """Ask every partition's owner to delete the user's scopes: one forget record per partition (a user's
+    scopes — one per character — live on many partitions). Returns the partitions asked."""
+    await ensure_topics(bootstrap, settings)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    await producer.start()
+    try:
+        topic = settings.topic("control")
+        body = json.dumps({"v": 1, "type": "forget", "tenant": tenant, "user": user}).encode()
+        parts = sorted(producer.client.cluster.partitions_for_topic(topic) or range(settings.topic_partitions))
+        for partition in parts:
+            await producer.send_and_wait(topic, body, key=f"{tenant}/{user}/".encode(), partition=partition)
+        return len(parts)
+    finally:
+        await producer.stop()
