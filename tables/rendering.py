@@ -20,7 +20,7 @@ from credence.tables.tokens import TokenCounter, default_token_counter
 
 CHARACTER_HEADING = "Character card:"
 PERSONA_HEADING = "What you know about the user:"
-REFLECTION_HEADING = "Observations about the user (not yet confirmed by them):"
+REFLECTION_HEADING = "Observations about the user (pending or confirmed; the user may correct them):"
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,6 +11,8 @@ import random
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
+from credence.streams.scope.requests import reflection_id
+
 START = datetime(2026, 9, 1, 9, 0, tzinfo=timezone.utc)
 
 SCOPES = [
@@ -35,6 +37,14 @@ AI_LINES = ["That sounds lovely!", "Tell me more about that.", "Noted — thanks
             "How did that go?", "Interesting! Why is that?"]
 FILLER = ["ok", "haha yes", "what do you think?", "tell me a story", "thanks!", "good morning"]
 
+# In week 3 the character surfaces a reflection it holds (by its deterministic id) and the user answers.
+SURFACED = {
+    ("acme", "alice", "barista"): ("The user loves green tea.", "Green tea as usual, right?", "yes, exactly"),
+    ("acme", "bob", "barista"): ("The user loves espresso.", "An espresso for you?", "no, that's not true anymore"),
+    ("globex", "dan", "coach"): ("The user likes cycling.", "Shall we plan a bike ride?", "no, that's wrong"),
+    ("initech", "erin", "tutor"): ("The user is learning French.", "Ready for French today?", "yes, that's right"),
+}
+
 
 def generate() -> list[dict]:
     rng = random.Random(7)
@@ -44,6 +54,14 @@ def generate() -> list[dict]:
         story = STORIES[user]
         n = 0
         for week in range(6):
+            if week == 3 and (tenant, user, character) in SURFACED:
+                text, ask, reply = SURFACED[(tenant, user, character)]
+                rid = reflection_id(f"{tenant}/{user}/{character}", text)
+                for role, line, extra in (("ai", ask, {"surfaced_ids": [rid]}), ("user", reply, {})):
+                    ts += timedelta(hours=rng.randint(6, 40))
+                    turns.append({"v": 1, "tenant": tenant, "user": user, "character": character,
+                                  "turn_id": f"{user}-{character}-{len(turns):04d}", "role": role,
+                                  "text": line, "ts": ts.isoformat().replace("+00:00", "Z"), **extra})
             for _ in range(rng.randint(3, 5)):
                 ts += timedelta(hours=rng.randint(6, 40))
                 text = story[min(len(story) - 1, (n // 2) % len(story))] if rng.random() < 0.6 \

@@ -131,7 +131,7 @@ def test_text_lists_sections_in_order(persona_factory, reflection_factory):
     assert block.text == (
         "Character card:\n- a pirate\n\n"
         "What you know about the user:\n- likes tea\n\n"
-        "Observations about the user (not yet confirmed by them):\n- might like jazz"
+        "Observations about the user (pending or confirmed; the user may correct them):\n- might like jazz"
     )
     assert render([]).text == ""
 
