@@ -42,6 +42,13 @@ def register(credence) -> None:
         fut = await getattr(topics, topic).send(key=scope.encode(), value=_encode(record))
         await fut  # acknowledged before the input's offset can be committed
 
+    async def send_all(scope: str, emits) -> None:
+        """Queue a step's records without waiting for each acknowledgement: Faust flushes the producer
+        before it commits the input's offset, so a record lost in a crash means an uncommitted input,
+        which is redelivered (and then re-sends the scope's snapshots)."""
+        for e in emits:
+            await getattr(topics, e.topic).send(key=scope.encode(), value=_encode(e.record))
+
     credence.send = send
 
     async def reject(event, reason: str) -> None:
@@ -86,8 +93,7 @@ def register(credence) -> None:
         ctx = context(state, state.clock or datetime.now(timezone.utc))
         for entry in state.entries.values():
             ctx.journal(entry, "resync", "redelivery")
-        for emit in ctx.emits:
-            await send(emit.topic, state.scope, emit.record)
+        await send_all(state.scope, ctx.emits)
 
     partitioner = DefaultPartitioner()
     all_partitions = list(range(settings.topic_partitions))
@@ -162,8 +168,7 @@ def register(credence) -> None:
             credence.busy.discard(scope) if state.idle else credence.busy.add(scope)
             for line in ctx.log:
                 log.info("%s: %s", scope, line)
-            for emit in ctx.emits:
-                await send(emit.topic, scope, emit.record)
+            await send_all(scope, ctx.emits)
             stats.journal_events += sum(1 for e in ctx.emits if e.topic == "evidence")
             stats.archived += sum(1 for e in ctx.emits if e.topic == "archive")
             for req in ctx.requests:

@@ -62,20 +62,25 @@ def run_demo(settings: Settings, input_path: Path, timeout_s: float = 600.0, out
         try:
             out(f"starting a worker (group {run.app_id}) on {bootstrap} …")
             worker.start()
+            replay_started = time.monotonic()
             sent = asyncio.run(replay(input_path, bootstrap, run))
             wait_until(lambda: _caught_up(worker, sent), timeout_s, f"the worker to take in {sent} turns")
             # End of input: extract what the Stage-1 windows still hold, then wait for the pipeline to idle.
             asyncio.run(send_control(bootstrap, run, scopes_in(input_path), "flush"))
             status = wait_until(lambda: _idle(worker), timeout_s, "the pipeline to finish its LLM work")
+            pipeline_s = time.monotonic() - replay_started
             stats = status["stats"]
             for line in _summary(worker):
                 out(line)
             for line in _analytics(bootstrap, run, tmp_path / "archive"):
                 out(line)
             llm = status["llm"]
-            out(f"\nLLM backend: {llm['backend']}")
+            out(f"\npipeline: {sent} turns replayed and fully processed in {pipeline_s:.1f} s "
+                f"({sent / pipeline_s:.0f} turns/s)")
+            out(f"LLM backend: {llm['backend']}")
             out(f"LLM calls: {llm['stats']['calls']} (retries {llm['stats']['retries']}, failures "
-                f"{llm['stats']['failures']}); journal events: {stats['journal_events']}")
+                f"{llm['stats']['failures']}, prompt tokens {llm['stats']['prompt_tokens']}); "
+                f"journal events: {stats['journal_events']}")
         except BaseException:
             log_tail = (tmp_path / "worker.log").read_text(errors="replace")[-3000:] \
                 if (tmp_path / "worker.log").exists() else ""

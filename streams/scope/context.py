@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from credence.config.memory import MemorySettings
@@ -34,6 +34,10 @@ class StepContext:
     def put(self, state: ScopeState, entry: Entry, event: str, cause: str, before: Entry | None = None) -> None:
         if before is not None and entry == before:
             return
+        if entry.id not in state.entries and entry.id in state.archived:
+            # Re-created after archival under its deterministic id: continue the archived version line, so
+            # "<id>@<version>" never names two snapshots and a newest-version-wins replay keeps the live one.
+            entry = replace(entry, version=state.archived.pop(entry.id) + entry.version)
         state.entries[entry.id] = entry
         self.journal(entry, event, cause, before)
 
@@ -47,7 +51,7 @@ class StepContext:
             "from_status": before.status if before is not None else None,
             "to_status": entry.status if before is None or before.status != entry.status else None,
             "at": format_instant(self.now), "score": finite,
-            "tier": "protected" if entry.protected else derived_tier(score),
+            "tier": "protected" if entry.protected else derived_tier(score, settings=self.memory),
             "entry": entry.to_dict(),
         }))
 
@@ -61,6 +65,7 @@ class StepContext:
             "archived_at": format_instant(self.now), "reason": reason, "entry": archived.to_dict(),
         }))
         state.entries.pop(archived.id, None)
+        state.archived[archived.id] = archived.version
 
     def request(self, state: ScopeState, task: str, payload: dict) -> Request:
         req = Request(id=state.next_id(task), task=task, payload=payload, issued_at=self.now, boot=self.boot)

@@ -23,6 +23,12 @@ def apply(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
     if req is None:
         ctx.log.append(f"stale result {record.get('request_id')} discarded (not in flight)")
         return
+    if kind == "failed" and req.task == "promotion":
+        # The attempt was counted before the call: drop it, so the throttle schedules the next one and
+        # repeated failures end in promote_blocked instead of being re-sent on every step for ever.
+        del state.requests[req.id]
+        ctx.log.append(f"promotion request {req.id} failed ({record.get('error', '?')}); counted as an attempt")
+        return
     if kind == "failed":
         req.failures += 1
         req.failed = True  # re-issued on the scope's next step; facts stay unprocessed, nothing advances
@@ -49,10 +55,12 @@ def _stage1(state: ScopeState, payload: dict, output: dict, ctx: StepContext) ->
 
 def _stage2(state: ScopeState, payload: dict, output: dict, ctx: StepContext) -> None:
     asked = {f["id"] for f in payload["facts"]}
+    offered = {o["id"] for o in payload["observations"]}
     matched: set[str] = set()
     for c in output.get("classifications", []):
         entry = state.entries.get(c["observation_id"])
-        if c["fact_id"] not in asked or entry is None:
+        # Only the candidates offered count: never protected, terminal or net-negative entries.
+        if c["fact_id"] not in asked or c["observation_id"] not in offered or entry is None:
             continue
         kind = "user_fact_reinforce" if c["relation"] == "reinforce" else "user_fact_negate"
         ctx.put(state, record_signal(entry, kind, ctx.now, settings=ctx.memory), "signal", kind, entry)
@@ -123,7 +131,8 @@ def _promotion(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
         return
     d = output.get("decision") or {}
     target = state.entries.get(d.get("target_id") or "")
-    if d.get("action") == "merge" and (target is None or target.kind != "persona" or target.status != "active"):
+    if d.get("action") == "merge" and (target is None or target.kind != "persona" or target.status != "active"
+                                       or target.protected):
         ctx.log.append(f"merge target {d.get('target_id')} no longer active; promotion of {stored.id} rejected")
         return
     decision = MergeDecision(d.get("action", "reject"), d.get("target_id"), d.get("text") or None)

@@ -59,6 +59,9 @@ class ScopeState:
     # Inputs that arrived while an evidence request was in flight: a scope is processed in order, so
     # they wait here (in the changelogged state, never in memory) and run once the result is applied.
     queue: list[dict] = field(default_factory=list)
+    # entry id -> the version it was archived at: a deterministic id that comes back (the same observation
+    # synthesised again, its default persona id) continues that version line instead of reusing event ids.
+    archived: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -69,7 +72,7 @@ class ScopeState:
             "surfaced": self.surfaced, "recent_user_messages": self.recent_user_messages,
             "powerful": self.powerful, "switched_off_at": _fmt(self.switched_off_at),
             "last_sweep_at": _fmt(self.last_sweep_at), "applied": self.applied, "seq": self.seq,
-            "queue": self.queue, "turns": self.turns,
+            "queue": self.queue, "turns": self.turns, "archived": self.archived,
         }
 
     @classmethod
@@ -84,6 +87,7 @@ class ScopeState:
             powerful=d.get("powerful"), switched_off_at=_parse(d.get("switched_off_at")),
             last_sweep_at=_parse(d.get("last_sweep_at")), applied=dict(d.get("applied", {})),
             seq=d.get("seq", 0), queue=list(d.get("queue", [])), turns=d.get("turns", 0),
+            archived=dict(d.get("archived", {})),
         )
 
     def next_id(self, prefix: str) -> str:
