@@ -81,7 +81,8 @@ class ScopeState:
             scope=d["scope"], clock=_parse(d.get("clock")),
             entries={k: Entry.from_dict(v) for k, v in d.get("entries", {}).items()},
             buffer=list(d.get("buffer", [])), window_started_at=_parse(d.get("window_started_at")),
-            facts=dict(d.get("facts", {})),
+            # fresh status dicts: steps mutate them, and the stored value must stay as it was if a step fails
+            facts={k: dict(v) for k, v in d.get("facts", {}).items()},
             requests={k: Request.from_dict(v) for k, v in d.get("requests", {}).items()},
             surfaced=list(d.get("surfaced", [])), recent_user_messages=list(d.get("recent_user_messages", [])),
             powerful=d.get("powerful"), switched_off_at=_parse(d.get("switched_off_at")),

@@ -80,12 +80,14 @@ def _housekeeping(state: ScopeState, ctx: StepContext) -> None:
     if state.powerful is not None and state.powerful != ctx.powerful:
         if not ctx.powerful:
             state.switched_off_at = ctx.now
-        else:
-            # Back on: signal extraction starts from the current cursor, never replaying the gap.
-            for fact in state.facts.values():
-                if fact["stage2"] == "pending":
-                    fact["stage2"] = "skipped"
-                    fact["synthesis"] = "pending" if fact["synthesis"] == "after_stage2" else fact["synthesis"]
+        # Facts still waiting for Stage-2 skip it either way. Off: there is no Stage-2, so they go straight
+        # to synthesis instead of waiting for the switch. Back on: signal extraction starts from the
+        # current cursor, never replaying the gap. Facts of a Stage-2 call in flight wait for its result.
+        asked = {f["id"] for r in state.pending_tasks("stage2") for f in r.payload["facts"]}
+        for fact_id, fact in state.facts.items():
+            if fact["stage2"] == "pending" and fact_id not in asked:
+                fact["stage2"] = "skipped"
+                fact["synthesis"] = "pending" if fact["synthesis"] == "after_stage2" else fact["synthesis"]
     state.powerful = ctx.powerful
     for req in state.requests.values():
         if req.boot != ctx.boot or req.failed:

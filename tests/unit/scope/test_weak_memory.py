@@ -1,0 +1,160 @@
+"""Powerful memory off: no Stage-2, straight synthesis, age-driven confirm/promote in event time."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from credence.streams.scope.requests import reflection_id
+
+T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
+SCOPE = "acme/u1/aria"
+HIKING = reflection_id(SCOPE, "The user loves hiking.")
+TEA = reflection_id(SCOPE, "The user likes tea.")
+MIN, HOUR, DAY = timedelta(minutes=1), timedelta(hours=1), timedelta(days=1)
+
+
+def test_no_stage2_and_facts_go_straight_to_synthesis(driver_factory):
+    d = driver_factory(powerful=False)
+    d.turn("I love hiking", T0)
+    d.flush()
+    d.turn("I really love hiking", T0 + MIN)
+    d.flush()
+    assert d.requests_of("stage2") == []
+    assert [len(r.payload["facts"]) for r in d.requests_of("synthesis")] == [1, 1]
+    assert all(f["stage2"] == "skipped" and f["synthesis"] == "done" for f in d.state.facts.values())
+    hiking = d.state.entries[HIKING]
+    assert hiking.evidence.user_fact_reinforce_count == 0  # no Stage-2 signal while off
+
+
+def test_fallback_confirms_after_7_days_and_promotes_7_days_later(driver_factory):
+    d = driver_factory(powerful=False)
+    d.turn("I love hiking", T0)
+    d.flush()
+    created = d.state.entries[HIKING].created_at
+    at = T0
+    while at < T0 + 6 * DAY + 23 * HOUR:
+        at += HOUR
+        d.tick(at)
+    assert d.state.entries[HIKING].status == "pending"
+    while at < T0 + 15 * DAY:
+        at += HOUR
+        d.tick(at)
+    reflection = d.state.entries[HIKING]
+    assert reflection.status == "promoted"
+    assert 7 * DAY <= reflection.confirmed_at - created < 7 * DAY + HOUR
+    assert 7 * DAY <= reflection.promoted_at - reflection.confirmed_at < 7 * DAY + HOUR
+    (persona,) = d.personas()
+    assert reflection.merged_into_id == persona.id and persona.merged_from_ids == (HIKING,)
+    causes = [(j["event"], j["cause"], j["to_status"]) for j in d.journal() if j["event"] in ("transition", "merged")]
+    assert causes == [("transition", "fallback", "confirmed"), ("merged", "fallback_merge", "active"),
+                      ("transition", "fallback", "promoted")]
+    assert d.requests_of("promotion") == []  # the simple non-LLM merge path
+
+
+def test_fallback_catches_up_in_one_long_gap_one_transition_per_sweep(driver_factory):
+    d = driver_factory(powerful=False)
+    d.turn("I love hiking", T0)
+    d.flush()
+    d.tick(T0 + 20 * DAY)
+    reflection = d.state.entries[HIKING]
+    assert reflection.status == "promoted"
+    assert reflection.confirmed_at < reflection.promoted_at  # never pending -> promoted in one visit
+    assert reflection.promoted_at - reflection.confirmed_at >= 7 * DAY
+
+
+def test_fallback_uses_age_not_score(driver_factory):
+    d = driver_factory(powerful=False)
+    d.turn("I love hiking", T0)
+    d.flush()
+    d.feedback(HIKING, "ignore", T0 + MIN)
+    d.feedback(HIKING, "ignore", T0 + 2 * MIN, feedback_id="fb2")
+    d.feedback(HIKING, "ignore", T0 + 3 * MIN, feedback_id="fb3")  # 0.4 - 0.6 < 0
+    d.tick(T0 + 8 * DAY)
+    assert d.state.entries[HIKING].status == "confirmed"
+
+
+def test_score_transitions_do_not_run_while_off(driver_factory):
+    d = driver_factory(powerful=False)
+    d.turn("I love hiking", T0)
+    d.flush()
+    d.feedback(HIKING, "confirm", T0 + MIN)
+    d.feedback(HIKING, "confirm", T0 + 2 * MIN, feedback_id="fb2")
+    assert d.state.entries[HIKING].status == "pending"  # score 2.4, but confirmation is by age now
+    assert d.requests_of("promotion") == []
+
+
+def test_switching_back_on_does_not_send_facts_gathered_while_off_to_stage2(driver_factory, pipeline_factory):
+    d = driver_factory(powerful=False, pipeline=pipeline_factory(synthesis_min_facts=5))
+    d.turn("I love hiking", T0)
+    d.turn("I like tea", T0 + MIN)
+    d.flush()  # a flush synthesizes what is pending; gather two more facts that stay unsynthesized
+    d.turn("I have a dog", T0 + 2 * MIN)
+    d.turn("My name is Sam", T0 + 3 * MIN)
+    d.tick(T0 + 4 * MIN)
+    gathered_off = set(d.state.facts)
+    assert len(gathered_off) == 4
+    d.powerful = True
+    d.turn("I live in Berlin", T0 + 5 * MIN)
+    d.flush()
+    stage2_ids = {f["id"] for r in d.requests_of("stage2") for f in r.payload["facts"]}
+    assert stage2_ids and not stage2_ids & gathered_off
+    assert {f["fact"]["text"] for f in d.state.facts.values() if f["stage2"] == "done"} == \
+        {"The user lives in Berlin."}
+    # the facts of the off period are still synthesized, not lost (the first flush only closed the window)
+    d.flush()
+    assert all(d.state.facts[f]["synthesis"] == "done" for f in gathered_off)
+
+
+def test_switching_off_restarts_the_confirmed_clock(driver_factory):
+    d = driver_factory(powerful=True)
+    d.turn("I love hiking", T0)
+    d.flush()
+    d.feedback(HIKING, "confirm", T0 + MIN)  # confirmed by score while on
+    d.tick(T0 + 5 * DAY)
+    d.powerful = False
+    d.tick(T0 + 5 * DAY + HOUR)  # switched off here
+    d.tick(T0 + 11 * DAY)
+    assert d.state.entries[HIKING].status == "confirmed"  # 7 days from switch-off, not from confirmation
+    d.tick(T0 + 13 * DAY)
+    assert d.state.entries[HIKING].status == "promoted"
+
+
+def test_facts_waiting_for_stage2_when_switched_off_go_to_synthesis(driver_factory):
+    d = driver_factory(auto=False)
+    d.turn("I love hiking", T0)
+    d.flush()
+    stage1 = d.outbox.pop(0)
+    facts = [{"id": f"f{n:02d}", "text": f"The user likes topic {n}.", "subject": f"topic {n}", "importance": 6,
+              "polarity": "positive", "source_turn_ids": ["t1"], "origin": "user"} for n in range(25)]
+    d.result(stage1, {"facts": facts})
+    first = d.outbox.pop(0)
+    assert first.task == "stage2" and len(first.payload["facts"]) == 20
+    d.powerful = False
+    d.result(first, {"classifications": []})
+    d.pump()
+    d.flush()
+    assert len(d.requests_of("stage2")) == 1  # nothing more goes to Stage-2 while off
+    synthesized = {f["id"] for r in d.requests_of("synthesis") for f in r.payload["facts"]}
+    assert synthesized == {f["id"] for f in facts}  # the five left over are not stranded
+    assert all(f["synthesis"] == "done" for f in d.state.facts.values())
+
+
+def test_a_stage2_result_arriving_after_switch_off_still_counts_as_evidence(driver_factory):
+    d = driver_factory()
+    d.turn("I love hiking", T0)
+    d.flush()
+    d.auto = False
+    d.turn("I really love hiking and I like tea", T0 + MIN)
+    d.flush()
+    d.pump_one()  # stage1
+    (stage2,) = d.outbox
+    d.outbox.clear()
+    d.powerful = False
+    d.tick(T0 + 2 * MIN)  # switched off while Stage-2 runs
+    assert d.outbox == []
+    d.auto = True
+    d.outbox.append(stage2)
+    d.pump()
+    assert d.state.entries[HIKING].evidence.user_fact_reinforce_count == 1
+    synthesized = [f["text"] for r in d.requests_of("synthesis")[1:] for f in r.payload["facts"]]
+    assert synthesized == ["The user likes tea."]  # the matched fact is evidence, not a new observation
