@@ -41,7 +41,7 @@ def apply(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
 
 def _stage1(state: ScopeState, payload: dict, output: dict, ctx: StepContext) -> None:
     for fact in output.get("facts", []):
-        if fact["id"] in state.facts:
+        if state.knows_fact(fact["id"]):
             continue  # the same statement extracted again (content-derived id)
         user = fact.get("origin", "user") == "user"
         state.facts[fact["id"]] = {

@@ -9,9 +9,9 @@ from typing import Any
 from credence.tables.clock import format_instant, parse_instant
 from credence.tables.entries import Entry
 
-# Processed facts are kept this long (by count) for provenance and synthesis; older ones live on
-# credence.facts and in the journal's source_fact_ids.
-KEEP_PROCESSED_FACTS = 200
+# Ids of processed facts remembered to drop a re-extracted duplicate; the facts themselves live on
+# credence.facts and in the entries' source_fact_ids, not in the state (which is rewritten every step).
+KEEP_PROCESSED_FACT_IDS = 500
 
 
 @dataclass
@@ -56,6 +56,7 @@ class ScopeState:
     applied: dict[str, int] = field(default_factory=dict)  # source topic -> last applied offset
     seq: int = 0  # request-id counter
     turns: int = 0  # distinct turns applied to this scope
+    done_facts: list[str] = field(default_factory=list)
     # Inputs that arrived while an evidence request was in flight: a scope is processed in order, so
     # they wait here (in the changelogged state, never in memory) and run once the result is applied.
     queue: list[dict] = field(default_factory=list)
@@ -72,7 +73,8 @@ class ScopeState:
             "surfaced": self.surfaced, "recent_user_messages": self.recent_user_messages,
             "powerful": self.powerful, "switched_off_at": _fmt(self.switched_off_at),
             "last_sweep_at": _fmt(self.last_sweep_at), "applied": self.applied, "seq": self.seq,
-            "queue": self.queue, "turns": self.turns, "archived": self.archived,
+            "queue": self.queue, "turns": self.turns,
+            "done_facts": self.done_facts, "archived": self.archived,
         }
 
     @classmethod
@@ -88,6 +90,7 @@ class ScopeState:
             powerful=d.get("powerful"), switched_off_at=_parse(d.get("switched_off_at")),
             last_sweep_at=_parse(d.get("last_sweep_at")), applied=dict(d.get("applied", {})),
             seq=d.get("seq", 0), queue=list(d.get("queue", [])), turns=d.get("turns", 0),
+            done_facts=list(d.get("done_facts", [])),
             archived=dict(d.get("archived", {})),
         )
 
@@ -109,10 +112,15 @@ class ScopeState:
         return not self.requests and not self.queue and not self.buffer
 
     def trim_facts(self) -> None:
+        """Move facts with no work left out of the state, keeping only their ids."""
         done = [k for k, f in self.facts.items()
-                if f["stage2"] != "pending" and f["synthesis"] != "pending"]
-        for key in done[:-KEEP_PROCESSED_FACTS] if len(done) > KEEP_PROCESSED_FACTS else []:
+                if f["stage2"] != "pending" and f["synthesis"] not in ("pending", "after_stage2")]
+        for key in done:
             del self.facts[key]
+        self.done_facts = (self.done_facts + done)[-KEEP_PROCESSED_FACT_IDS:]
+
+    def knows_fact(self, fact_id: str) -> bool:
+        return fact_id in self.facts or fact_id in self.done_facts
 
 
 def _fmt(ts: datetime | None) -> str | None:
