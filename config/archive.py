@@ -1,7 +1,24 @@
 """Archive sink settings: where Parquet shards go and how large one may grow."""
 
-from pydantic import BaseModel, ConfigDict
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class ArchiveSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # A local folder or any URL pyarrow.fs understands (s3://bucket/prefix, gs://…).
+    root: str = ".credence/archive"
+    # One knob for both the file bound and the sink's batch span: the sink cuts batches at offset
+    # multiples of this number, which is what makes a replay rewrite the same shard names.
+    max_rows_per_shard: int = Field(default=50_000, ge=1)
+    # Bound on a shard's file size: rows are counted at an estimate of their uncompressed size
+    # plus room for the footer, so the compressed file stays below it.
+    max_bytes_per_shard: int = Field(default=64 * 1024 * 1024, ge=32 * 1024)
+    # How long an open (incomplete) span may wait before its rows so far are made visible.
+    flush_interval_seconds: float = Field(default=60.0, gt=0)
+    compression: Literal["zstd", "snappy", "gzip", "lz4", "none"] = "zstd"
+    compression_level: int | None = None
+    # Consumer group of the sink; the archive and evidence sinks append ".archive"/".evidence".
+    group_id: str = "credence-sink"

@@ -27,6 +27,11 @@ class Settings(BaseSettings):
     topic_replicas: int = Field(default=1, ge=1)
     topic_retention_hours: int = Field(default=24 * 7, ge=1)
     dlq_retention_hours: int = Field(default=24 * 30, ge=1)
+    # credence.evidence and credence.archive are the journal and the hand-off to the Parquet sink, which
+    # re-reads whole spans after a restart: kept forever by default (-1), like a log should be.
+    journal_retention_hours: int = Field(default=-1, ge=-1)
+    # How soon a crashed worker's partitions move to a live one (Kafka's group session timeout).
+    kafka_session_timeout_s: float = Field(default=10.0, ge=6.0, le=300.0)
 
     # Worker.
     app_id: str = "credence"
@@ -46,6 +51,14 @@ class Settings(BaseSettings):
     llm: LLMSettings = LLMSettings()
     archive: ArchiveSettings = ArchiveSettings()
     pipeline: PipelineSettings = PipelineSettings()
+
+    def retention_hours(self, name: str) -> int:
+        """Retention of a logical topic in hours (-1 = forever)."""
+        if name == "dlq":
+            return self.dlq_retention_hours
+        if name in ("evidence", "archive"):
+            return self.journal_retention_hours
+        return self.topic_retention_hours
 
     def topic(self, name: str) -> str:
         """Full topic name for a logical topic ("turns" -> "credence.turns")."""

@@ -21,9 +21,9 @@ log = logging.getLogger(__name__)
 
 
 def topic_configs(settings: Settings, name: str) -> dict[str, str]:
-    hours = settings.dlq_retention_hours if name == "dlq" else settings.topic_retention_hours
+    hours = settings.retention_hours(name)
     return {
-        "retention.ms": str(hours * 3_600_000),
+        "retention.ms": str(hours * 3_600_000 if hours >= 0 else -1),
         "cleanup.policy": "compact" if TOPICS[name] else "delete",
     }
 

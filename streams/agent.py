@@ -31,6 +31,12 @@ def _encode(record: dict) -> bytes:
     return json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode()
 
 
+def _same_but_position(stored: dict | None, after: dict) -> bool:
+    if stored is None:
+        return False
+    return {k: v for k, v in stored.items() if k != "applied"} == {k: v for k, v in after.items() if k != "applied"}
+
+
 def register(credence) -> None:
     app, topics, tables, stats, settings = (credence.app, credence.topics, credence.tables, credence.stats,
                                             credence.settings)
@@ -163,8 +169,12 @@ def register(credence) -> None:
                 log.exception("step failed for %s on %s", scope, msg.topic)
                 await reject(event, f"could not apply to scope {scope}: {type(exc).__name__}: {exc}")
                 continue
+            after = state.to_dict()
+            if kind == "tick" and not ctx.emits and not ctx.requests and _same_but_position(stored, after):
+                continue  # an idle tick changes nothing: no changelog write (its redelivery is harmless)
             state.applied[position] = msg.offset
-            scopes[scope] = state.to_dict()
+            after["applied"] = state.applied
+            scopes[scope] = after
             credence.busy.discard(scope) if state.idle else credence.busy.add(scope)
             for line in ctx.log:
                 log.info("%s: %s", scope, line)

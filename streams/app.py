@@ -64,6 +64,9 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
         consumer_auto_offset_reset="earliest",
         producer_acks=-1,
         broker_commit_interval=1.0,
+        # A worker killed without leaving the group holds its partitions until the session times out.
+        broker_session_timeout=settings.kafka_session_timeout_s,
+        broker_heartbeat_interval=max(1.0, settings.kafka_session_timeout_s / 4),
         table_standby_replicas=0,
     )
     topics = declare_topics(app, settings)

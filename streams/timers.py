@@ -16,10 +16,22 @@ def register(credence) -> None:
     if interval <= 0:
         return
 
+    scanned = {"done": False}
+
     @app.timer(interval)
     async def tick():
-        now = datetime.now(timezone.utc).isoformat() if settings.pipeline.ticks_advance_clock else None
-        scopes = list(credence.tables["scopes"].keys())
+        advance = settings.pipeline.ticks_advance_clock
+        now = datetime.now(timezone.utc).isoformat() if advance else None
+        if not advance and not scanned["done"]:
+            # After a (re)start the in-memory busy set is empty: find the scopes with unfinished work
+            # (e.g. LLM requests lost with the previous run) once, from the recovered table.
+            for scope, value in list(credence.tables["scopes"].items()):
+                if value and (value.get("requests") or value.get("queue") or value.get("buffer")):
+                    credence.busy.add(scope)
+            scanned["done"] = True
+        # A timed tick moves every scope's clock (sweeps, windows, fallback); an untimed one only
+        # re-issues lost or failed requests, so only scopes with work in flight need it.
+        scopes = list(credence.tables["scopes"].keys()) if advance else list(credence.busy)
         for scope in scopes:
             tenant, user, character = scope.split("/")
             await credence.send("control", scope, {"v": 1, "type": "tick", "tenant": tenant, "user": user,

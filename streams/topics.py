@@ -36,12 +36,12 @@ class Topics:
 
 def declare_topics(app: faust.App, settings: Settings) -> Topics:
     def topic(name: str) -> faust.TopicT:
-        retention_h = settings.dlq_retention_hours if name == "dlq" else settings.topic_retention_hours
+        retention_h = settings.retention_hours(name)
         return app.topic(
             settings.topic(name),
             key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw",
             partitions=settings.topic_partitions, replicas=settings.topic_replicas,
-            retention=retention_h * 3600.0,
+            retention=retention_h * 3600.0 if retention_h >= 0 else None,
             compacting=TOPICS[name] or None,
         )
 
