@@ -1,4 +1,4 @@
-"""Talking to the cluster as an administrator: declare topics up front, and measure a group's lag.
+"""Talking to the cluster as an administrator: declare topics (and table changelogs) up front.
 
 Producers must never auto-create a topic with the broker's default partition count: the scope-keyed
 tables require every source topic to have exactly `topic_partitions` partitions.
@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import TopicAlreadyExistsError
 
@@ -28,16 +27,32 @@ def topic_configs(settings: Settings, name: str) -> dict[str, str]:
     }
 
 
-async def ensure_topics(bootstrap: str, settings: Settings) -> None:
-    """Create credence's topics if missing; refuse to go on if one exists with other partitions."""
+CHANGELOG_CONFIGS = {
+    # Each step rewrites a scope's value, so the changelog must compact often or recovery replays every
+    # historical version: roll segments every 10 minutes and clean at 10% dirty.
+    "cleanup.policy": "compact", "segment.ms": "600000", "min.cleanable.dirty.ratio": "0.1",
+    "delete.retention.ms": "86400000",
+}
+TABLES = ("scopes", "seen")
+
+
+def changelog_topic(settings: Settings, table: str) -> str:
+    return f"{settings.app_id}-{table}-changelog"  # Faust's naming
+
+
+async def ensure_topics(bootstrap: str, settings: Settings, changelogs: bool = False) -> None:
+    """Create credence's topics if missing (with `changelogs`, also the worker's table changelogs, so
+    Faust never races its own creation of them); refuse to go on if one exists with other partitions."""
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
-        wanted = {settings.topic(n): n for n in TOPICS}
+        wanted = {settings.topic(n): topic_configs(settings, n) for n in TOPICS}
+        if changelogs:
+            wanted |= {changelog_topic(settings, t): CHANGELOG_CONFIGS for t in TABLES}
         existing = set(await admin.list_topics())
         missing = [
-            NewTopic(full, settings.topic_partitions, settings.topic_replicas, topic_configs=topic_configs(settings, n))
-            for full, n in wanted.items() if full not in existing
+            NewTopic(full, settings.topic_partitions, settings.topic_replicas, topic_configs=configs)
+            for full, configs in wanted.items() if full not in existing
         ]
         if missing:
             try:
@@ -60,33 +75,12 @@ async def _partition_counts(admin: AIOKafkaAdminClient, names: list[str], deadli
     its metadata has propagated, so ask again until every topic shows partitions or the deadline passes."""
     end = asyncio.get_running_loop().time() + deadline_s
     while True:
-        counts = {t["topic"]: len(t.get("partitions") or []) for t in await admin.describe_topics(names)}
-        if all(counts.get(n) for n in names) or asyncio.get_running_loop().time() > end:
+        described = await admin.describe_topics(names)
+        counts = {t["topic"]: len(t.get("partitions") or []) for t in described}
+        # A partition without a leader yet makes the first produce fail with NotLeaderForPartition.
+        led = all(p.get("leader", -1) >= 0 for t in described for p in t.get("partitions") or [])
+        if (all(counts.get(n) for n in names) and led) or asyncio.get_running_loop().time() > end:
             return {n: counts.get(n, 0) for n in names}
         await asyncio.sleep(0.1)  # metadata poll interval
 
 
-async def group_lag(bootstrap: str, group: str, topics: list[str]) -> int:
-    """Records in `topics` not yet committed by consumer group `group` (-1 if the group has no offsets)."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
-    await admin.start()
-    await consumer.start()
-    try:
-        committed = await admin.list_consumer_group_offsets(group)
-        parts = [TopicPartition(t, p) for t in topics for p in (consumer.partitions_for_topic(t) or ())]
-        if not parts:
-            return -1
-        ends = await consumer.end_offsets(parts)
-        lag = 0
-        for tp, end in ends.items():
-            meta = committed.get(tp)
-            lag += end - (meta.offset if meta is not None and meta.offset >= 0 else 0)
-        return lag
-    finally:
-        await consumer.stop()
-        await admin.close()
-
-
-def run(coro):
-    return asyncio.run(coro)

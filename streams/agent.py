@@ -165,9 +165,15 @@ def register(credence) -> None:
                 step(state, kind, record, ctx)
             except Exception as exc:  # noqa: BLE001
                 # A record the domain refuses (or a bug) must not stop the partition: the scope keeps
-                # its previous state, and the record goes whole to the DLQ with the reason.
+                # its previous state, and the record goes whole to the DLQ with the reason. A result that
+                # cannot be applied also releases its request, or the scope would wait for it forever.
                 log.exception("step failed for %s on %s", scope, msg.topic)
                 await reject(event, f"could not apply to scope {scope}: {type(exc).__name__}: {exc}")
+                if kind in ("result", "failed") and stored:
+                    kept = ScopeState.from_dict(stored)
+                    if kept.requests.pop(record.get("request_id", ""), None) is not None:
+                        kept.applied[position] = msg.offset
+                        scopes[scope] = kept.to_dict()
                 continue
             after = state.to_dict()
             if kind == "tick" and not ctx.emits and not ctx.requests and _same_but_position(stored, after):

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 import faust
 
 from credence.config import Settings
+from credence.streams.admin import CHANGELOG_CONFIGS
 from credence.streams.topics import Topics, declare_topics
 
 log = logging.getLogger(__name__)
@@ -70,13 +71,9 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
         table_standby_replicas=0,
     )
     topics = declare_topics(app, settings)
-    table = dict(
-        partitions=settings.topic_partitions, key_type=str,  # values: the app's json codec
-        # Each step rewrites a scope's value, so the changelog must compact often or recovery replays
-        # every historical version: roll segments every 10 minutes and clean at 10% dirty.
-        extra_topic_configs={"segment.ms": "600000", "min.cleanable.dirty.ratio": "0.1",
-                             "delete.retention.ms": "86400000"},
-    )
+    changelog = {k: v for k, v in CHANGELOG_CONFIGS.items() if k != "cleanup.policy"}
+    table = dict(partitions=settings.topic_partitions, key_type=str,  # values: the app's json codec
+                 extra_topic_configs=changelog)
     tables = {
         # scope -> ScopeState.to_dict(): entries, windows, facts, requests — one value, one atomic step
         "scopes": app.Table("scopes", default=None, **table),

@@ -153,7 +153,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_broker)
 
     p = sub.add_parser("worker", help="run a stream worker (Faust) against CREDENCE_KAFKA_BOOTSTRAP or "
-                                      "the embedded broker")
+                                      "the embedded broker",
+                       description="Runs the scope agent (turns, feedback, facts, control), its LLM runner, "
+                                   "timers and web views (/status, /scopes, /scope/T/U/C) until Ctrl-C. Kafka: "
+                                   "CREDENCE_KAFKA_BOOTSTRAP, or the broker started by `credence broker`. LLM: "
+                                   "CREDENCE_LLM__BACKEND=rules (offline fallback, default) or openai "
+                                   "(CREDENCE_LLM__BASE_URL, CREDENCE_LLM__MODEL). Run several workers with the "
+                                   "same CREDENCE_APP_ID to share the partitions.")
     p.set_defaults(func=cmd_worker)
 
     p = sub.add_parser("replay", help="produce a JSON-lines file of turn records to credence.turns",

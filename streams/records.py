@@ -27,9 +27,9 @@ def _part(obj: dict, name: str) -> str:
     value = obj.get(name)
     if not isinstance(value, str) or not value.strip():
         raise RecordError(f"'{name}' must be a non-empty string")
-    if "/" in value or len(value) > MAX_PART or value != value.strip():
+    if "/" in value or len(value) > MAX_PART or value != value.strip() or "\x1f" in value:
         raise RecordError(f"'{name}' must be at most {MAX_PART} characters, without '/' or edge spaces")
-    return value
+    return _encodable(value, name)
 
 
 def parse_utc(value: Any, name: str) -> datetime:
@@ -42,7 +42,10 @@ def parse_utc(value: Any, name: str) -> datetime:
         raise RecordError(f"'{name}' is not ISO-8601: {value[:40]!r}") from None
     if ts.tzinfo is None:
         raise RecordError(f"'{name}' needs a UTC offset (e.g. 2026-01-01T12:00:00Z): {value[:40]!r}")
-    return ts.astimezone(timezone.utc)
+    try:
+        return ts.astimezone(timezone.utc)
+    except OverflowError:
+        raise RecordError(f"'{name}' is out of range: {value[:40]!r}") from None
 
 
 def iso(ts: datetime) -> str:
@@ -54,12 +57,22 @@ def _object(raw: bytes) -> dict:
         obj = json.loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise RecordError(f"not valid JSON: {exc}") from None
+    except (RecursionError, ValueError) as exc:  # absurd nesting, a 5,000-digit number
+        raise RecordError(f"JSON this worker refuses to decode: {type(exc).__name__}") from None
     if not isinstance(obj, dict):
         raise RecordError("a record must be a JSON object")
     version = obj.get("v", 1)
-    if version != 1:
+    if type(version) is not int or version != 1:
         raise RecordError(f"unsupported record version {version!r}; this worker reads v1")
     return obj
+
+
+def _encodable(value: str, name: str) -> str:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise RecordError(f"'{name}' is not valid Unicode text (lone surrogate)") from None
+    return value
 
 
 @dataclass(frozen=True)
@@ -106,11 +119,15 @@ def decode_turn(raw: bytes | None) -> Turn:
         raise RecordError("'text' must be a non-empty string")
     if len(text) > MAX_TEXT:
         raise RecordError(f"'text' is longer than {MAX_TEXT} characters")
+    _encodable(text, "text")
+    _encodable(turn_id, "turn_id")
     surfaced = obj.get("surfaced_ids", [])
     if surfaced is None:
         surfaced = []
     if not isinstance(surfaced, list) or not all(isinstance(s, str) and s for s in surfaced):
         raise RecordError("'surfaced_ids' must be a list of non-empty strings")
+    for sid in surfaced:
+        _encodable(sid, "surfaced_ids")
     return Turn(
         tenant=_part(obj, "tenant"), user=_part(obj, "user"), character=_part(obj, "character"),
         turn_id=turn_id, role=role, text=text, ts=parse_utc(obj.get("ts"), "ts"),

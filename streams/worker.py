@@ -39,7 +39,7 @@ def run_worker(settings: Settings, loglevel: str = "INFO") -> None:
     bootstrap = bootstrap_for(settings)
     # Declare (and check) the topics before Faust subscribes: a consumer that joins before its source
     # topics exist is left with no assignment until the next rebalance.
-    asyncio.run(ensure_topics(bootstrap, settings))
+    asyncio.run(ensure_topics(bootstrap, settings, changelogs=True))
     (settings.data_dir / "worker").mkdir(parents=True, exist_ok=True)
     credence = create_app(settings, bootstrap)
     log.info("credence worker %s on %s (store %s, data %s)", settings.app_id, bootstrap,

@@ -98,11 +98,15 @@ def _synthesis(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
 
 
 def apply_feedback(state: ScopeState, entry: Entry, decision: str, ctx: StepContext, cause_prefix: str) -> None:
+    """confirm / deny / ignore one entry. Feedback on a reflection already promoted goes to the persona
+    entry it became: that is where the observation lives now."""
     kind = FEEDBACK_SIGNAL[decision]
+    if entry.kind == "reflection" and entry.status == "promoted" and entry.merged_into_id in state.entries:
+        entry = state.entries[entry.merged_into_id]
     updated = record_signal(entry, kind, ctx.now, settings=ctx.memory)
     if decision == "deny" and updated.kind == "reflection":
         updated = deny(updated, ctx.now)
-    ctx.put(state, updated, "signal", kind, entry)
+    ctx.put(state, updated, "signal", f"{cause_prefix}:{kind}" if cause_prefix != "surfaced" else kind, entry)
 
 
 def _feedback(state: ScopeState, payload: dict, output: dict, ctx: StepContext) -> None:

@@ -103,9 +103,12 @@ class ScopeState:
 
     @property
     def blocked(self) -> bool:
-        """An evidence request is in flight: later inputs wait so the outcome never depends on latency.
-        Promotion runs beside the scope (its result is version-checked instead)."""
-        return any(r.task != "promotion" for r in self.requests.values())
+        """A request is in flight: later inputs of this scope wait (in the state) so the outcome never
+        depends on LLM latency — replays, duplicates and crashes end in the same state. Promotion holds
+        the scope too: the agent keeps consuming (other scopes run, this one queues), and a denial that
+        arrives meanwhile lands on the persona entry the reflection became. The version check on the
+        result stays as the guard against results of requests from an earlier run."""
+        return bool(self.requests)
 
     @property
     def idle(self) -> bool:

@@ -95,15 +95,31 @@ def test_promotion_result_merges_into_an_existing_persona_entry(driver_factory):
     assert merged["event_id"] == "p-hike@2"
 
 
-def test_promotion_result_after_a_denial_is_discarded(driver_factory):
+def test_a_denial_during_promotion_lands_on_the_persona_entry(driver_factory):
+    d = confirmed_hiking(driver_factory)
+    d.auto = False
+    d.feedback(HIKING, "confirm", T0 + 2 * MIN, feedback_id="fb2")
+    (req,) = d.outbox
+    d.outbox.clear()
+    d.feedback(HIKING, "deny", T0 + 3 * MIN, feedback_id="fb3")  # waits: promotion holds the scope
+    assert d.state.entries[HIKING].status == "confirmed" and len(d.state.queue) == 1
+    d.result(req, {"decision": {"action": "create", "target_id": None, "text": "The user loves hiking."}})
+    (persona,) = d.personas()
+    assert d.state.entries[HIKING].status == "promoted"
+    assert persona.evidence.disputation == 1.0  # the user's denial reached where the observation lives
+    assert d.state.entries[HIKING].evidence.disputation == 0.0
+
+
+def test_promotion_result_for_a_changed_entry_is_discarded(driver_factory):
     d = confirmed_hiking(driver_factory)
     d.auto = False
     d.feedback(HIKING, "confirm", T0 + 2 * MIN, feedback_id="fb2")
     (req,) = d.outbox
     assert req.task == "promotion"
     d.outbox.clear()
-    d.feedback(HIKING, "deny", T0 + 3 * MIN, feedback_id="fb3")  # promotion does not hold the scope
-    assert d.state.entries[HIKING].status == "denied"
+    # A result from an earlier run's request can meet an entry that moved on (here: denied meanwhile).
+    from credence.tables.lifecycle import deny as deny_entry
+    d.state.entries[HIKING] = deny_entry(d.state.entries[HIKING], T0 + 3 * MIN)
     before = dict(d.state.entries)
     ctx = d.result(req, {"decision": {"action": "create", "target_id": None, "text": "The user loves hiking."}})
     assert any("late promotion" in line for line in ctx.log)

@@ -92,7 +92,7 @@ def test_explicit_feedback_records(driver_factory, decision, cause, rein, disp, 
     d.feedback(HIKING, decision, T0 + MIN)
     entry = d.state.entries[HIKING]
     assert (round(entry.evidence.reinforcement, 9), entry.evidence.disputation, entry.status) == (rein, disp, status)
-    (event,) = signal_events(d, HIKING, cause)
+    (event,) = signal_events(d, HIKING, f"explicit:{cause}")
     assert event["entry"]["evidence"] == entry.evidence.to_dict()
     assert event["event_id"] == f"{HIKING}@{event['entry']['version']}"
     assert event["at"] == (T0 + MIN).isoformat()

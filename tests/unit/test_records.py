@@ -1,0 +1,170 @@
+"""credence.turns v1 decoding: every rejection reason, the dead-letter envelope, and Turn round-trips."""
+
+from __future__ import annotations
+
+import base64
+import json
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from credence.errors import RecordError
+from credence.streams.records import MAX_PART, MAX_TEXT, Turn, dead_letter, decode_turn, iso, parse_utc
+
+GOOD = {"v": 1, "tenant": "acme", "user": "alice", "character": "barista", "turn_id": "t-1",
+        "role": "user", "text": "I love green tea.", "ts": "2026-09-01T09:00:00Z"}
+
+
+def raw(**changes) -> bytes:
+    obj = dict(GOOD)
+    for name, value in changes.items():
+        if value is DROP:
+            obj.pop(name)
+        else:
+            obj[name] = value
+    return json.dumps(obj).encode()
+
+
+DROP = object()
+
+
+def test_a_valid_turn_decodes():
+    turn = decode_turn(raw(surfaced_ids=["e1", "e2"]))
+    assert turn.scope == "acme/alice/barista"
+    assert turn.ts == datetime(2026, 9, 1, 9, tzinfo=timezone.utc)
+    assert turn.surfaced_ids == ("e1", "e2")
+
+
+def test_optional_fields_default():
+    turn = decode_turn(raw(v=DROP, surfaced_ids=None))  # v defaults to 1; null surfaced_ids is none
+    assert turn.surfaced_ids == ()
+
+
+def test_offsets_are_normalised_to_utc():
+    turn = decode_turn(raw(ts="2026-09-01T11:30:00+02:30"))
+    assert turn.ts == datetime(2026, 9, 1, 9, tzinfo=timezone.utc) and turn.ts.tzinfo == timezone.utc
+
+
+@pytest.mark.parametrize("record, reason", [
+    (None, r"null value"),
+    (b"", r"not valid JSON"),
+    (b'{"v":1,"tenant":', r"not valid JSON"),
+    (b"\xff\xfe\x00", r"not valid JSON"),
+    (b"[1, 2, 3]", r"must be a JSON object"),
+    (b'"a string"', r"must be a JSON object"),
+    (b"42", r"must be a JSON object"),
+    (b"null", r"must be a JSON object"),
+    (raw(v=2), r"unsupported record version 2"),
+    (raw(v="1"), r"unsupported record version '1'"),
+    (raw(v=None), r"unsupported record version None"),
+    (raw(turn_id=DROP), r"'turn_id' must be a non-empty string"),
+    (raw(turn_id=""), r"'turn_id' must be a non-empty string"),
+    (raw(turn_id=7), r"'turn_id' must be a non-empty string"),
+    (raw(turn_id="x" * (MAX_PART + 1)), r"'turn_id' .*at most 200"),
+    (raw(role="system"), r"'role' must be one of"),
+    (raw(role=DROP), r"'role' must be one of"),
+    (raw(text=""), r"'text' must be a non-empty string"),
+    (raw(text="  \n"), r"'text' must be a non-empty string"),
+    (raw(text=["hi"]), r"'text' must be a non-empty string"),
+    (raw(text="x" * (MAX_TEXT + 1)), r"'text' is longer than 32000"),
+    (raw(surfaced_ids="e1"), r"'surfaced_ids' must be a list"),
+    (raw(surfaced_ids={"e1": 1}), r"'surfaced_ids' must be a list"),
+    (raw(surfaced_ids=["e1", ""]), r"'surfaced_ids' must be a list of non-empty strings"),
+    (raw(surfaced_ids=["e1", 2]), r"'surfaced_ids' must be a list of non-empty strings"),
+    (raw(tenant=DROP), r"'tenant' must be a non-empty string"),
+    (raw(tenant=""), r"'tenant' must be a non-empty string"),
+    (raw(tenant="   "), r"'tenant' must be a non-empty string"),
+    (raw(tenant=3), r"'tenant' must be a non-empty string"),
+    (raw(user="ali/ce"), r"'user' .*without '/'"),
+    (raw(user=" alice"), r"'user' .*edge spaces"),
+    (raw(character="barista "), r"'character' .*edge spaces"),
+    (raw(character="c" * (MAX_PART + 1)), r"'character' must be at most 200"),
+    (raw(ts=DROP), r"'ts' must be an ISO-8601 string"),
+    (raw(ts=1788000000), r"'ts' must be an ISO-8601 string"),
+    (raw(ts="next tuesday"), r"'ts' is not ISO-8601"),
+    (raw(ts="2026-13-01T00:00:00Z"), r"'ts' is not ISO-8601"),
+    (raw(ts="2026-09-01T09:00:00"), r"'ts' needs a UTC offset"),
+    (raw(ts="2026-09-01"), r"'ts' needs a UTC offset"),
+])
+def test_every_rejection_names_its_reason(record, reason):
+    with pytest.raises(RecordError, match=reason):
+        decode_turn(record)
+
+
+# Records that must be dead-lettered like any other invalid record, never escape decode_turn with an
+# error that is not a RecordError (a poison pill for the agent), nor be accepted by accident.
+@pytest.mark.parametrize("record", [
+    pytest.param(b"[" * 100_000, id="deeply-nested-json-RecursionError"),
+    pytest.param(b'{"v":1' + b"0" * 5000 + b"}", id="huge-int-ValueError"),
+    pytest.param(raw(ts="0001-01-01T00:00:00+01:00"), id="ts-before-year-1-in-utc-OverflowError"),
+    pytest.param(raw(v=True), id="v-true-accepted-as-1"),
+    pytest.param(raw(text="\ud800 lone surrogate"), id="lone-surrogate-cannot-be-re-encoded"),
+])
+def test_hostile_records_are_rejected_not_crashing(record):
+    with pytest.raises(RecordError):
+        decode_turn(record)
+
+
+def test_dead_letter_carries_the_original_bytes_and_reason():
+    at = datetime(2026, 9, 1, tzinfo=timezone.utc)
+    envelope = json.loads(dead_letter(topic="credence.turns", partition=3, offset=17, reason="bad role",
+                                      original=b"\x00\xffnot json", at=at))
+    assert envelope == {"v": 1, "topic": "credence.turns", "partition": 3, "offset": 17, "reason": "bad role",
+                        "original": base64.b64encode(b"\x00\xffnot json").decode(), "at": "2026-09-01T00:00:00Z"}
+    empty = json.loads(dead_letter(topic="t", partition=0, offset=0, reason="null", original=None, at=at))
+    assert empty["original"] == ""
+
+
+# --- properties --------------------------------------------------------------------------------------
+
+# Scope parts: no '/', no edge spaces, no unit separator (it delimits the duplicate-detection keys).
+part = st.text(min_size=1, max_size=MAX_PART).filter(
+    lambda s: s == s.strip() and s.strip() and "/" not in s and "\x1f" not in s)
+nonempty = st.text(min_size=1, max_size=50).filter(lambda s: s.strip())
+aware = st.datetimes(min_value=datetime(1970, 1, 2), max_value=datetime(2200, 1, 1),
+                     timezones=st.sampled_from([timezone.utc, timezone(timedelta(hours=5, minutes=30)),
+                                                timezone(timedelta(hours=-8))]))
+turns = st.builds(
+    Turn, tenant=part, user=part, character=part, turn_id=st.text(min_size=1, max_size=MAX_PART),
+    role=st.sampled_from(["user", "ai"]), text=nonempty, ts=aware,
+    surfaced_ids=st.lists(st.text(min_size=1, max_size=20), max_size=4).map(tuple),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(turns)
+def test_encode_then_decode_is_the_same_turn(turn):
+    decoded = decode_turn(turn.encode())
+    assert decoded == turn
+    assert decoded.ts.tzinfo == timezone.utc
+    assert decoded.encode() == Turn(**{**decoded.__dict__}).encode()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=300))
+def test_arbitrary_bytes_decode_or_raise_record_error(data):
+    try:
+        decode_turn(data)
+    except RecordError as exc:
+        assert str(exc)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.sampled_from(list(GOOD) + ["surfaced_ids", "extra"]),
+                       st.none() | st.booleans() | st.integers() | st.text(max_size=30)
+                       | st.lists(st.text(max_size=5), max_size=3)))
+def test_arbitrary_objects_decode_or_raise_record_error(obj):
+    try:
+        turn = decode_turn(json.dumps(obj).encode())
+    except RecordError as exc:
+        assert str(exc)
+    else:
+        assert turn.scope.count("/") == 2
+
+
+@given(aware)
+def test_iso_and_parse_utc_round_trip(ts):
+    assert parse_utc(iso(ts), "ts") == ts
+    assert iso(ts).endswith("Z")
