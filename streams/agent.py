@@ -2,9 +2,11 @@
 
 It reads turns, feedback, facts and control records (all keyed by scope, co-partitioned), loads the
 scope's state, runs one pure step, saves the state, sends the step's records and hands its LLM requests
-to the runner. Delivery is at-least-once: a redelivered record (offset already applied to the scope)
-is not applied again; it re-sends the scope's snapshots instead, so the journal catches up with a table
-write that outlived a crash.
+to the runner. Delivery is at-least-once, and a step's records (journal, archive hand-off) are
+acknowledged by the broker before the scope's new state is written: a crash in between re-runs the step
+(its records come again, with the same ids, and downstream keeps the first), while a state that was
+written always has its records behind it — an archived entry is never in neither place. A redelivered
+record whose offset the scope already applied is skipped.
 """
 
 from __future__ import annotations
@@ -49,11 +51,10 @@ def register(credence) -> None:
         await fut  # acknowledged before the input's offset can be committed
 
     async def send_all(scope: str, emits) -> None:
-        """Queue a step's records without waiting for each acknowledgement: Faust flushes the producer
-        before it commits the input's offset, so a record lost in a crash means an uncommitted input,
-        which is redelivered (and then re-sends the scope's snapshots)."""
-        for e in emits:
-            await getattr(topics, e.topic).send(key=scope.encode(), value=_encode(e.record))
+        """Queue all of a step's records, then wait for every acknowledgement together."""
+        futures = [await getattr(topics, e.topic).send(key=scope.encode(), value=_encode(e.record)) for e in emits]
+        for fut in futures:
+            await fut
 
     credence.send = send
 
@@ -94,12 +95,6 @@ def register(credence) -> None:
             return False
         seen[key] = position
         return True
-
-    async def resend_snapshots(state: ScopeState) -> None:
-        ctx = context(state, state.clock or datetime.now(timezone.utc))
-        for entry in state.entries.values():
-            ctx.journal(entry, "resync", "redelivery")
-        await send_all(state.scope, ctx.emits)
 
     partitioner = DefaultPartitioner()
     all_partitions = list(range(settings.topic_partitions))
@@ -153,7 +148,6 @@ def register(credence) -> None:
             position = f"{name}:{msg.partition}"
             if msg.offset <= state.applied.get(position, -1):
                 stats.redelivered += 1
-                await resend_snapshots(state)
                 continue
             if not first_time(name, scope, record, f"{position}:{msg.offset}"):
                 continue
@@ -178,13 +172,13 @@ def register(credence) -> None:
             after = state.to_dict()
             if kind == "tick" and not ctx.emits and not ctx.requests and _same_but_position(stored, after):
                 continue  # an idle tick changes nothing: no changelog write (its redelivery is harmless)
+            for line in ctx.log:
+                log.info("%s: %s", scope, line)
+            await send_all(scope, ctx.emits)  # durable before the state that depends on them
             state.applied[position] = msg.offset
             after["applied"] = state.applied
             scopes[scope] = after
             credence.busy.discard(scope) if state.idle else credence.busy.add(scope)
-            for line in ctx.log:
-                log.info("%s: %s", scope, line)
-            await send_all(scope, ctx.emits)
             stats.journal_events += sum(1 for e in ctx.emits if e.topic == "evidence")
             stats.archived += sum(1 for e in ctx.emits if e.topic == "archive")
             for req in ctx.requests:

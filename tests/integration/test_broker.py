@@ -1,0 +1,126 @@
+"""The embedded broker and the admin calls against it, plus the command line's help texts."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import time
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
+
+from credence.errors import BrokerError
+from credence.streams import broker as broker_module
+from credence.streams.admin import ensure_topics
+from credence.streams.broker import EmbeddedBroker, free_port, wait_for_metadata
+from credence.streams.topics import TOPICS
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+
+
+async def partition_counts(bootstrap: str, topics: list[str]) -> dict[str, int]:
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        return {t["topic"]: len(t["partitions"]) for t in await admin.describe_topics(topics)}
+    finally:
+        await admin.close()
+
+
+def test_the_broker_answers_metadata(kafka_bootstrap):
+    started = time.monotonic()
+    wait_for_metadata(kafka_bootstrap, 10.0)  # the readiness check itself
+    assert time.monotonic() - started < 5
+
+
+def test_nothing_listening_is_a_broker_error_at_the_deadline():
+    with pytest.raises(BrokerError, match="no metadata answer"):
+        wait_for_metadata(f"127.0.0.1:{free_port()}", 1.0)
+
+
+def test_topics_get_the_configured_partitions(settings_factory, kafka_bootstrap):
+    settings = settings_factory(topic_partitions=3)
+    asyncio.run(ensure_topics(kafka_bootstrap, settings))
+    asyncio.run(ensure_topics(kafka_bootstrap, settings))  # idempotent
+    names = [settings.topic(n) for n in TOPICS]
+    assert asyncio.run(partition_counts(kafka_bootstrap, names)) == {n: 3 for n in names}
+
+
+def test_a_topic_with_other_partitions_is_refused(settings_factory, kafka_bootstrap):
+    asyncio.run(ensure_topics(kafka_bootstrap, settings_factory(topic_partitions=4)))
+    with pytest.raises(BrokerError, match=r"has 4 partitions but credence is configured for 2 .*CREDENCE_TOPIC_PARTITIONS"):
+        asyncio.run(ensure_topics(kafka_bootstrap, settings_factory(topic_partitions=2)))
+
+
+async def _produce_one(bootstrap: str, topic: str) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    await producer.start()
+    try:
+        await producer.send_and_wait(topic, b"kept across restarts", key=b"k")
+    finally:
+        await producer.stop()
+
+
+async def _read_one(bootstrap: str, topic: str) -> bytes:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest")
+    await consumer.start()
+    try:
+        consumer.assign([TopicPartition(topic, 0)])
+        record = await asyncio.wait_for(consumer.getone(), 30)
+        return record.value
+    finally:
+        await consumer.stop()
+
+
+def test_a_second_start_reuses_storage_and_cache(tmp_path, settings_factory, kafka_bootstrap, monkeypatch):
+    settings = settings_factory(topic_partitions=1)
+    data_dir = tmp_path / "broker"
+    first = EmbeddedBroker(data_dir, settings.kafka_version, settings.broker_cache_dir)
+    with first:
+        asyncio.run(ensure_topics(first.bootstrap, settings))
+        asyncio.run(_produce_one(first.bootstrap, settings.topic("turns")))
+        with pytest.raises(BrokerError, match="already runs on this data dir"):
+            EmbeddedBroker(data_dir, settings.kafka_version, settings.broker_cache_dir).start()
+    meta = (data_dir / "kraft-logs" / "meta.properties").read_text()
+    assert (settings.broker_cache_dir / settings.kafka_version / ".complete").exists()
+
+    def no_subprocess(*args, **kwargs):  # neither Maven nor the storage formatter may run again
+        raise AssertionError(f"unexpected subprocess.run({args[0][:3]}...) on a warm start")
+
+    monkeypatch.setattr(broker_module.subprocess, "run", no_subprocess)
+    monkeypatch.setattr(broker_module.shutil, "which",
+                        lambda name, _which=broker_module.shutil.which: None if name == "mvn" else _which(name))
+    second = EmbeddedBroker(data_dir, settings.kafka_version, settings.broker_cache_dir)
+    with second:
+        assert asyncio.run(_read_one(second.bootstrap, settings.topic("turns"))) == b"kept across restarts"
+    assert (data_dir / "kraft-logs" / "meta.properties").read_text() == meta  # same cluster id: no re-format
+    assert not (data_dir / "broker.json").exists()
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "credence.streams.cli", *args],
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+
+
+@pytest.mark.parametrize("command, words", [
+    ((), ["broker", "worker", "replay", "demo", "CREDENCE_"]),
+    (("broker",), ["KRaft", "--data-dir", "--port", "Maven"]),
+    (("worker",), ["usage: credence worker"]),
+    (("worker",), ["CREDENCE_KAFKA_BOOTSTRAP", "CREDENCE_LLM__BACKEND"]),
+    (("sink",), ["--drain", "Parquet"]),
+    (("forget",), ["tenant", "user", "--archive-only"]),
+    (("replay",), ["file", "--bootstrap", "JSON-lines"]),
+    (("demo",), ["--input", "--timeout", "offline"]),
+])
+def test_cli_help_exits_zero_with_useful_text(command, words):
+    result = run_cli(*command, "--help")
+    assert result.returncode == 0, result.stderr
+    for word in words:
+        assert word in result.stdout, (command, word, result.stdout)
+
+
+def test_cli_without_a_command_is_a_usage_error():
+    result = run_cli()
+    assert result.returncode == 2 and "COMMAND" in result.stderr
