@@ -1,0 +1,235 @@
+"""DuckDB over the Parquet archive: views, ad-hoc queries, the lifecycle funnel and its chart.
+
+Every connection pins TimeZone='UTC' (days are UTC days, as in the records). The views read
+``<root>/<table>/**/*.parquet`` with hive partitioning (tenant, kind, date typed explicitly, so a
+tenant called "2024" stays a string) and union_by_name, so shards written before an entry model
+gained a column still read as one table. Values are always bound as parameters.
+The evidence column `at` is a DuckDB keyword: write it quoted, "at".
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import astuple, dataclass, fields
+from datetime import date, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from credence.errors import ArchiveError
+from credence.sinks.schema import EVIDENCE, PARTITION_SCHEMA, SCHEMAS, TABLES
+from credence.sinks.shards import Archive, open_archive
+
+FORMATS = ("table", "csv", "json")
+_HIVE_TYPES = "{'tenant': VARCHAR, 'kind': VARCHAR, 'date': DATE}"
+
+
+@dataclass(frozen=True)
+class FunnelRow:
+    tenant: str
+    day: date
+    created: int
+    confirmed: int
+    promoted: int
+    merged: int
+    denied: int
+    archived: int
+
+
+STAGES = tuple(f.name for f in fields(FunnelRow))[2:]
+
+# docs/records.md: funnel counts per tenant per UTC day of `at`; the date partition is that day.
+FUNNEL_SELECT = """
+SELECT tenant, "date" AS day,
+       count(*) FILTER (WHERE event = 'created')       AS created,
+       count(*) FILTER (WHERE to_status = 'confirmed') AS confirmed,
+       count(*) FILTER (WHERE to_status = 'promoted')  AS promoted,
+       count(*) FILTER (WHERE event = 'merged')        AS merged,
+       count(*) FILTER (WHERE to_status = 'denied')    AS denied,
+       count(*) FILTER (WHERE event = 'archived')      AS archived
+"""
+
+
+def connect(root: str, database: str = ":memory:") -> duckdb.DuckDBPyConnection:
+    """A connection with the views ``archive`` and ``evidence`` over the shards under ``root``."""
+    archive = open_archive(root)
+    conn = _new_connection(archive, database)
+    try:
+        for table in TABLES:
+            try:
+                conn.execute(
+                    f"CREATE VIEW {table} AS SELECT * FROM read_parquet({_literal(_pattern(archive, table))}, "
+                    f"hive_partitioning = true, union_by_name = true, hive_types = {_HIVE_TYPES})"
+                )
+            except duckdb.IOException as exc:
+                if not _no_files(exc):
+                    raise
+                _empty_view(conn, table)
+    except duckdb.Error as exc:
+        conn.close()
+        raise ArchiveError(f"cannot open the archive views under {root!r}: {exc}") from exc
+    return conn
+
+
+def _new_connection(archive: Archive, database: str = ":memory:") -> duckdb.DuckDBPyConnection:
+    conn = duckdb.connect(database)
+    conn.execute("SET TimeZone = 'UTC'")
+    # union_by_name reads every shard's footer when a query binds; a reused connection keeps them.
+    conn.execute("SET parquet_metadata_cache = true")
+    if not archive.is_local:
+        conn.execute("INSTALL httpfs")  # remote roots (s3://, gs://) read through httpfs
+        conn.execute("LOAD httpfs")
+    return conn
+
+
+def _pattern(archive: Archive, table: str) -> str:
+    return archive.uri(f"{archive.table_dir(table)}/**/*.parquet")
+
+
+def _no_files(exc: duckdb.Error) -> bool:
+    return "No files found" in str(exc)
+
+
+def query(root: str, sql: str, params: list | dict | None = None, fmt: str = "table") -> str:
+    """Run one SQL statement over the views and render the result as a table, CSV or JSON."""
+    if fmt not in FORMATS:
+        raise ArchiveError(f"unknown output format {fmt!r}; use one of {FORMATS}")
+    conn = connect(root)
+    try:
+        result = conn.execute(sql, params) if params is not None else conn.execute(sql)
+        columns = [d[0] for d in result.description or []]
+        rows = result.fetchall() if columns else []
+    except duckdb.Error as exc:
+        raise ArchiveError(f"query failed: {exc}") from exc
+    finally:
+        conn.close()
+    return render(columns, rows, fmt)
+
+
+def funnel(conn: duckdb.DuckDBPyConnection, tenant: str | None = None,
+           since: date | None = None, until: date | None = None) -> list[FunnelRow]:
+    """The lifecycle funnel per tenant per UTC day over the ``evidence`` view of ``conn``;
+    ``since`` and ``until`` are inclusive days."""
+    return _funnel(conn, "evidence", [], tenant, since, until)
+
+
+def report(root: str, png_path: str | Path | None = None, tenant: str | None = None,
+           since: date | None = None, until: date | None = None) -> str:
+    """The funnel as a text table (returned) and, given ``png_path``, a chart of it."""
+    archive = open_archive(root)
+    conn = _new_connection(archive)
+    try:
+        # Straight from the shards, not through the view: the funnel reads only columns every
+        # evidence shard has had since v1, so it needs neither union_by_name (a footer pass over
+        # every shard) nor the view's own listing of the shards when it is created.
+        source = f"read_parquet(?, hive_partitioning = true, hive_types = {_HIVE_TYPES})"
+        rows = _funnel(conn, source, [_pattern(archive, EVIDENCE)], tenant, since, until)
+    finally:
+        conn.close()
+    if png_path is not None:
+        write_chart(rows, Path(png_path))
+    return render([f.name for f in fields(FunnelRow)], [astuple(r) for r in rows], "table")
+
+
+def _funnel(conn: duckdb.DuckDBPyConnection, source: str, params: list, tenant: str | None,
+            since: date | None, until: date | None) -> list[FunnelRow]:
+    clauses = []
+    for condition, value in (("tenant = ?", tenant), ('"date" >= ?', since), ('"date" <= ?', until)):
+        if value is not None:
+            clauses.append(condition)
+            params = [*params, value]
+    where = f"WHERE {' AND '.join(clauses)}" if clauses else ""
+    sql = f"{FUNNEL_SELECT} FROM {source} {where} GROUP BY tenant, day ORDER BY tenant, day"
+    try:
+        return [FunnelRow(*row) for row in conn.execute(sql, params).fetchall()]
+    except duckdb.IOException as exc:
+        if _no_files(exc):
+            return []
+        raise ArchiveError(f"funnel query failed: {exc}") from exc
+    except duckdb.Error as exc:
+        raise ArchiveError(f"funnel query failed: {exc}") from exc
+
+
+def write_chart(rows: list[FunnelRow], png_path: Path) -> None:
+    """One line per funnel stage over days, summed over the tenants shown."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    days = sorted({r.day for r in rows})
+    totals = {stage: dict.fromkeys(days, 0) for stage in STAGES}
+    for r in rows:
+        for stage in STAGES:
+            totals[stage][r.day] += getattr(r, stage)
+    tenants = sorted({r.tenant for r in rows})
+    fig, ax = plt.subplots(figsize=(10, 5), dpi=100)
+    try:
+        for stage in STAGES:
+            ax.plot(days, [totals[stage][d] for d in days], marker="o", markersize=3, label=stage)
+        label = tenants[0] if len(tenants) == 1 else f"{len(tenants)} tenants"
+        ax.set_title(f"credence lifecycle funnel per day (UTC), {label}")
+        ax.set_xlabel("day")
+        ax.set_ylabel("events")
+        ax.legend(loc="upper left")
+        ax.grid(alpha=0.3)
+        fig.autofmt_xdate()
+        png_path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(png_path, format="png")
+    finally:
+        plt.close(fig)
+
+
+def render(columns: list[str], rows: list[tuple], fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps([dict(zip(columns, map(_plain, row))) for row in rows], ensure_ascii=False)
+    if fmt == "csv":
+        out = io.StringIO()
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows([[_cell(v) for v in row] for row in rows])
+        return out.getvalue()
+    cells = [[_cell(v) for v in row] for row in rows]
+    widths = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+    lines = [" | ".join(c.ljust(w) for c, w in zip(columns, widths)), "-+-".join("-" * w for w in widths)]
+    lines += [" | ".join(v.ljust(w) for v, w in zip(r, widths)) for r in cells]
+    lines.append(f"({len(rows)} row{'s' if len(rows) != 1 else ''})")
+    return "\n".join(lines) + "\n"
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return float(value)
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    return value
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    plain = _plain(value)
+    return plain if isinstance(plain, str) else json.dumps(plain, ensure_ascii=False)
+
+
+def _empty_view(conn: duckdb.DuckDBPyConnection, table: str) -> None:
+    # No shards yet: same columns, zero rows, so queries and the funnel still run.
+    schema = pa.schema(list(SCHEMAS[table]) + list(PARTITION_SCHEMA))
+    conn.register(f"_{table}_empty", schema.empty_table())
+    conn.execute(f"CREATE VIEW {table} AS SELECT * FROM _{table}_empty")
+
+
+def _literal(text: str) -> str:
+    # DDL cannot take bound parameters; the path is configuration, quoted as a SQL string literal.
+    return "'" + text.replace("'", "''") + "'"

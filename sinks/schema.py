@@ -1,0 +1,264 @@
+"""Arrow schemas of the two Parquet tables (archive, evidence) and the record -> row conversion.
+
+Column rules (docs/records.md is the source of the record formats):
+- The hive partition columns tenant, kind, date are *not* stored in the files; they come from the path
+  (kind = entry_kind, date = UTC day of archived_at / at).
+- Every Entry snapshot key is a column under its own name, evidence counters flattened under theirs.
+  Keys the record already carries are checked to agree and not repeated (id -> entry_id,
+  kind -> entry_kind, tenant/user/character -> scope). The snapshot's archived_at is stored as
+  entry_archived_at so the two tables share one snapshot block without clashing with the archive
+  record's own archived_at.
+- snapshot_json keeps the exact snapshot, so a key the entry model gains later is never lost.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import date, datetime, timezone
+from typing import Any
+from urllib.parse import quote
+
+import pyarrow as pa
+
+from credence.errors import ArchiveError
+
+ARCHIVE = "archive"
+EVIDENCE = "evidence"
+TABLES = (ARCHIVE, EVIDENCE)
+ENTRY_KINDS = ("reflection", "persona")
+RECORD_VERSION = 1
+
+TS = pa.timestamp("us", tz="UTC")
+STRINGS = pa.list_(pa.string())
+
+# (snapshot key, column name, arrow type); evidence.* keys are read from the nested "evidence" dict.
+SNAPSHOT_FIELDS: tuple[tuple[str, str, pa.DataType], ...] = (
+    ("text", "text", pa.string()),
+    ("subject", "subject", pa.string()),
+    ("importance", "importance", pa.int16()),
+    ("source_fact_ids", "source_fact_ids", STRINGS),
+    ("protected", "protected", pa.bool_()),
+    ("status", "status", pa.string()),
+    ("evidence.reinforcement", "reinforcement", pa.float64()),
+    ("evidence.disputation", "disputation", pa.float64()),
+    ("evidence.rein_last_signal_at", "rein_last_signal_at", TS),
+    ("evidence.disp_last_signal_at", "disp_last_signal_at", TS),
+    ("evidence.sub_zero_days", "sub_zero_days", pa.int32()),
+    ("evidence.sub_zero_last_increment_date", "sub_zero_last_increment_date", pa.date32()),
+    ("evidence.user_fact_reinforce_count", "user_fact_reinforce_count", pa.int32()),
+    ("created_at", "created_at", TS),
+    ("confirmed_at", "confirmed_at", TS),
+    ("promoted_at", "promoted_at", TS),
+    ("merged_from_ids", "merged_from_ids", STRINGS),
+    ("merged_into_id", "merged_into_id", pa.string()),
+    ("promote_attempts", "promote_attempts", pa.int32()),
+    ("last_promote_attempt_at", "last_promote_attempt_at", TS),
+    ("recent_mentions", "recent_mentions", STRINGS),
+    ("suppressed_at", "suppressed_at", TS),
+    ("version", "version", pa.int64()),
+    ("updated_at", "updated_at", TS),
+    ("archived_at", "entry_archived_at", TS),
+)
+# Snapshot keys that repeat the record's own identity; checked, not stored twice.
+IDENTITY_KEYS = {"id": "entry_id", "kind": "entry_kind", "tenant": "tenant", "user": "user", "character": "character"}
+
+_SCOPE = [("v", pa.int16()), ("user", pa.string()), ("character", pa.string()),
+          ("entry_id", pa.string()), ("entry_kind", pa.string())]
+_SOURCE = [("snapshot_json", pa.string()), ("topic_partition", pa.int32()), ("offset", pa.int64())]
+_SNAPSHOT = [(column, typ) for _, column, typ in SNAPSHOT_FIELDS]
+
+ARCHIVE_SCHEMA = pa.schema(_SCOPE + [("archived_at", TS), ("reason", pa.string())] + _SNAPSHOT + _SOURCE)
+EVIDENCE_SCHEMA = pa.schema(
+    _SCOPE
+    + [("event_id", pa.string()), ("event", pa.string()), ("cause", pa.string()),
+       ("from_status", pa.string()), ("to_status", pa.string()), ("at", TS),
+       ("score", pa.float64()), ("tier", pa.string())]
+    + _SNAPSHOT + _SOURCE
+)
+SCHEMAS = {ARCHIVE: ARCHIVE_SCHEMA, EVIDENCE: EVIDENCE_SCHEMA}
+# The column that identifies a record for de-duplication (consumer.py): the worker delivers both
+# topics at least once, so one archived entry / one journal event can sit at several offsets.
+IDENTITY = {ARCHIVE: "entry_id", EVIDENCE: "event_id"}
+# A row's size for the shard byte bound is estimated as 2 * len(snapshot_json) + this: the
+# flattened columns roughly repeat the JSON. Deterministic, and above the compressed size.
+ROW_OVERHEAD_BYTES = 256
+# Room kept for a shard's footer (schema and column chunk metadata: ~5 KiB for these tables).
+FILE_OVERHEAD_BYTES = 16 * 1024
+# Partition columns as the readers see them (appended from the hive path).
+PARTITION_SCHEMA = pa.schema([("tenant", pa.string()), ("kind", pa.string()), ("date", pa.date32())])
+
+
+@dataclass(frozen=True, order=True)
+class ShardKey:
+    """The hive partition a row lands in."""
+
+    tenant: str
+    kind: str
+    date: str  # YYYY-MM-DD (UTC)
+
+    def path(self) -> str:
+        if self.kind not in ENTRY_KINDS:
+            raise ArchiveError(f"kind {self.kind!r} is not one of {ENTRY_KINDS}")
+        try:
+            date.fromisoformat(self.date)
+        except (TypeError, ValueError):
+            raise ArchiveError(f"date {self.date!r} is not YYYY-MM-DD") from None
+        return f"tenant={tenant_segment(self.tenant)}/kind={self.kind}/date={self.date}"
+
+
+@dataclass(frozen=True)
+class Row:
+    key: ShardKey
+    values: dict[str, Any]  # column -> python value, in the table schema's columns
+
+
+def tenant_segment(tenant: str) -> str:
+    """The tenant as a hive path segment: percent-encoded (DuckDB and pyarrow decode it back)."""
+    _check_scope_part("tenant", tenant)
+    return quote(tenant, safe="")
+
+
+def to_row(table: str, record: Any, partition: int, offset: int) -> Row:
+    """Validate one decoded topic record and turn it into a row; ArchiveError says what is wrong."""
+    if table not in SCHEMAS:
+        raise ArchiveError(f"unknown archive table {table!r}; use one of {TABLES}")
+    if not isinstance(record, dict):
+        raise ArchiveError(f"record is {type(record).__name__}, expected a JSON object")
+    if record.get("v") != RECORD_VERSION:
+        raise ArchiveError(f"unsupported record version v={record.get('v')!r}; this sink reads v=1")
+    values: dict[str, Any] = {"v": RECORD_VERSION}
+    for part in ("tenant", "user", "character"):
+        _check_scope_part(part, record.get(part))
+        values[part] = record[part]
+    values["entry_id"] = _string(record, "entry_id", required=True)
+    kind = record.get("entry_kind")
+    if kind not in ENTRY_KINDS:
+        raise ArchiveError(f"entry_kind is {kind!r}, expected one of {ENTRY_KINDS}")
+    values["entry_kind"] = kind
+
+    if table == ARCHIVE:
+        values["archived_at"] = when = _timestamp(record, "archived_at", required=True)
+        values["reason"] = _string(record, "reason")
+    else:
+        values["event_id"] = _string(record, "event_id", required=True)
+        values["event"] = _string(record, "event", required=True)
+        for name in ("cause", "from_status", "to_status", "tier"):
+            values[name] = _string(record, name)
+        values["at"] = when = _timestamp(record, "at", required=True)
+        values["score"] = _float(record, "score")
+
+    entry = record.get("entry")
+    if not isinstance(entry, dict):
+        raise ArchiveError("record has no 'entry' snapshot object")
+    for key, column in IDENTITY_KEYS.items():
+        if key in entry and entry[key] != values[column]:
+            raise ArchiveError(f"entry.{key}={entry[key]!r} disagrees with the record's {column}={values[column]!r}")
+    evidence = entry.get("evidence")
+    if evidence is not None and not isinstance(evidence, dict):
+        raise ArchiveError("entry.evidence must be an object or null")
+    for key, column, typ in SNAPSHOT_FIELDS:
+        source, name = (evidence or {}, key[9:]) if key.startswith("evidence.") else (entry, key)
+        values[column] = _convert(source, name, typ, f"entry.{key}")
+    try:
+        values["snapshot_json"] = json.dumps(entry, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    except (TypeError, ValueError) as exc:
+        raise ArchiveError(f"entry snapshot is not JSON-serialisable: {exc}") from exc
+    values["topic_partition"] = partition
+    values["offset"] = offset
+    key = ShardKey(values.pop("tenant"), kind, when.date().isoformat())
+    return Row(key, values)
+
+
+def rows_to_table(table: str, rows: list[Row]) -> pa.Table:
+    schema = SCHEMAS[table]
+    return pa.Table.from_pylist([r.values for r in rows], schema=schema)
+
+
+def _check_scope_part(name: str, value: Any) -> None:
+    if not isinstance(value, str) or not value:
+        raise ArchiveError(f"{name} must be a non-empty string, got {value!r}")
+    if "/" in value or value in (".", "..") or any(ord(c) < 32 for c in value):
+        raise ArchiveError(f"{name} {value!r} contains '/', control characters or is a dot path; scope parts never do")
+
+
+def _string(obj: dict, name: str, required: bool = False, label: str | None = None) -> str | None:
+    value = obj.get(name)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or (required and not value):
+        raise ArchiveError(f"{label or name} must be a {'non-empty ' if required else ''}string, got {value!r}")
+    return value
+
+
+def _float(obj: dict, name: str, label: str | None = None) -> float | None:
+    value = obj.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ArchiveError(f"{label or name} must be a number, got {value!r}")
+    return float(value)
+
+
+def _int(obj: dict, name: str, label: str) -> int | None:
+    value = obj.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ArchiveError(f"{label} must be an integer, got {value!r}")
+    return value
+
+
+def _timestamp(obj: dict, name: str, required: bool = False, label: str | None = None) -> datetime | None:
+    value = obj.get(name)
+    label = label or name
+    if value is None:
+        if required:
+            raise ArchiveError(f"{label} is missing; it must be an ISO-8601 UTC timestamp")
+        return None
+    try:
+        parsed = datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        parsed = None
+    if parsed is None:
+        raise ArchiveError(f"{label}={value!r} is not an ISO-8601 timestamp")
+    if parsed.tzinfo is None:
+        raise ArchiveError(f"{label}={value!r} has no UTC offset; write timestamps as ISO-8601 UTC ('…Z')")
+    return parsed.astimezone(timezone.utc)
+
+
+def _convert(obj: dict, name: str, typ: pa.DataType, label: str) -> Any:
+    if typ == TS:
+        return _timestamp(obj, name, label=label)
+    if typ == STRINGS:
+        value = obj.get(name)
+        if value is None:
+            return None
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise ArchiveError(f"{label} must be a list of strings, got {value!r}")
+        return value
+    if typ == pa.string():
+        return _string(obj, name, label=label)
+    if typ == pa.float64():
+        return _float(obj, name, label=label)
+    if typ == pa.bool_():
+        value = obj.get(name)
+        if value is not None and not isinstance(value, bool):
+            raise ArchiveError(f"{label} must be true/false, got {value!r}")
+        return value
+    if typ == pa.date32():
+        value = obj.get(name)
+        if value is None:
+            return None
+        try:
+            return date.fromisoformat(value[:10]) if isinstance(value, str) else _bad_date(label, value)
+        except ValueError:
+            return _bad_date(label, value)
+    value = _int(obj, name, label)
+    if name == "importance" and value is not None and not 1 <= value <= 10:
+        raise ArchiveError(f"{label}={value} is outside 1..10")
+    return value
+
+
+def _bad_date(label: str, value: Any) -> None:
+    raise ArchiveError(f"{label}={value!r} is not a YYYY-MM-DD date")
