@@ -161,7 +161,9 @@ def _on_turn(state: ScopeState, turn: dict, ctx: StepContext) -> None:
         ctx.request(state, "feedback", {"reply_text": turn["text"],
                                         "surfaced": [observation(e) for e in surfaced]})
     elif _has_negative_keyword(turn["text"], ctx):
-        mentioned = [e for e in state.entries.values() if e.recent_mentions and not e.protected
+        # A rebuttal answers what the character said lately: entries it mentioned inside the window.
+        since = ctx.now - timedelta(hours=ctx.memory.mention_window_hours)
+        mentioned = [e for e in state.entries.values() if not e.protected and any(m > since for m in e.recent_mentions)
                      and e.status in ("pending", "confirmed", "active")]
         if mentioned:
             ctx.request(state, "target", {"messages": list(state.recent_user_messages),

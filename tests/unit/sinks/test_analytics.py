@@ -102,3 +102,19 @@ def test_report_on_an_empty_archive_is_an_empty_table(tmp_path):
 def test_report_filters_like_the_funnel(journal_root):
     text = report(journal_root, tenant="acme", until=date(2026, 3, 1))
     assert "acme" in text and "globex" not in text and "(1 row)" in text
+
+
+def test_cli_archive_query_binds_parameters_and_report_writes_a_png(journal_root, tmp_path, capsys):
+    from credence.streams.cli import main as cli
+
+    sql = "SELECT tenant, count(*) AS n FROM evidence WHERE event = ? GROUP BY tenant ORDER BY tenant"
+    assert cli(["archive", "query", sql, "--param", "created", "--format", "json", "--root", journal_root]) == 0
+    assert json.loads(capsys.readouterr().out) == [{"tenant": "acme", "n": 2}, {"tenant": "globex", "n": 1}]
+    png = tmp_path / "funnel.png"
+    assert cli(["archive", "report", "--png", str(png), "--root", journal_root]) == 0
+    out = capsys.readouterr().out
+    assert "globex" in out and "2026-03-02" in out
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # a query error is a clear CLI error, not a traceback
+    assert cli(["archive", "query", "SELECT nope FROM evidence", "--root", journal_root]) == 2
+    assert "query failed" in capsys.readouterr().err
