@@ -236,7 +236,7 @@ def remove_shard(archive: Archive, path: str, missing_ok: bool = False) -> None:
         if archive.is_local:
             _fsync_dir(path.rsplit("/", 1)[0])
     except OSError as exc:
-        raise ArchiveError(f"cannot delete shard {path}: {exc}") from exc
+        raise ArchiveError(f"cannot delete shard {path}: {exc}; check the archive root's permissions") from exc
 
 
 def list_shards(archive: Archive, table: str, tenant: str | None = None) -> list[str]:
@@ -263,9 +263,14 @@ def remove_stale_temp_files(archive: Archive, older_than_s: float = 3600.0) -> i
     for directory, _, names in os.walk(archive.base):
         for name in names:
             path = os.path.join(directory, name)
-            if name.startswith(".") and name.endswith(TEMP_SUFFIX) and os.path.getmtime(path) < cutoff:
-                os.unlink(path)
-                removed += 1
+            if not (name.startswith(".") and name.endswith(TEMP_SUFFIX)):
+                continue
+            try:
+                if os.path.getmtime(path) < cutoff:
+                    os.unlink(path)
+                    removed += 1
+            except FileNotFoundError:
+                pass  # renamed or removed by its writer meanwhile
     return removed
 
 

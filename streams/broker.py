@@ -123,11 +123,13 @@ def wait_for_metadata(bootstrap: str, deadline_s: float, alive=lambda: True) -> 
     """Block until the broker answers a metadata request, or raise BrokerError at the deadline."""
     end = time.monotonic() + deadline_s
     # Refused connections are the expected answer until the broker listens; keep them out of the log.
-    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+    aiokafka_log = logging.getLogger("aiokafka")
+    previous = aiokafka_log.level
+    aiokafka_log.setLevel(logging.CRITICAL)
     try:
         _poll(bootstrap, end, deadline_s, alive)
     finally:
-        logging.getLogger("aiokafka").setLevel(logging.NOTSET)
+        aiokafka_log.setLevel(previous)
 
 
 def _poll(bootstrap: str, end: float, deadline_s: float, alive) -> None:
@@ -151,7 +153,10 @@ class BrokerState:
         path = data_dir / "broker.json"
         if not path.exists():
             return None
-        state = cls(**json.loads(path.read_text()))
+        try:
+            state = cls(**json.loads(path.read_text()))
+        except (ValueError, TypeError):
+            return None  # unreadable (e.g. cut short by a crash while written): treat as stale
         try:
             os.kill(state.pid, 0)
         except OSError:

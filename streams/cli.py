@@ -103,9 +103,14 @@ def cmd_sink(args) -> int:
 
 
 def cmd_archive_query(args) -> int:
+    from credence.errors import ArchiveError
     from credence.sinks.analytics import query
 
-    params = [json.loads(p) if args.json_params else p for p in args.param] or None
+    try:
+        params = [json.loads(p) if args.json_params else p for p in args.param] or None
+    except ValueError as exc:
+        raise ArchiveError(f"a --param is not JSON ({exc}); quote strings as JSON ('\"acme\"') "
+                           "or drop --json-params") from exc
     print(query(_settings(args).archive.root if not args.root else args.root, args.sql, params, args.format))
     return 0
 

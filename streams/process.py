@@ -37,25 +37,14 @@ def wait_until(condition: Callable[[], object], deadline_s: float, what: str, po
 
 
 def settings_env(settings: Settings, bootstrap: str) -> dict[str, str]:
-    """The environment that makes a child worker load the same settings as `settings`."""
-    env = dict(os.environ)
-    env.update({
-        "CREDENCE_KAFKA_BOOTSTRAP": bootstrap,
-        "CREDENCE_APP_ID": settings.app_id,
-        "CREDENCE_TOPIC_PREFIX": settings.topic_prefix,
-        "CREDENCE_TOPIC_PARTITIONS": str(settings.topic_partitions),
-        "CREDENCE_DATA_DIR": str(settings.data_dir),
-        "CREDENCE_WEB_PORT": str(settings.web_port),
-        "CREDENCE_WEB_HOST": settings.web_host,
-        "CREDENCE_TABLE_STORE": settings.table_store,
-        "CREDENCE_CORE_CONFIG_PATH": str(settings.core_config_path),
-    })
-    # Nested sections travel whole, as JSON (pydantic-settings reads complex values that way).
-    for name in ("memory", "pipeline", "archive", "llm"):
-        section = getattr(settings, name).model_dump(mode="json")
+    """The environment that makes a child worker load exactly `settings` (every field; nested sections
+    travel whole as JSON, which pydantic-settings reads for complex values)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CREDENCE_")}
+    for name, value in settings.model_dump(mode="json").items():
         if name == "llm" and settings.llm.api_key is not None:
-            section["api_key"] = settings.llm.api_key.get_secret_value()
-        env[f"CREDENCE_{name.upper()}"] = json.dumps(section)
+            value["api_key"] = settings.llm.api_key.get_secret_value()
+        env[f"CREDENCE_{name.upper()}"] = json.dumps(value) if isinstance(value, (dict, list)) else str(value)
+    env["CREDENCE_KAFKA_BOOTSTRAP"] = bootstrap
     return env
 
 

@@ -156,6 +156,7 @@ def decode_feedback(raw: bytes | None) -> dict:
     for name in ("feedback_id", "entry_id"):
         if not isinstance(obj.get(name), str) or not obj[name] or len(obj[name]) > MAX_PART:
             raise RecordError(f"'{name}' must be a non-empty string of at most {MAX_PART} characters")
+        _encodable(obj[name], name)
     if obj.get("decision") not in DECISIONS:
         raise RecordError(f"'decision' must be one of {DECISIONS}, got {obj.get('decision')!r}")
     return {"tenant": _part(obj, "tenant"), "user": _part(obj, "user"), "character": _part(obj, "character"),

@@ -9,8 +9,6 @@ import faust
 
 from credence.config import Settings
 
-HOUR_MS = 3_600_000
-
 # logical name -> compacted? (compacted topics keep the latest record per key; forgetting tombstones them)
 TOPICS: dict[str, bool] = {
     "turns": False,

@@ -26,7 +26,7 @@ def entry_view(entry, now, memory) -> dict:
     score = entry.score(now, settings=memory)
     return {"id": entry.id, "kind": entry.kind, "text": entry.text, "status": entry.status,
             "score": score if math.isfinite(score) else None,
-            "tier": "protected" if entry.protected else derived_tier(score),
+            "tier": "protected" if entry.protected else derived_tier(score, settings=memory),
             "version": entry.version, "snapshot": entry.to_dict()}
 
 

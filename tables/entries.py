@@ -101,14 +101,6 @@ class Entry:
         """The topic key "tenant/user/character"."""
         return Scope(self.tenant, self.user, self.character).key
 
-    @property
-    def is_reflection(self) -> bool:
-        return self.kind == REFLECTION
-
-    @property
-    def is_persona(self) -> bool:
-        return self.kind == PERSONA
-
     def score(self, now: datetime, *, settings: MemorySettings = DEFAULT_MEMORY_SETTINGS) -> float:
         return evidence_score(self.evidence, now, self.protected, settings=settings)
 
@@ -162,7 +154,7 @@ class Entry:
             subject=str(d.get("subject") or ""),
             importance=_int(d.get("importance", 5), "importance"),
             source_fact_ids=tuple(str(i) for i in d.get("source_fact_ids") or ()),
-            protected=bool(d.get("protected", False)),
+            protected=_flag(d.get("protected", False), "protected"),
             status=d["status"],
             evidence=Evidence.from_dict(d.get("evidence")),
             created_at=created_at,
@@ -191,6 +183,13 @@ def _int(value: Any, name: str) -> int:
         except ValueError:
             pass
     raise DomainError(f"entry field {name} must be an integer, got {value!r}")
+
+
+def _flag(value: Any, name: str) -> bool:
+    # bool("false") is True: a flag that protects an entry from archival must be a real boolean.
+    if not isinstance(value, bool):
+        raise DomainError(f"entry field {name} must be true or false, got {value!r}")
+    return value
 
 
 def changed(entry: Entry, now: datetime, **changes: Any) -> Entry:

@@ -69,7 +69,6 @@ class PromotionTicket:
     entry_id: str
     version: int
     attempt: int
-    attempted_at: datetime
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +120,7 @@ def record_promote_attempt(reflection: Entry, now: datetime) -> tuple[Entry, Pro
     attempted = changed(
         reflection, now, promote_attempts=reflection.promote_attempts + 1, last_promote_attempt_at=as_utc(now)
     )
-    ticket = PromotionTicket(attempted.id, attempted.version, attempted.promote_attempts, as_utc(now))
+    ticket = PromotionTicket(attempted.id, attempted.version, attempted.promote_attempts)
     return attempted, ticket
 
 

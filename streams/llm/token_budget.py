@@ -5,33 +5,13 @@ without touching the fitting logic."""
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 from credence.errors import LLMError
 from credence.streams.llm.models import Fact, Observation
 from credence.streams.llm.prompts import stage2_classification as stage2
-
-CountTokens = Callable[[str], int]
-
-
-def _is_cjk(ch: str) -> bool:
-    code = ord(ch)
-    return (
-        0x3040 <= code <= 0x30FF  # kana
-        or 0x3400 <= code <= 0x4DBF
-        or 0x4E00 <= code <= 0x9FFF
-        or 0xAC00 <= code <= 0xD7AF  # hangul
-        or 0xF900 <= code <= 0xFAFF
-        or 0x20000 <= code <= 0x2FA1F
-    )
-
-
-def approx_tokens(text: str) -> int:
-    """ceil(1.5 per CJK character + 0.25 per other character): errs high for CJK, where one character
-    is often more than one token, and matches ~4 characters per token elsewhere."""
-    cjk = sum(1 for ch in text if _is_cjk(ch))
-    return math.ceil(1.5 * cjk + 0.25 * (len(text) - cjk))
+from credence.tables.tokens import TokenCounter as CountTokens
+from credence.tables.tokens import approximate_tokens as approx_tokens
 
 
 def trim_to_tokens(text: str, cap: int, count_tokens: CountTokens = approx_tokens) -> str:
@@ -78,7 +58,8 @@ def fit_stage2(
     if stage2_prompt_tokens(bare, count_tokens) > prompt_cap:
         raise LLMError(
             f"Stage-2 batch of {len(facts)} facts alone exceeds the {prompt_cap}-token prompt cap; "
-            "send fewer facts per batch or raise CREDENCE_LLM__STAGE2_PROMPT_TOKEN_CAP"
+            "send fewer facts per batch (CREDENCE_MEMORY__STAGE2_MAX_FACTS_PER_BATCH) or raise "
+            "CREDENCE_MEMORY__STAGE2_MAX_PROMPT_TOKENS"
         )
     # Binary search on how many observations to keep: the prompt grows with every one added.
     lo, hi = 0, len(trimmed)

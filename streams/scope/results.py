@@ -52,7 +52,6 @@ def _stage1(state: ScopeState, payload: dict, output: dict, ctx: StepContext) ->
         }
 
 
-
 def _stage2(state: ScopeState, payload: dict, output: dict, ctx: StepContext) -> None:
     asked = {f["id"] for f in payload["facts"]}
     offered = {o["id"] for o in payload["observations"]}
@@ -129,7 +128,7 @@ def _target(state: ScopeState, payload: dict, output: dict, ctx: StepContext) ->
 def _promotion(state: ScopeState, payload: dict, output: dict, ctx: StepContext) -> None:
     stored = state.entries.get(payload["entry_id"])
     t = payload["ticket"]
-    ticket = PromotionTicket(payload["entry_id"], t["version"], t["attempt"], ctx.now)
+    ticket = PromotionTicket(payload["entry_id"], t["version"], t["attempt"])
     if stored is None or not promotion_is_current(stored, ticket):
         ctx.log.append(f"late promotion result for {payload['entry_id']} discarded (entry changed meanwhile)")
         return

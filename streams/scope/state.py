@@ -45,7 +45,8 @@ class ScopeState:
     # Stage-1 window: turns waiting for extraction (a window never drops turns, however long it spans).
     buffer: list[dict] = field(default_factory=list)
     window_started_at: datetime | None = None
-    # facts by id: {"fact": {...}, "stage2": "pending"|"done"|"skipped", "synthesis": "pending"|"done"|"none"}
+    # facts by id: {"fact": {...}, "stage2": "pending"|"done"|"skipped",
+    #               "synthesis": "after_stage2"|"pending"|"done"|"none"}
     facts: dict[str, dict] = field(default_factory=dict)
     requests: dict[str, Request] = field(default_factory=dict)
     surfaced: list[str] = field(default_factory=list)  # reflections the last AI turn surfaced
@@ -66,13 +67,13 @@ class ScopeState:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "scope": self.scope, "clock": _fmt(self.clock),
+            "scope": self.scope, "clock": format_instant(self.clock),
             "entries": {k: e.to_dict() for k, e in self.entries.items()},
-            "buffer": self.buffer, "window_started_at": _fmt(self.window_started_at),
+            "buffer": self.buffer, "window_started_at": format_instant(self.window_started_at),
             "facts": self.facts, "requests": {k: r.to_dict() for k, r in self.requests.items()},
             "surfaced": self.surfaced, "recent_user_messages": self.recent_user_messages,
-            "powerful": self.powerful, "switched_off_at": _fmt(self.switched_off_at),
-            "last_sweep_at": _fmt(self.last_sweep_at), "applied": self.applied, "seq": self.seq,
+            "powerful": self.powerful, "switched_off_at": format_instant(self.switched_off_at),
+            "last_sweep_at": format_instant(self.last_sweep_at), "applied": self.applied, "seq": self.seq,
             "queue": self.queue, "turns": self.turns,
             "done_facts": self.done_facts, "archived": self.archived,
         }
@@ -80,15 +81,15 @@ class ScopeState:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "ScopeState":
         return cls(
-            scope=d["scope"], clock=_parse(d.get("clock")),
+            scope=d["scope"], clock=parse_instant(d.get("clock")),
             entries={k: Entry.from_dict(v) for k, v in d.get("entries", {}).items()},
-            buffer=list(d.get("buffer", [])), window_started_at=_parse(d.get("window_started_at")),
+            buffer=list(d.get("buffer", [])), window_started_at=parse_instant(d.get("window_started_at")),
             # fresh status dicts: steps mutate them, and the stored value must stay as it was if a step fails
             facts={k: dict(v) for k, v in d.get("facts", {}).items()},
             requests={k: Request.from_dict(v) for k, v in d.get("requests", {}).items()},
             surfaced=list(d.get("surfaced", [])), recent_user_messages=list(d.get("recent_user_messages", [])),
-            powerful=d.get("powerful"), switched_off_at=_parse(d.get("switched_off_at")),
-            last_sweep_at=_parse(d.get("last_sweep_at")), applied=dict(d.get("applied", {})),
+            powerful=d.get("powerful"), switched_off_at=parse_instant(d.get("switched_off_at")),
+            last_sweep_at=parse_instant(d.get("last_sweep_at")), applied=dict(d.get("applied", {})),
             seq=d.get("seq", 0), queue=list(d.get("queue", [])), turns=d.get("turns", 0),
             done_facts=list(d.get("done_facts", [])),
             archived=dict(d.get("archived", {})),
@@ -124,11 +125,3 @@ class ScopeState:
 
     def knows_fact(self, fact_id: str) -> bool:
         return fact_id in self.facts or fact_id in self.done_facts
-
-
-def _fmt(ts: datetime | None) -> str | None:
-    return format_instant(ts) if ts is not None else None
-
-
-def _parse(value: str | None) -> datetime | None:
-    return parse_instant(value) if value else None

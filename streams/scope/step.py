@@ -1,10 +1,10 @@
 """One scope step: (state, input, context) -> state + effects. Pure apart from mutating the state it
 was given (a fresh copy the agent loaded) and filling the context's effect lists.
 
-Inputs: a turn, explicit feedback, an LLM result or failure, a tick or a flush. Evidence requests
-(Stage-1, Stage-2, synthesis, feedback, target check) hold the scope: inputs arriving meanwhile queue in
-the state and run after the result, so the outcome never depends on LLM latency. Promotion does not
-hold the scope; its result is applied only if the reflection's version still allows it.
+Inputs: a turn, explicit feedback, an LLM result or failure, a tick or a flush. Every LLM request
+(Stage-1, Stage-2, synthesis, feedback, target check, promotion) holds the scope: inputs arriving
+meanwhile queue in the state and run after the result, so the outcome never depends on LLM latency. A
+promotion result is still applied only if the reflection's version allows it (see ScopeState.blocked).
 """
 
 from __future__ import annotations
@@ -27,9 +27,6 @@ from credence.tables.lifecycle import (
     sweep_entry,
 )
 from credence.tables.mentions import lift_suppression, record_mention
-
-HOUR = timedelta(hours=1)
-
 
 def event_now(state: ScopeState, at: datetime | None) -> datetime:
     """Event time never runs backwards for a scope."""
@@ -95,23 +92,25 @@ def _housekeeping(state: ScopeState, ctx: StepContext) -> None:
 
 
 def _advance(state: ScopeState, ctx: StepContext) -> None:
-    """Move the scope's clock to now, running the hourly sweep for every hour boundary passed."""
+    """Move the scope's clock to now, running the archive sweep for every sweep interval passed."""
     now = ctx.now
     if state.last_sweep_at is None:
         state.last_sweep_at = now
-    for at in _sweep_times(state.last_sweep_at, now, ctx.pipeline.sweep_hourly_catchup_days):
+    every = timedelta(hours=ctx.memory.archive_sweep_interval_hours)
+    for at in _sweep_times(state.last_sweep_at, now, ctx.pipeline.sweep_hourly_catchup_days, every):
         _sweep(state, ctx, at)
     if state.clock is None or now > state.clock:
         state.clock = now
 
 
-def _sweep_times(last: datetime, now: datetime, hourly_days: int):
-    """The instants the hourly sweep would have run at between `last` and `now`; after a long gap the
-    middle of it is visited daily (the sub-zero tally counts at most once a day anyway)."""
+def _sweep_times(last: datetime, now: datetime, hourly_days: int, every: timedelta):
+    """The instants the sweep (every `every`, hourly by default) would have run at between `last` and
+    `now`; after a long gap the middle of it is visited daily (the sub-zero tally counts at most once a
+    day anyway)."""
     t, day = last, timedelta(days=1)
-    while t + HOUR <= now:
+    while t + every <= now:
         long_gap = t - last >= timedelta(days=hourly_days) and now - t >= day
-        t += day if long_gap else HOUR
+        t += day if long_gap and day > every else every
         yield t
 
 
@@ -188,7 +187,7 @@ def _has_negative_keyword(text: str, ctx: StepContext) -> bool:
     for words in ctx.memory.negative_keywords.values():
         for word in words:
             w = word.lower()
-            if (f" {w} " in padded) if w.isascii() else (w in text):
+            if (f" {w} " in padded) if w.isascii() else (w in text.lower()):
                 return True
     return False
 

@@ -3,8 +3,6 @@ after a fixed marker, so the system prefix stays byte-identical across calls (vL
 
 from __future__ import annotations
 
-from typing import Protocol
-
 from pydantic import BaseModel, ConfigDict
 
 INPUT_MARKER = "INPUT (JSON):\n"
@@ -22,16 +20,3 @@ def render_json(payload: BaseModel) -> str:
 
 def schema_name(name: str, version: int) -> str:
     return f"{name}_v{version}"
-
-
-class PromptModule(Protocol):
-    """The shape of each module in this package (for type checkers; modules are used as-is)."""
-
-    NAME: str
-    VERSION: int
-    SYSTEM: str
-    MAX_TOKENS: int
-    Input: type[BaseModel]
-    Output: type[BaseModel]
-
-    def render_user(self, payload: BaseModel) -> str: ...

@@ -120,12 +120,7 @@ def test_attempt_is_recorded_before_the_llm_call(reflection_factory):
     attempted, ticket = record_promote_attempt(entry, T0)
     assert attempted.promote_attempts == 1 and attempted.last_promote_attempt_at == T0
     assert attempted.version == entry.version + 1 and attempted.status == "confirmed"
-    assert (ticket.entry_id, ticket.version, ticket.attempt, ticket.attempted_at) == (
-        entry.id,
-        attempted.version,
-        1,
-        T0,
-    )
+    assert (ticket.entry_id, ticket.version, ticket.attempt) == (entry.id, attempted.version, 1)
     assert promote_decision(attempted, T0 + timedelta(minutes=1)) == WAIT
 
 
