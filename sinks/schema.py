@@ -21,7 +21,8 @@ from urllib.parse import quote
 
 import pyarrow as pa
 
-from credence.errors import ArchiveError
+from credence.errors import ArchiveError, DomainError
+from credence.tables.scope import check_part
 
 ARCHIVE = "archive"
 EVIDENCE = "evidence"
@@ -176,10 +177,10 @@ def rows_to_table(table: str, rows: list[Row]) -> pa.Table:
 
 
 def _check_scope_part(name: str, value: Any) -> None:
-    if not isinstance(value, str) or not value:
-        raise ArchiveError(f"{name} must be a non-empty string, got {value!r}")
-    if "/" in value or value in (".", "..") or any(ord(c) < 32 for c in value):
-        raise ArchiveError(f"{name} {value!r} contains '/', control characters or is a dot path; scope parts never do")
+    try:
+        check_part(name, value)  # the same rule the worker applied when the record came in
+    except DomainError as exc:
+        raise ArchiveError(str(exc)) from None
 
 
 def _string(obj: dict, name: str, required: bool = False, label: str | None = None) -> str | None:

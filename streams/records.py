@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from credence.errors import RecordError
+from credence.errors import DomainError, RecordError
+from credence.tables.scope import MAX_PART, check_part
 
-MAX_PART = 200  # a tenant, user or character id longer than this is a client bug, not a name
 MAX_TEXT = 32_000
 ROLES = ("user", "ai")
 
@@ -24,12 +24,10 @@ def scope_key(tenant: str, user: str, character: str) -> str:
 
 
 def _part(obj: dict, name: str) -> str:
-    value = obj.get(name)
-    if not isinstance(value, str) or not value.strip():
-        raise RecordError(f"'{name}' must be a non-empty string")
-    if "/" in value or len(value) > MAX_PART or value != value.strip() or "\x1f" in value:
-        raise RecordError(f"'{name}' must be at most {MAX_PART} characters, without '/' or edge spaces")
-    return _encodable(value, name)
+    try:
+        return _encodable(check_part(name, obj.get(name)), name)
+    except DomainError as exc:
+        raise RecordError(str(exc).replace(f"scope {name}", f"'{name}'", 1)) from None
 
 
 def parse_utc(value: Any, name: str) -> datetime:

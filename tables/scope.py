@@ -7,13 +7,18 @@ from dataclasses import dataclass
 from credence.errors import DomainError
 
 SEPARATOR = "/"
+MAX_PART = 200  # a tenant, user or character id longer than this is a client bug, not a name
 
 
-def _check_part(name: str, value: object) -> str:
-    if not isinstance(value, str) or not value:
+def check_part(name: str, value: object) -> str:
+    """The one rule for a scope part, shared by the topic decoders, the domain and the Parquet paths:
+    a non-empty id without '/', control characters or edge spaces, not a dot path, at most 200 chars."""
+    if not isinstance(value, str) or not value.strip():
         raise DomainError(f"scope {name} must be a non-empty string, got {value!r}")
-    if SEPARATOR in value:
-        raise DomainError(f"scope {name} {value!r} must not contain {SEPARATOR!r}")
+    if (SEPARATOR in value or value in (".", "..") or value != value.strip() or len(value) > MAX_PART
+            or any(ord(c) < 32 or ord(c) == 127 for c in value)):
+        raise DomainError(f"scope {name} must be at most {MAX_PART} characters, without '/', control "
+                          f"characters or edge spaces, and not a dot path (got {value[:40]!r})")
     return value
 
 
@@ -24,9 +29,9 @@ class Scope:
     character: str
 
     def __post_init__(self) -> None:
-        _check_part("tenant", self.tenant)
-        _check_part("user", self.user)
-        _check_part("character", self.character)
+        check_part("tenant", self.tenant)
+        check_part("user", self.user)
+        check_part("character", self.character)
 
     @property
     def key(self) -> str:

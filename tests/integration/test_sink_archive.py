@@ -124,7 +124,7 @@ async def test_archived_entries_land_with_every_snapshot_field(kafka_bootstrap, 
     mapped = set(IDENTITY_KEYS) | {k.split(".")[0] for k, _, _ in SNAPSHOT_FIELDS}
     assert mapped == set(records[0]["entry"])  # every Entry key has its column
     dead = await consume_all(kafka_bootstrap, dlq, 2)
-    assert sorted(d["reason"].split(":")[0] for d in dead) == ["tenant must be a non-empty string, got None",
+    assert sorted(d["reason"].split(":")[0] for d in dead) == ["scope tenant must be a non-empty string, got None",
                                                                 "value is not JSON"]
 
 

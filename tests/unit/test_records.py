@@ -119,9 +119,10 @@ def test_dead_letter_carries_the_original_bytes_and_reason():
 
 # --- properties --------------------------------------------------------------------------------------
 
-# Scope parts: no '/', no edge spaces, no unit separator (it delimits the duplicate-detection keys).
+# Scope parts: no '/', no edge spaces, no control characters, not a dot path (tables.scope.check_part).
 part = st.text(min_size=1, max_size=MAX_PART).filter(
-    lambda s: s == s.strip() and s.strip() and "/" not in s and "\x1f" not in s)
+    lambda s: s == s.strip() and s.strip() and "/" not in s and s not in (".", "..")
+    and not any(ord(c) < 32 or ord(c) == 127 for c in s))
 nonempty = st.text(min_size=1, max_size=50).filter(lambda s: s.strip())
 aware = st.datetimes(min_value=datetime(1970, 1, 2), max_value=datetime(2200, 1, 1),
                      timezones=st.sampled_from([timezone.utc, timezone(timedelta(hours=5, minutes=30)),
