@@ -40,16 +40,17 @@ partition can keep a span open for long; give the archive and evidence topics un
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 
 from credence.config.archive import ArchiveSettings
+from credence.deadletter import dead_letter
 from credence.errors import ArchiveError
 from credence.sinks.forget import forgotten_users
 from credence.sinks.schema import ARCHIVE, EVIDENCE, IDENTITY, TABLES, Row, ShardKey, to_row
@@ -307,11 +308,9 @@ class ArchiveSink:
         self.stats.dead_lettered += 1
         if self._producer is None:
             return
-        envelope = {
-            "v": 1, "topic": message.topic, "partition": message.partition, "offset": message.offset,
-            "reason": reason, "original": base64.b64encode(message.value or b"").decode(),
-        }
-        future = await self._producer.send(self.dead_letter_topic, json.dumps(envelope).encode(), key=message.key)
+        envelope = dead_letter(topic=message.topic, partition=message.partition, offset=message.offset,
+                               reason=reason, original=message.value, at=datetime.now(timezone.utc))
+        future = await self._producer.send(self.dead_letter_topic, envelope, key=message.key)
         self._pending_dlq.append(future)
 
     async def _flush_dead_letters(self) -> None:

@@ -19,7 +19,8 @@ from datetime import datetime, timezone
 from aiokafka.partitioner import DefaultPartitioner
 
 from credence.errors import RecordError
-from credence.streams.records import Turn, dead_letter, decode_control, decode_feedback, decode_turn
+from credence.deadletter import dead_letter
+from credence.streams.records import Turn, decode_control, decode_feedback, decode_turn
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.state import ScopeState
 from credence.streams.scope.step import event_now, step

@@ -6,7 +6,6 @@ with the reason, and the records around it carry on.
 
 from __future__ import annotations
 
-import base64
 import json
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -131,15 +130,6 @@ def decode_turn(raw: bytes | None) -> Turn:
         turn_id=turn_id, role=role, text=text, ts=parse_utc(obj.get("ts"), "ts"),
         surfaced_ids=tuple(surfaced),
     )
-
-
-def dead_letter(*, topic: str, partition: int, offset: int, reason: str, original: bytes | None,
-                at: datetime) -> bytes:
-    """The credence.dlq envelope: enough to find, understand and re-send the original."""
-    return json.dumps({
-        "v": 1, "topic": topic, "partition": partition, "offset": offset, "reason": reason,
-        "original": base64.b64encode(original or b"").decode(), "at": iso(at),
-    }).encode()
 
 
 DECISIONS = ("confirm", "deny", "ignore")
