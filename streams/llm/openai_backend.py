@@ -8,6 +8,8 @@ full jitter; anything else, or the last failed retry, raises LLMError."""
 
 from __future__ import annotations
 
+from credence.config.memory import DEFAULT_MEMORY_SETTINGS as SEED_CAPS  # the seed's Stage-2 caps
+
 import asyncio
 import functools
 import json
@@ -80,7 +82,8 @@ def _retry_after(response: httpx.Response) -> float | None:
 
 class OpenAIBackend(LLMBackend):
     def __init__(self, settings: LLMSettings, *, count_tokens: CountTokens = approx_tokens,
-                 observation_cap: int = 200, prompt_cap: int = 15_000) -> None:
+                 observation_cap: int = SEED_CAPS.stage2_observation_max_tokens,
+                 prompt_cap: int = SEED_CAPS.stage2_max_prompt_tokens) -> None:
         self._settings = settings
         self._count_tokens = count_tokens
         self._observation_cap = observation_cap

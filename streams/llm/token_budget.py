@@ -5,6 +5,8 @@ without touching the fitting logic."""
 
 from __future__ import annotations
 
+from credence.config.memory import DEFAULT_MEMORY_SETTINGS as SEED_CAPS  # the seed's Stage-2 caps
+
 from collections.abc import Sequence
 
 from credence.errors import LLMError
@@ -43,8 +45,8 @@ def fit_stage2(
     facts: Sequence[Fact],
     observations: Sequence[Observation],
     *,
-    observation_cap: int = 200,
-    prompt_cap: int = 15_000,
+    observation_cap: int = SEED_CAPS.stage2_observation_max_tokens,
+    prompt_cap: int = SEED_CAPS.stage2_max_prompt_tokens,
     count_tokens: CountTokens = approx_tokens,
 ) -> stage2.Input:
     """The Stage-2 input that fits both caps. Observations arrive best-ranked first; each text is trimmed

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from credence.config.memory import DEFAULT_MEMORY_SETTINGS as SEED_CAPS  # the seed's Stage-2 caps
+
 import logging
 from collections.abc import Sequence
 
@@ -27,8 +29,8 @@ class RulesBackend(LLMBackend):
     def __init__(
         self,
         *,
-        observation_cap: int = 200,
-        prompt_cap: int = 15_000,
+        observation_cap: int = SEED_CAPS.stage2_observation_max_tokens,
+        prompt_cap: int = SEED_CAPS.stage2_max_prompt_tokens,
         count_tokens: CountTokens = approx_tokens,
     ) -> None:
         self._stats = LLMStats()
