@@ -8,8 +8,6 @@ full jitter; anything else, or the last failed retry, raises LLMError."""
 
 from __future__ import annotations
 
-from credence.config.memory import DEFAULT_MEMORY_SETTINGS as SEED_CAPS  # the seed's Stage-2 caps
-
 import asyncio
 import functools
 import json
@@ -23,6 +21,7 @@ from pydantic import BaseModel, ValidationError
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 from tenacity.wait import wait_random_exponential
 
+from credence.config.memory import DEFAULT_MEMORY_SETTINGS as SEED_CAPS  # the seed's Stage-2 caps
 from credence.config.llm import LLMSettings
 from credence.errors import LLMError
 from credence.streams.llm.backend import LLMBackend, LLMStats

@@ -5,10 +5,9 @@ without touching the fitting logic."""
 
 from __future__ import annotations
 
-from credence.config.memory import DEFAULT_MEMORY_SETTINGS as SEED_CAPS  # the seed's Stage-2 caps
-
 from collections.abc import Sequence
 
+from credence.config.memory import DEFAULT_MEMORY_SETTINGS as SEED_CAPS  # the seed's Stage-2 caps
 from credence.errors import LLMError
 from credence.streams.llm.models import Fact, Observation
 from credence.streams.llm.prompts import stage2_classification as stage2

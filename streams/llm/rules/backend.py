@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from credence.config.memory import DEFAULT_MEMORY_SETTINGS as SEED_CAPS  # the seed's Stage-2 caps
-
 import logging
 from collections.abc import Sequence
 
+from credence.config.memory import DEFAULT_MEMORY_SETTINGS as SEED_CAPS  # the seed's Stage-2 caps
 from credence.streams.llm.backend import LLMBackend, LLMStats
 from credence.streams.llm.models import (
     Classification,
