@@ -25,8 +25,8 @@ sys.path.insert(0, str(ROOT))  # tests.support: the test server and the pipeline
 from credence.config import load_settings  # noqa: E402
 from credence.config.llm import LLMSettings  # noqa: E402
 from credence.config.pipeline import PipelineSettings  # noqa: E402
-from credence.streams.admin import ensure_topics  # noqa: E402
-from credence.streams.broker import EmbeddedBroker, free_port  # noqa: E402
+from credence.streams.ops.admin import ensure_topics  # noqa: E402
+from credence.streams.ops.broker import EmbeddedBroker, free_port  # noqa: E402
 from tests.support.openai_server import OpenAICompatibleServer  # noqa: E402
 from tests.support.pipeline import run_pipeline, topic_values  # noqa: E402
 
@@ -51,7 +51,7 @@ def run_once(bootstrap: str, lines: list[bytes], work: Path, llm: LLMSettings) -
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--input", default=str(ROOT / "streams" / "data" / "sample_turns.jsonl"))
+    parser.add_argument("--input", default=str(ROOT / "streams" / "ops" / "data" / "sample_turns.jsonl"))
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
     lines = [line for line in Path(args.input).read_bytes().splitlines() if line.strip()]

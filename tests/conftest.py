@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from credence.config import Settings, load_settings
-from credence.streams.broker import EmbeddedBroker, free_port
+from credence.streams.ops.broker import EmbeddedBroker, free_port
 
 
 @pytest.fixture(scope="session")

@@ -12,10 +12,10 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from credence.errors import BrokerError
-from credence.streams import broker as broker_module
-from credence.streams.admin import ensure_topics
-from credence.streams.broker import EmbeddedBroker, free_port, wait_for_metadata
-from credence.streams.topics import TOPICS
+from credence.streams.ops import broker as broker_module
+from credence.streams.ops.admin import ensure_topics
+from credence.streams.ops.broker import EmbeddedBroker, free_port, wait_for_metadata
+from credence.streams.runtime.topics import TOPICS
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -100,7 +100,7 @@ def test_a_second_start_reuses_storage_and_cache(tmp_path, settings_factory, kaf
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "credence.streams.cli", *args],
+    return subprocess.run([sys.executable, "-m", "credence.streams.ops.cli", *args],
                           capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
 
 

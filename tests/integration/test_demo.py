@@ -37,7 +37,7 @@ def test_demo_processes_a_file_and_ends_with_the_summary_line(tmp_path, kafka_bo
     env = dict(os.environ, CREDENCE_KAFKA_BOOTSTRAP=kafka_bootstrap, CREDENCE_DATA_DIR=str(tmp_path / "data"),
                CREDENCE_LLM__BACKEND="rules")
     result = subprocess.run(
-        [sys.executable, "-m", "credence.streams.cli", "demo", "--input", str(tmp_path / "turns.jsonl"),
+        [sys.executable, "-m", "credence.streams.ops.cli", "demo", "--input", str(tmp_path / "turns.jsonl"),
          "--timeout", "180"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=280, stdin=subprocess.DEVNULL,
     )

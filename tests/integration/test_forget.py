@@ -12,10 +12,10 @@ import pytest
 from credence.config.pipeline import PipelineSettings
 from credence.sinks.consumer import drain
 from credence.sinks.schema import ARCHIVE, EVIDENCE
-from credence.streams.admin import changelog_topic, ensure_topics
-from credence.streams.cli import main as cli
-from credence.streams.process import WorkerProcess, wait_until
-from credence.streams.replay import replay, send_control
+from credence.streams.ops.admin import changelog_topic, ensure_topics
+from credence.streams.ops.cli import main as cli
+from credence.streams.ops.process import WorkerProcess, wait_until
+from credence.streams.ops.replay import replay, send_control
 
 pytestmark = pytest.mark.integration
 
@@ -90,7 +90,7 @@ def test_forget_removes_the_user_everywhere_and_only_them(settings_factory, kafk
 
 
 def settings_env_items(settings) -> dict[str, str]:
-    from credence.streams.process import settings_env
+    from credence.streams.ops.process import settings_env
 
     env = settings_env(settings, settings.kafka_bootstrap)
     return {k: v for k, v in env.items() if k.startswith("CREDENCE_")}

@@ -23,8 +23,8 @@ from credence.config.archive import ArchiveSettings
 from credence.config.pipeline import PipelineSettings
 from credence.sinks.consumer import drain
 from credence.sinks.schema import ARCHIVE
-from credence.streams.admin import ensure_topics
-from credence.streams.process import WorkerProcess, wait_until
+from credence.streams.ops.admin import ensure_topics
+from credence.streams.ops.process import WorkerProcess, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from credence.streams.admin import ensure_topics
-from credence.streams.process import WorkerProcess, wait_until
+from credence.streams.ops.admin import ensure_topics
+from credence.streams.ops.process import WorkerProcess, wait_until
 from tests.support.turns import (INVALID_KINDS, NULL_VALUE, Batch, generate, produce, read_topic,
                                  reason_matches, uncommitted)
 

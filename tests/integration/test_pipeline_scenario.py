@@ -12,8 +12,8 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
 from credence.config.pipeline import PipelineSettings
-from credence.streams.admin import ensure_topics
-from credence.streams.process import WorkerProcess, wait_until
+from credence.streams.ops.admin import ensure_topics
+from credence.streams.ops.process import WorkerProcess, wait_until
 
 pytestmark = pytest.mark.integration
 

@@ -17,15 +17,15 @@ from aiokafka import AIOKafkaProducer
 from credence.config import Settings, load_settings
 from credence.config.pipeline import PipelineSettings
 from credence.errors import RecordError
-from credence.streams.admin import ensure_topics
-from credence.streams.broker import free_port
-from credence.streams.process import WorkerProcess, wait_until
-from credence.streams.records import decode_turn, scope_key
-from credence.streams.replay import send_control
+from credence.streams.ops.admin import ensure_topics
+from credence.streams.ops.broker import free_port
+from credence.streams.ops.process import WorkerProcess, wait_until
+from credence.streams.runtime.records import decode_turn, scope_key
+from credence.streams.ops.replay import send_control
 from credence.tables.entries import Entry, apply_snapshot
 from tests.support.turns import read_topic
 
-SAMPLE = Path(__file__).resolve().parents[2] / "streams" / "data" / "sample_turns.jsonl"
+SAMPLE = Path(__file__).resolve().parents[2] / "streams" / "ops" / "data" / "sample_turns.jsonl"
 
 # Historical replay: event time comes from the records; 1 s ticks only re-issue lost/failed requests.
 REPLAY_PIPELINE = PipelineSettings(ticks_advance_clock=False, tick_interval_seconds=1.0)

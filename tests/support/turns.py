@@ -16,7 +16,7 @@ from datetime import datetime, timedelta, timezone
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from credence.streams.records import scope_key
+from credence.streams.runtime.records import scope_key
 
 TENANTS = ("acme", "globex", "initech")
 USERS = ("alice", "bob", "carol", "dan")

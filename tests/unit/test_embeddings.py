@@ -5,7 +5,7 @@ import importlib.util
 import pytest
 
 from credence.errors import ConfigError
-from credence.streams.embeddings import load_encoder, rank_by_similarity
+from credence.streams.runtime.embeddings import load_encoder, rank_by_similarity
 from credence.streams.llm.models import Fact, Observation
 
 AXES = {"tea": [1.0, 0.0, 0.0], "rust": [0.0, 1.0, 0.0], "lisbon": [0.0, 0.0, 1.0]}

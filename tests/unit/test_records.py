@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from credence.errors import RecordError
 from credence.deadletter import dead_letter
-from credence.streams.records import MAX_PART, MAX_TEXT, Turn, decode_turn, iso, parse_utc
+from credence.streams.runtime.records import MAX_PART, MAX_TEXT, Turn, decode_turn, iso, parse_utc
 
 GOOD = {"v": 1, "tenant": "acme", "user": "alice", "character": "barista", "turn_id": "t-1",
         "role": "user", "text": "I love green tea.", "ts": "2026-09-01T09:00:00Z"}

@@ -3,7 +3,7 @@
 import json
 import os
 
-from credence.streams.switch import PowerSwitch
+from credence.streams.runtime.switch import PowerSwitch
 
 
 def write(path, obj, bump: int):

@@ -15,7 +15,7 @@ import pytest
 from credence.config.memory import MemorySettings
 from credence.config.pipeline import PipelineSettings
 from credence.streams.llm.rules.backend import RulesBackend
-from credence.streams.runner import execute
+from credence.streams.runtime.runner import execute
 from credence.streams.scope.context import Emit, StepContext
 from credence.streams.scope.state import Request, ScopeState
 from credence.streams.scope.step import event_now, step

@@ -105,7 +105,7 @@ def test_report_filters_like_the_funnel(journal_root):
 
 
 def test_cli_archive_query_binds_parameters_and_report_writes_a_png(journal_root, tmp_path, capsys):
-    from credence.streams.cli import main as cli
+    from credence.streams.ops.cli import main as cli
 
     sql = "SELECT tenant, count(*) AS n FROM evidence WHERE event = ? GROUP BY tenant ORDER BY tenant"
     assert cli(["archive", "query", sql, "--param", "created", "--format", "json", "--root", journal_root]) == 0

@@ -10,9 +10,9 @@ import uuid
 from pathlib import Path
 
 from credence.config import Settings
-from credence.streams.broker import EmbeddedBroker, free_port
-from credence.streams.process import WorkerProcess, wait_until
-from credence.streams.replay import replay, scopes_in, send_control
+from credence.streams.ops.broker import EmbeddedBroker, free_port
+from credence.streams.ops.process import WorkerProcess, wait_until
+from credence.streams.ops.replay import replay, scopes_in, send_control
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from credence.errors import CredenceError
-from credence.streams.embeddings import rank_by_similarity
+from credence.streams.runtime.embeddings import rank_by_similarity
 from credence.streams.llm.backend import LLMBackend
 from credence.streams.llm.models import Fact, Observation, ReflectionDraft, Turn
 from credence.streams.scope.state import Request

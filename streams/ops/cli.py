@@ -24,8 +24,8 @@ def _settings(args):
 
 
 def cmd_broker(args) -> int:
-    from credence.streams.broker import EmbeddedBroker
-    from credence.streams.worker import embedded_broker_dir
+    from credence.streams.ops.broker import EmbeddedBroker
+    from credence.streams.ops.worker import embedded_broker_dir
 
     settings = _settings(args)
     data_dir = Path(args.data_dir) if args.data_dir else embedded_broker_dir(settings)
@@ -52,15 +52,15 @@ def cmd_broker(args) -> int:
 
 
 def cmd_worker(args) -> int:
-    from credence.streams.worker import run_worker
+    from credence.streams.ops.worker import run_worker
 
     run_worker(_settings(args), loglevel=args.log_level)
     return 0
 
 
 def cmd_replay(args) -> int:
-    from credence.streams.replay import replay
-    from credence.streams.worker import bootstrap_for
+    from credence.streams.ops.replay import replay
+    from credence.streams.ops.worker import bootstrap_for
 
     settings = _settings(args)
     bootstrap = args.bootstrap or bootstrap_for(settings)
@@ -70,7 +70,7 @@ def cmd_replay(args) -> int:
 
 
 def cmd_demo(args) -> int:
-    from credence.streams.demo import default_input, run_demo
+    from credence.streams.ops.demo import default_input, run_demo
 
     path = Path(args.input) if args.input else default_input()
     return run_demo(_settings(args), path, timeout_s=args.timeout)
@@ -79,7 +79,7 @@ def cmd_demo(args) -> int:
 def cmd_sink(args) -> int:
     from credence.sinks.consumer import drain, run_sinks
     from credence.sinks.schema import ARCHIVE, EVIDENCE
-    from credence.streams.worker import bootstrap_for
+    from credence.streams.ops.worker import bootstrap_for
 
     settings = _settings(args)
     bootstrap = bootstrap_for(settings)
@@ -127,8 +127,8 @@ def cmd_archive_report(args) -> int:
 
 def cmd_forget(args) -> int:
     from credence.sinks.forget import forget_user
-    from credence.streams.replay import send_forget
-    from credence.streams.worker import bootstrap_for
+    from credence.streams.ops.replay import send_forget
+    from credence.streams.ops.worker import bootstrap_for
 
     settings = _settings(args)
     if not args.archive_only:

@@ -14,7 +14,7 @@ from aiokafka.errors import TopicAlreadyExistsError
 
 from credence.config import Settings
 from credence.errors import BrokerError
-from credence.streams.topics import TOPICS
+from credence.streams.runtime.topics import CHANGELOG_CONFIGS, TABLES, TOPICS
 
 log = logging.getLogger(__name__)
 
@@ -27,13 +27,6 @@ def topic_configs(settings: Settings, name: str) -> dict[str, str]:
     }
 
 
-CHANGELOG_CONFIGS = {
-    # Each step rewrites a scope's value, so the changelog must compact often or recovery replays every
-    # historical version: roll segments every 10 minutes and clean at 10% dirty.
-    "cleanup.policy": "compact", "segment.ms": "600000", "min.cleanable.dirty.ratio": "0.1",
-    "delete.retention.ms": "86400000",
-}
-TABLES = ("scopes", "seen")
 
 
 def changelog_topic(settings: Settings, table: str) -> str:

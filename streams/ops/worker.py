@@ -8,8 +8,8 @@ from pathlib import Path
 
 from credence.config import Settings
 from credence.errors import BrokerError
-from credence.streams.admin import ensure_topics
-from credence.streams.broker import BrokerState
+from credence.streams.ops.admin import ensure_topics
+from credence.streams.ops.broker import BrokerState
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ def bootstrap_for(settings: Settings) -> str:
 def run_worker(settings: Settings, loglevel: str = "INFO") -> None:
     import faust
 
-    from credence.streams.app import create_app
+    from credence.streams.runtime.app import create_app
 
     bootstrap = bootstrap_for(settings)
     # Declare (and check) the topics before Faust subscribes: a consumer that joins before its source

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 import faust
 
 from credence.config import Settings
-from credence.streams.admin import CHANGELOG_CONFIGS
-from credence.streams.topics import Topics, declare_topics
+from credence.streams.runtime.topics import CHANGELOG_CONFIGS
+from credence.streams.runtime.topics import Topics, declare_topics
 
 log = logging.getLogger(__name__)
 
@@ -82,10 +82,10 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
     }
     credence = Credence(app=app, settings=settings, topics=topics, tables=tables)
 
-    from credence.streams import agent, timers, views
+    from credence.streams.runtime import agent, timers, views
     from credence.streams.llm.factory import make_backend
-    from credence.streams.runner import Runner
-    from credence.streams.switch import PowerSwitch
+    from credence.streams.runtime.runner import Runner
+    from credence.streams.runtime.switch import PowerSwitch
     from credence.tables.tokens import default_token_counter
 
     credence.switch = PowerSwitch(settings.core_config_path)
@@ -94,7 +94,7 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
     agent.register(credence)
     encode = None
     if settings.pipeline.embeddings:
-        from credence.streams.embeddings import load_encoder
+        from credence.streams.runtime.embeddings import load_encoder
 
         encode = load_encoder(settings.pipeline.embedding_model_path)
     credence.runner = Runner(credence.backend, credence.send, settings.pipeline.max_inflight_llm, encode)

@@ -10,8 +10,8 @@ from aiokafka import AIOKafkaProducer
 
 from credence.config import Settings
 from credence.errors import CredenceError
-from credence.streams.admin import ensure_topics
-from credence.streams.records import scope_key
+from credence.streams.ops.admin import ensure_topics
+from credence.streams.runtime.records import scope_key
 
 
 def key_of(line: bytes) -> bytes | None:

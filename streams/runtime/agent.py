@@ -20,7 +20,7 @@ from aiokafka.partitioner import DefaultPartitioner
 
 from credence.errors import RecordError
 from credence.deadletter import dead_letter
-from credence.streams.records import Turn, decode_control, decode_feedback, decode_turn
+from credence.streams.runtime.records import Turn, decode_control, decode_feedback, decode_turn
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.state import ScopeState
 from credence.streams.scope.step import event_now, step

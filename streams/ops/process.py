@@ -15,7 +15,7 @@ import httpx
 
 from credence.config import Settings
 from credence.errors import CredenceError
-from credence.streams.broker import die_with_parent
+from credence.streams.ops.broker import die_with_parent
 
 
 def wait_until(condition: Callable[[], object], deadline_s: float, what: str, poll_s: float = 0.2):
@@ -65,7 +65,7 @@ class WorkerProcess:
     def start(self, ready_timeout_s: float = 60.0) -> "WorkerProcess":
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "credence.streams.cli", "worker"],
+            [sys.executable, "-m", "credence.streams.ops.cli", "worker"],
             env=self.env, stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT,
             preexec_fn=die_with_parent,
         )

@@ -20,6 +20,14 @@ TOPICS: dict[str, bool] = {
     "dlq": False,
 }
 
+CHANGELOG_CONFIGS = {
+    # Each step rewrites a scope's value, so the changelog must compact often or recovery replays every
+    # historical version: roll segments every 10 minutes and clean at 10% dirty.
+    "cleanup.policy": "compact", "segment.ms": "600000", "min.cleanable.dirty.ratio": "0.1",
+    "delete.retention.ms": "86400000",
+}
+TABLES = ("scopes", "seen")
+
 
 @dataclass(frozen=True)
 class Topics:

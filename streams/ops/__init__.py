@@ -1,0 +1,1 @@
+"""Operations around the runtime: embedded broker, worker launcher, demo, replay, admin, CLI."""
