@@ -43,6 +43,7 @@ class Credence:
     switch: object = None
     backend: object = None
     send: object = None
+    store: object = None  # ScopeStore: the one read path for scope state
 
 
 def store_url(settings: Settings) -> str:
@@ -81,6 +82,9 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
         "seen": app.Table("seen", default=None, **table),
     }
     credence = Credence(app=app, settings=settings, topics=topics, tables=tables)
+    from credence.streams.runtime.store import ScopeStore
+
+    credence.store = ScopeStore(tables["scopes"])
 
     from credence.streams.runtime import agent, timers, views
     from credence.streams.llm.factory import make_backend

@@ -42,13 +42,10 @@ def scope_view(state: ScopeState, memory, count_tokens) -> dict:
 
 
 def register(credence) -> None:
-    app, tables, settings = credence.app, credence.tables, credence.settings
+    app, settings = credence.app, credence.settings
     count_tokens = default_token_counter()
 
-    def states():
-        for key, value in list(tables["scopes"].items()):
-            if value:
-                yield ScopeState.from_dict(value)
+    store = credence.store
 
     @app.page("/status")
     async def status(web, request):
@@ -62,7 +59,7 @@ def register(credence) -> None:
 
     @app.page("/scopes")
     async def scopes(web, request):
-        all_states = list(states())
+        all_states = list(store.states())
         return web.json({
             "turn_counts": {s.scope: s.turns for s in all_states},
             "scopes": {s.scope: {"turns": s.turns, "entries": len(s.entries), "idle": s.idle}
@@ -71,7 +68,7 @@ def register(credence) -> None:
 
     @app.page("/scope/{tenant}/{user}/{character}")
     async def scope(web, request, tenant: str, user: str, character: str):
-        value = tables["scopes"].get(f"{tenant}/{user}/{character}")
-        if not value:
+        state = store.get(f"{tenant}/{user}/{character}")
+        if state is None:
             return web.json({"error": f"unknown scope {tenant}/{user}/{character} on this worker"}, status=404)
-        return web.json(scope_view(ScopeState.from_dict(value), settings.memory, count_tokens))
+        return web.json(scope_view(state, settings.memory, count_tokens))
