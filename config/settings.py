@@ -12,6 +12,7 @@ from credence.config.archive import ArchiveSettings
 from credence.config.llm import LLMSettings
 from credence.config.memory import MemorySettings
 from credence.config.pipeline import PipelineSettings
+from credence.config.state import StateSettings
 from credence.errors import ConfigError
 
 
@@ -51,6 +52,7 @@ class Settings(BaseSettings):
     llm: LLMSettings = LLMSettings()
     archive: ArchiveSettings = ArchiveSettings()
     pipeline: PipelineSettings = PipelineSettings()
+    state: StateSettings = StateSettings()
 
     def retention_hours(self, name: str) -> int:
         """Retention of a logical topic in hours (-1 = forever)."""

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import base64
 import json
-from datetime import datetime, timezone
+from datetime import datetime
+
+from credence.tables.clock import format_instant
 
 
 def dead_letter(*, topic: str, partition: int, offset: int, reason: str, original: bytes | None,
@@ -13,5 +15,5 @@ def dead_letter(*, topic: str, partition: int, offset: int, reason: str, origina
     return json.dumps({
         "v": 1, "topic": topic, "partition": partition, "offset": offset, "reason": reason,
         "original": base64.b64encode(original or b"").decode(),
-        "at": at.astimezone(timezone.utc).isoformat().replace("+00:00", "Z"),
+        "at": format_instant(at),
     }).encode()

@@ -27,3 +27,7 @@ class ArchiveError(CredenceError):
 
 class DomainError(CredenceError, ValueError):
     """A domain rule was given input it cannot apply (unknown signal kind, invalid entry, wrong status)."""
+
+
+class StateError(CredenceError):
+    """A stored table value cannot be read (unknown schema version, corrupt bytes)."""

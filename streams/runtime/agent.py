@@ -1,186 +1,231 @@
 """The scope agent: the one owner of every scope on its partitions.
 
-It reads turns, feedback, facts and control records (all keyed by scope, co-partitioned), loads the
-scope's state, runs one pure step, saves the state, sends the step's records and hands its LLM requests
-to the runner. Delivery is at-least-once, and a step's records (journal, archive hand-off) are
-acknowledged by the broker before the scope's new state is written: a crash in between re-runs the step
-(its records come again, with the same ids, and downstream keeps the first), while a state that was
-written always has its records behind it — an archived entry is never in neither place. A redelivered
-record whose offset the scope already applied is skipped.
+It reads turns, feedback, facts and control records (all keyed by scope, co-partitioned) in batches
+(`state.batch_max_records`, `state.batch_within_seconds`). Each record is applied in order to its
+scope's live state by the pure step; then, once per batch: every record the batch emitted (journal,
+archive hand-off, dead letters) is sent and acknowledged by the broker, then each changed key is written
+once, then the LLM requests go to the runner, and only after that are the batch's offsets committed.
+Delivery is at-least-once: a crash before the writes re-runs the batch (its records come again with the
+same ids, and downstream keeps the first), while a state that was written always has its records behind
+it — an archived entry is never in neither place. A redelivered record whose offset the scope already
+applied is skipped.
 """
 
 from __future__ import annotations
 
-import json
 import logging
+import os
 import uuid
-from datetime import datetime, timezone
+import weakref
+from dataclasses import dataclass
+from datetime import UTC, datetime
 
-from aiokafka.partitioner import DefaultPartitioner
+import orjson
+from faust.streams import _current_event
 
-from credence.errors import RecordError
+from credence.config import Settings
 from credence.deadletter import dead_letter
+from credence.errors import RecordError
+from credence.streams.runtime.batch import RELEASE, Applied, ScopeWork, Sends, apply, is_idle_tick, rebuild
+from credence.streams.runtime.marks import Marks
+from credence.streams.runtime.ownership import Ownership
 from credence.streams.runtime.records import Turn, decode_control, decode_feedback, decode_turn
+from credence.streams.runtime.store import ScopeStore
+from credence.streams.runtime.switch import PowerSwitch
+from credence.streams.runtime.topics import Topics
 from credence.streams.scope.context import StepContext
-from credence.streams.scope.state import ScopeState
-from credence.streams.scope.step import event_now, step
+from credence.streams.scope.step import event_now
 from credence.tables.clock import parse_instant
 
 log = logging.getLogger(__name__)
-SEP = "\x1f"  # cannot appear in a validated scope part
+INPUTS = ("turns", "feedback", "facts", "control")
 
 
-def _encode(record: dict) -> bytes:
-    return json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode()
+def encode_record(record: dict) -> bytes:
+    return orjson.dumps(record)
 
 
-def _same_but_position(stored: dict | None, after: dict) -> bool:
-    if stored is None:
-        return False
-    return {k: v for k, v in stored.items() if k != "applied"} == {k: v for k, v in after.items() if k != "applied"}
+@dataclass(frozen=True)
+class Input:
+    """One decoded input record."""
+
+    name: str  # logical topic
+    scope: str
+    kind: str
+    record: dict
+    at: datetime | None  # event time, if the record carries one
 
 
-def register(credence) -> None:
-    app, topics, tables, stats, settings = (credence.app, credence.topics, credence.tables, credence.stats,
-                                            credence.settings)
-    seen, scopes = tables["seen"], tables["scopes"]
-    boot = uuid.uuid4().hex[:12]
-    by_name = {settings.topic(n): n for n in ("turns", "feedback", "facts", "control")}
+def decode_input(name: str, raw: bytes) -> Input:
+    if name == "turns":
+        turn: Turn = decode_turn(raw)
+        return Input(name, turn.scope, "turn", turn.to_dict(), turn.ts)
+    if name == "feedback":
+        fb = decode_feedback(raw)
+        return Input(name, f"{fb['tenant']}/{fb['user']}/{fb['character']}", "feedback", fb,
+                     parse_instant(fb["ts"]))
+    ctl = decode_control(raw)
+    if ctl["type"] == "forget":
+        return Input(name, f"{ctl['tenant']}/{ctl['user']}/", "forget", ctl, None)
+    at = parse_instant(ctl.get("now")) if ctl["type"] == "tick" else None
+    return Input(name, f"{ctl['tenant']}/{ctl['user']}/{ctl['character']}", ctl["type"], ctl, at)
 
-    async def send(topic: str, scope: str, record: dict) -> None:
-        fut = await getattr(topics, topic).send(key=scope.encode(), value=_encode(record))
-        await fut  # acknowledged before the input's offset can be committed
 
-    async def send_all(scope: str, emits) -> None:
-        """Queue all of a step's records, then wait for every acknowledgement together."""
-        futures = [await getattr(topics, e.topic).send(key=scope.encode(), value=_encode(e.record)) for e in emits]
-        for fut in futures:
-            await fut
+def set_current_event(event) -> None:
+    """Make `event` the current event of this task only. Faust writes a table key to the changelog
+    partition of the current event and reads the local store of its partition; inside a batch there is
+    none, so each scope's writes run with one of its own records current. The stream's own
+    `current_event` attribute is left alone: `take_events` reads it to collect the next batch."""
+    _current_event.set(weakref.ref(event))
 
-    credence.send = send
 
-    async def reject(event, reason: str) -> None:
-        msg = event.message
-        stats.turns_rejected += msg.topic == settings.topic("turns")
-        stats.records_rejected += 1
-        log.warning("record rejected (%s[%d]@%d): %s", msg.topic, msg.partition, msg.offset, reason)
-        await topics.dlq.send(key=event.key, value=dead_letter(
-            topic=msg.topic, partition=msg.partition, offset=msg.offset, reason=reason,
-            original=event.value, at=datetime.now(timezone.utc)))
+def halt(reason: str) -> None:
+    """Stop the process without committing the batch's offsets: they are committed after the batch (even
+    when it raises), so a batch whose records or state could not be made durable must never return. The
+    next run re-reads it from the last committed offsets."""
+    log.critical("halting the worker: %s", reason)
+    logging.shutdown()
+    os._exit(70)
 
-    def decode(name: str, raw: bytes) -> tuple[str, str, dict, datetime | None]:
-        """(scope, kind, record, event time) of one input record."""
-        if name == "turns":
-            turn: Turn = decode_turn(raw)
-            return turn.scope, "turn", turn.to_dict(), turn.ts
-        if name == "feedback":
-            fb = decode_feedback(raw)
-            return f"{fb['tenant']}/{fb['user']}/{fb['character']}", "feedback", fb, parse_instant(fb["ts"])
-        ctl = decode_control(raw)
-        if ctl["type"] == "forget":
-            return f"{ctl['tenant']}/{ctl['user']}/", "forget", ctl, None
-        at = parse_instant(ctl.get("now")) if ctl["type"] == "tick" else None
-        return f"{ctl['tenant']}/{ctl['user']}/{ctl['character']}", ctl["type"], ctl, at
 
-    def first_time(name: str, scope: str, record: dict, position: str) -> bool:
-        """Exact duplicates (same turn_id / feedback_id in a scope) are dropped, once and for all. The
-        mark holds the record's own position, so the record itself redelivered after a crash that
-        saved the mark but not the scope is still applied."""
-        if name not in ("turns", "feedback"):
-            return True
-        ident = record.get("turn_id") or record.get("feedback_id")
-        key = f"{name}{SEP}{scope}{SEP}{ident}"
-        mark = seen.get(key)
-        if mark and mark != position:
-            stats.turns_duplicate += name == "turns"
-            return False
-        seen[key] = position
-        return True
+class ScopeAgent:
+    def __init__(self, settings: Settings, topics: Topics, store: ScopeStore, marks: Marks,
+                 ownership: Ownership, switch: PowerSwitch, stats) -> None:
+        self.settings, self.topics, self.store, self.marks = settings, topics, store, marks
+        self.ownership, self.switch, self.stats = ownership, switch, stats
+        self.boot = uuid.uuid4().hex[:12]
+        self.by_name = {settings.topic(n): n for n in INPUTS}
+        self.runner = None  # set once the runner exists (it needs `send`)
 
-    partitioner = DefaultPartitioner()
-    all_partitions = list(range(settings.topic_partitions))
+    async def send(self, topic: str, scope: str, record: dict) -> None:
+        """One record, acknowledged before this returns (the runner's results, the timers' ticks)."""
+        fut = await getattr(self.topics, topic).send(key=scope.encode(), value=encode_record(record))
+        await fut
 
-    def owned_by(scope: str, partition: int) -> bool:
-        return partitioner(scope.encode(), all_partitions, all_partitions) == partition
+    def context(self, scope: str, now: datetime, powerful: bool) -> StepContext:
+        return StepContext(now=now, powerful=powerful, boot=self.boot, memory=self.settings.memory,
+                           pipeline=self.settings.pipeline)
 
-    def forget_user(prefix: str, partition: int) -> None:
-        """Right to be forgotten: delete the user's scopes and duplicate marks from the tables. Each key is
-        deleted while processing its own partition's copy of the request, so the tombstone lands in the
-        changelog partition that holds the key (a compacted topic: the data is gone after compaction)."""
-        doomed = [k for k in list(scopes.keys()) if k.startswith(prefix) and owned_by(k, partition)]
-        marks = [k for k in list(seen.keys())
-                 if k.split(SEP)[1].startswith(prefix) and owned_by(k.split(SEP)[1], partition)]
-        for key in doomed:
-            del scopes[key]
-            credence.busy.discard(key)
-        for key in marks:
-            del seen[key]
-        stats.forgotten_scopes += len(doomed)
-        log.info("forgot %s on partition %d: %d scopes, %d duplicate marks", prefix, partition,
-                 len(doomed), len(marks))
+    # -- a batch ------------------------------------------------------------------------------------
+    async def run(self, stream) -> None:
+        state = self.settings.state
+        async for events in stream.take_events(state.batch_max_records, within=state.batch_within_seconds):
+            await self.batch(events)
 
-    def context(state: ScopeState, now: datetime) -> StepContext:
-        tenant = state.scope.split("/")[0]
-        return StepContext(now=now, powerful=credence.switch.enabled(tenant), boot=boot,
-                           memory=settings.memory, pipeline=settings.pipeline)
-
-    @app.agent(app.topic(*by_name, key_type=bytes, value_type=bytes, key_serializer="raw",
-                         value_serializer="raw"), name="scopes")
-    async def scope_agent(stream):
-        async for event in stream.events():
-            msg = event.message
-            name = by_name[msg.topic]
+    async def batch(self, events) -> None:
+        work: dict[str, ScopeWork] = {}
+        sends = Sends()
+        last: dict[int, object] = {}  # partition -> its last event in the batch
+        for event in events:
+            last[event.message.partition] = event
+            set_current_event(event)  # table reads go to the record's partition
             try:
-                scope, kind, record, at = decode(name, event.value)
+                item = decode_input(self.by_name[event.message.topic], event.value)
             except RecordError as exc:
-                await reject(event, str(exc))
+                self.reject(sends, event, str(exc))
                 continue
-            if kind == "forget":
-                forget_user(scope, msg.partition)
+            if item.kind == "forget":
+                await self.commit(work, sends, last)
+                work, sends, last = {}, Sends(), {event.message.partition: event}
+                self.forget(item.scope, event.message.partition)
                 continue
-            if event.key != scope.encode():
+            if event.key != item.scope.encode():
                 # Re-key through the same topic so the record lands on its scope's partition; the copy is
                 # applied there, and duplicate detection absorbs a forward repeated after a crash.
-                await getattr(topics, name).send(key=scope.encode(), value=event.value)
-                stats.turns_rekeyed += name == "turns"
+                sends.add(item.name, item.scope.encode(), event.value)
+                self.stats.turns_rekeyed += item.name == "turns"
                 continue
-            stored = scopes.get(scope)
-            state = ScopeState.from_dict(stored) if stored else ScopeState(scope=scope)
-            position = f"{name}:{msg.partition}"
-            if msg.offset <= state.applied.get(position, -1):
-                stats.redelivered += 1
-                continue
-            if not first_time(name, scope, record, f"{position}:{msg.offset}"):
-                continue
-            if name == "turns":
-                state.turns += 1
-                stats.turns_accepted += 1
-            ctx = context(state, event_now(state, at) or datetime.now(timezone.utc))
-            try:
-                step(state, kind, record, ctx)
-            except Exception as exc:  # noqa: BLE001
-                # A record the domain refuses (or a bug) must not stop the partition: the scope keeps
-                # its previous state, and the record goes whole to the DLQ with the reason. A result that
-                # cannot be applied also releases its request, or the scope would wait for it forever.
-                log.exception("step failed for %s on %s", scope, msg.topic)
-                await reject(event, f"could not apply to scope {scope}: {type(exc).__name__}: {exc}")
-                if kind in ("result", "failed") and stored:
-                    kept = ScopeState.from_dict(stored)
-                    if kept.requests.pop(record.get("request_id", ""), None) is not None:
-                        kept.applied[position] = msg.offset
-                        scopes[scope] = kept.to_dict()
-                continue
-            after = state.to_dict()
-            if kind == "tick" and not ctx.emits and not ctx.requests and _same_but_position(stored, after):
-                continue  # an idle tick changes nothing: no changelog write (its redelivery is harmless)
-            for line in ctx.log:
+            self.take(work, sends, event, item)
+        await self.commit(work, sends, last)
+
+    def take(self, work: dict[str, ScopeWork], sends: Sends, event, item: Input) -> None:
+        msg = event.message
+        scope_work = work.get(item.scope)
+        if scope_work is None:
+            scope_work = work[item.scope] = ScopeWork(self.store.live(item.scope), msg.partition)
+        state = scope_work.live.state
+        position = f"{item.name}:{msg.partition}"
+        if msg.offset <= state.applied.get(position, -1):
+            self.stats.redelivered += 1
+            return
+        if item.name in ("turns", "feedback"):
+            ident = item.record.get("turn_id") or item.record.get("feedback_id")
+            if not self.marks.first_time(item.name, item.scope, ident, f"{position}:{msg.offset}", item.at):
+                self.stats.turns_duplicate += item.name == "turns"
+                return
+        applied = Applied(item.kind, item.record, event_now(state, item.at) or datetime.now(UTC),
+                          self.switch.enabled(item.scope.split("/")[0]), position, msg.offset,
+                          item.name == "turns")
+        if is_idle_tick(scope_work, applied, self.context):
+            return
+        try:
+            apply(scope_work, applied, self.context)
+        except Exception as exc:  # noqa: BLE001
+            # A record the domain refuses (or a bug) must not stop the partition: the scope keeps the
+            # state it had before this record, and the record goes whole to the DLQ with the reason. A
+            # result that cannot be applied also releases its request, or the scope would wait forever.
+            log.exception("step failed for %s on %s", item.scope, msg.topic)
+            self.reject(sends, event, f"could not apply to scope {item.scope}: {type(exc).__name__}: {exc}")
+            scope_work = work[item.scope] = rebuild(self.store, item.scope, scope_work, self.context)
+            request_id = item.record.get("request_id", "")
+            if item.kind in ("result", "failed") and request_id in scope_work.live.state.requests:
+                apply(scope_work, Applied(RELEASE, {"request_id": request_id}, applied.now, applied.powerful,
+                                          position, msg.offset, False), self.context)
+            return
+        self.stats.turns_accepted += applied.turn
+
+    def reject(self, sends: Sends, event, reason: str) -> None:
+        msg = event.message
+        self.stats.turns_rejected += msg.topic == self.settings.topic("turns")
+        self.stats.records_rejected += 1
+        log.warning("record rejected (%s[%d]@%d): %s", msg.topic, msg.partition, msg.offset, reason)
+        sends.add("dlq", event.key, dead_letter(topic=msg.topic, partition=msg.partition, offset=msg.offset,
+                                                reason=reason, original=event.value, at=datetime.now(UTC)))
+
+    async def commit(self, work: dict[str, ScopeWork], sends: Sends, last: dict) -> None:
+        """Send and await every record of the batch, then write each changed key once."""
+        try:
+            futures = [await getattr(self.topics, topic).send(key=key, value=value)
+                       for topic, key, value in sends.items]
+            for scope, scope_work in work.items():
+                key = scope.encode()
+                futures += [await getattr(self.topics, e.topic).send(key=key, value=encode_record(e.record))
+                            for e in scope_work.emits]
+            for fut in futures:
+                await fut  # durable before the state that depends on them
+            for partition, event in last.items():
+                set_current_event(event)  # each key's changelog partition is its scope's
+                self.marks.write(partition)
+                for scope, scope_work in work.items():
+                    if scope_work.partition == partition:
+                        self.save(scope, scope_work)
+        except BaseException as exc:  # noqa: BLE001 - cancelled (stopping) mid-batch included
+            halt(f"a batch could not be made durable: {type(exc).__name__}: {exc}")
+        for scope, scope_work in work.items():
+            for line in scope_work.log:
                 log.info("%s: %s", scope, line)
-            await send_all(scope, ctx.emits)  # durable before the state that depends on them
-            state.applied[position] = msg.offset
-            after["applied"] = state.applied
-            scopes[scope] = after
-            credence.busy.discard(scope) if state.idle else credence.busy.add(scope)
-            stats.journal_events += sum(1 for e in ctx.emits if e.topic == "evidence")
-            stats.archived += sum(1 for e in ctx.emits if e.topic == "archive")
-            for req in ctx.requests:
-                credence.runner.submit(scope, req)
+            for req in scope_work.requests:
+                self.runner.submit(scope, req)
+
+    def save(self, scope: str, scope_work: ScopeWork) -> None:
+        if not scope_work.applied and not scope_work.live.unsaved:
+            self.store.release(scope)  # nothing applied (redelivered, duplicate or idle): nothing to write
+            return
+        journal = scope_work.journal
+        self.store.write(scope, scope_work.changed, journal)
+        state = scope_work.live.state
+        self.ownership.mark(scope, state.idle)
+        self.stats.journal_events += len(journal)
+        self.stats.archived += sum(1 for e in scope_work.emits if e.topic == "archive")
+
+    def forget(self, prefix: str, partition: int) -> None:
+        """Right to be forgotten: delete the user's scopes, entries and duplicate marks. Each key is
+        deleted while processing its own partition's copy of the request, so the tombstone lands in the
+        changelog partition that holds the key (compacted topics: the data is gone after compaction)."""
+        doomed = self.store.forget(prefix, partition)
+        marks = self.marks.forget(prefix, partition)
+        for scope in doomed:
+            self.ownership.busy.discard(scope)
+        self.stats.forgotten_scopes += len(doomed)
+        log.info("forgot %s on partition %d: %d scopes, %d duplicate marks", prefix, partition,
+                 len(doomed), marks)

@@ -8,8 +8,17 @@ from dataclasses import dataclass, field
 import faust
 
 from credence.config import Settings
-from credence.streams.runtime.topics import CHANGELOG_CONFIGS
-from credence.streams.runtime.topics import Topics, declare_topics
+from credence.streams.llm.backend import LLMBackend
+from credence.streams.llm.factory import make_backend
+from credence.streams.runtime import timers, views
+from credence.streams.runtime.agent import INPUTS, ScopeAgent
+from credence.streams.runtime.marks import Marks
+from credence.streams.runtime.ownership import Ownership
+from credence.streams.runtime.runner import Runner
+from credence.streams.runtime.store import ScopeStore, StateTables
+from credence.streams.runtime.switch import PowerSwitch
+from credence.streams.runtime.topics import CHANGELOG_CONFIGS, TABLES, Topics, declare_topics
+from credence.tables.tokens import default_token_counter
 
 log = logging.getLogger(__name__)
 
@@ -31,19 +40,28 @@ class Stats:
 
 @dataclass
 class Credence:
-    """Everything one worker owns: the app, its topics, tables, LLM runner and switch."""
+    """Everything one worker owns: the app, its topics, state, LLM runner and switch."""
 
     app: faust.App
     settings: Settings
     topics: Topics
-    tables: dict
+    tables: StateTables
+    store: ScopeStore  # the one read path for scope state
+    ownership: Ownership  # partitions held now, and the busy scopes on them
+    marks: Marks
+    switch: PowerSwitch
+    backend: LLMBackend
+    agent: ScopeAgent
+    runner: Runner
     stats: Stats = field(default_factory=Stats)
-    busy: set = field(default_factory=set)  # scopes with work in flight, queued or buffered
-    runner: object = None
-    switch: object = None
-    backend: object = None
-    send: object = None
-    store: object = None  # ScopeStore: the one read path for scope state
+
+    @property
+    def busy(self) -> set[str]:
+        """Held scopes with work in flight, queued or buffered."""
+        return self.ownership.busy
+
+    async def send(self, topic: str, scope: str, record: dict) -> None:
+        await self.agent.send(topic, scope, record)
 
 
 def store_url(settings: Settings) -> str:
@@ -65,6 +83,7 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
         web_host=settings.web_host,
         consumer_auto_offset_reset="earliest",
         producer_acks=-1,
+        producer_linger=0.005,  # 5 ms lets a batch's records share produce requests (0 costs ~24%)
         broker_commit_interval=1.0,
         # A worker killed without leaving the group holds its partitions until the session times out.
         broker_session_timeout=settings.kafka_session_timeout_s,
@@ -73,35 +92,57 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
     )
     topics = declare_topics(app, settings)
     changelog = {k: v for k, v in CHANGELOG_CONFIGS.items() if k != "cleanup.policy"}
-    table = dict(partitions=settings.topic_partitions, key_type=str,  # values: the app's json codec
-                 extra_topic_configs=changelog)
-    tables = {
-        # scope -> ScopeState.to_dict(): entries, windows, facts, requests — one value, one atomic step
-        "scopes": app.Table("scopes", default=None, **table),
-        # "kind\x1fscope\x1fid" -> position of the record that first carried it (duplicate detection)
-        "seen": app.Table("seen", default=None, **table),
-    }
-    credence = Credence(app=app, settings=settings, topics=topics, tables=tables)
-    from credence.streams.runtime.store import ScopeStore
-
-    credence.store = ScopeStore(tables["scopes"])
-
-    from credence.streams.runtime import agent, timers, views
-    from credence.streams.llm.factory import make_backend
-    from credence.streams.runtime.runner import Runner
-    from credence.streams.runtime.switch import PowerSwitch
-    from credence.tables.tokens import default_token_counter
-
-    credence.switch = PowerSwitch(settings.core_config_path)
-    credence.backend = make_backend(settings.llm, count_tokens=default_token_counter(),
-                                    memory=settings.memory)
-    agent.register(credence)
+    # Values are bytes we encode once ourselves (streams/runtime/codec.py), stored and changelogged as is.
+    tables = StateTables(**{name: raw_table(app, name, settings.topic_partitions, changelog) for name in TABLES})
+    ownership = Ownership(settings.topic_partitions, settings.topic("turns"))
+    store = ScopeStore(tables, settings.state, ownership.partition_of)
+    marks = Marks(tables.seen, settings.state.seen_horizon_days, ownership.partition_of)
+    ownership.on_moved(store.drop_partitions)
+    ownership.on_moved(lambda _partitions: marks.reset())
+    switch = PowerSwitch(settings.core_config_path)
+    backend = make_backend(settings.llm, count_tokens=default_token_counter(), memory=settings.memory)
+    stats = Stats()
+    agent = ScopeAgent(settings, topics, store, marks, ownership, switch, stats)
     encode = None
     if settings.pipeline.embeddings:
         from credence.streams.runtime.embeddings import load_encoder
 
         encode = load_encoder(settings.pipeline.embedding_model_path)
-    credence.runner = Runner(credence.backend, credence.send, settings.pipeline.max_inflight_llm, encode)
+    runner = Runner(backend, agent.send, settings.pipeline.max_inflight_llm, encode)
+    agent.runner = runner
+    credence = Credence(app=app, settings=settings, topics=topics, tables=tables, store=store,
+                        ownership=ownership, marks=marks, switch=switch, backend=backend, agent=agent,
+                        runner=runner, stats=stats)
+    register_agent(credence)
     timers.register(credence)
     views.register(credence)
     return credence
+
+
+def raw_table(app: faust.App, name: str, partitions: int, changelog: dict) -> faust.Table:
+    """A table of bytes values we encode ourselves (streams/runtime/codec.py), stored and changelogged
+    as they are. Faust derives a table's codec from its value type (json for anything but a model), and
+    builds the store and changelog topic from it lazily, so it is set before either exists."""
+    table = app.Table(name, partitions=partitions, key_type=str, value_type=bytes, default=None,
+                      extra_topic_configs=changelog)
+    table.value_serializer = "raw"
+    return table
+
+
+def register_agent(credence: Credence) -> None:
+    """The Faust side of the scope agent: its input topics and the partition hooks."""
+    app, settings = credence.app, credence.settings
+    inputs = app.topic(*(settings.topic(n) for n in INPUTS), key_type=bytes, value_type=bytes,
+                       key_serializer="raw", value_serializer="raw")
+
+    @app.agent(inputs, name="scopes")
+    async def scope_agent(stream):
+        await credence.agent.run(stream)
+
+    @app.on_partitions_revoked.connect
+    async def on_revoked(sender, revoked, **kwargs):
+        credence.ownership.revoked(revoked)
+
+    @app.on_partitions_assigned.connect
+    async def on_assigned(sender, assigned, **kwargs):
+        credence.ownership.assigned(assigned)

@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from credence.errors import DomainError, RecordError
+from credence.tables.clock import format_instant
 from credence.tables.scope import MAX_PART, check_part
 
 MAX_TEXT = 32_000
@@ -43,10 +44,6 @@ def parse_utc(value: Any, name: str) -> datetime:
         return ts.astimezone(timezone.utc)
     except OverflowError:
         raise RecordError(f"'{name}' is out of range: {value[:40]!r}") from None
-
-
-def iso(ts: datetime) -> str:
-    return ts.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
 
 
 def _object(raw: bytes) -> dict:
@@ -91,7 +88,7 @@ class Turn:
 
     def to_dict(self) -> dict:
         d = {"v": 1, "tenant": self.tenant, "user": self.user, "character": self.character,
-             "turn_id": self.turn_id, "role": self.role, "text": self.text, "ts": iso(self.ts)}
+             "turn_id": self.turn_id, "role": self.role, "text": self.text, "ts": format_instant(self.ts)}
         if self.surfaced_ids:
             d["surfaced_ids"] = list(self.surfaced_ids)
         return d
@@ -149,7 +146,7 @@ def decode_feedback(raw: bytes | None) -> dict:
         raise RecordError(f"'decision' must be one of {DECISIONS}, got {obj.get('decision')!r}")
     return {"tenant": _part(obj, "tenant"), "user": _part(obj, "user"), "character": _part(obj, "character"),
             "feedback_id": obj["feedback_id"], "entry_id": obj["entry_id"], "decision": obj["decision"],
-            "ts": iso(parse_utc(obj.get("ts"), "ts"))}
+            "ts": format_instant(parse_utc(obj.get("ts"), "ts"))}
 
 
 def decode_control(raw: bytes | None) -> dict:
@@ -164,5 +161,5 @@ def decode_control(raw: bytes | None) -> dict:
     if obj["type"] in ("result", "failed") and not isinstance(obj.get("request_id"), str):
         raise RecordError("'request_id' must be a string")
     if obj["type"] == "tick" and obj.get("now") is not None:
-        obj["now"] = iso(parse_utc(obj["now"], "now"))
+        obj["now"] = format_instant(parse_utc(obj["now"], "now"))
     return obj

@@ -1,28 +1,88 @@
-"""The one way to read scope state: views, the HTTP API and timers go through a ScopeStore, never through
-raw table values, so the storage layout can change behind it."""
+"""The one way to read and write scope state. Views, timers and the HTTP API read through a ScopeStore,
+never through raw table values; the scope agent writes through it.
+
+Layout (all values are bytes from streams/runtime/codec.py, schema-versioned):
+  scopes   `tenant/user/character`            -> the control value (every field of the state but entries)
+  entries  `scope\\x1fentry_id`                -> one entry and how many journal events it has had
+  history  `scope\\x1fentry_id\\x1fslot`        -> one journal event of the entry (a ring of `history_max`)
+Every key is written while an input record of the scope's partition is the current event, so all of a
+scope's keys share its changelog partition and recover with it.
+
+The agent keeps live (decoded) scope objects here, bounded by `live_scopes_max` (least recently used
+dropped first) and dropped when their partition is revoked, so a record decodes nothing but itself. A
+scope stepped by a batch whose keys are not written yet is `pending`: readers then get the tables' copy,
+never a half-applied batch.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 
+from credence.config.state import StateSettings
+from credence.streams.runtime import codec
 from credence.streams.scope.state import ScopeState
+from credence.tables.entries import Entry
+
+
+@dataclass
+class StateTables:
+    """The Faust tables the state lives in (bytes values, str keys)."""
+
+    scopes: object
+    entries: object
+    history: object
+    seen: object
+
+
+@dataclass
+class Live:
+    """A decoded scope the agent steps in place, and what its stored keys need besides the state."""
+
+    state: ScopeState
+    history: dict[str, int] = field(default_factory=dict)  # entry id -> journal events recorded
+    unsaved: set[str] = field(default_factory=set)  # entry ids to write even if no step changes them
+
+
+def copy_state(state: ScopeState) -> ScopeState:
+    """A copy a reader may keep: the control part re-decoded, the (immutable) entries shared."""
+    out = ScopeState.from_dict(state.control_dict())
+    out.entries = dict(state.entries)
+    return out
 
 
 class ScopeStore:
-    """Reads of the scopes this worker holds. `get` returns a fresh copy the caller may keep."""
+    def __init__(self, tables: StateTables, settings: StateSettings, partition_of: Callable[[str], int]) -> None:
+        self._scopes, self._entries, self._history = tables.scopes, tables.entries, tables.history
+        self._settings = settings
+        self._partition_of = partition_of
+        self._live: OrderedDict[str, Live] = OrderedDict()
+        self._pending: set[str] = set()
+        self._index: dict[str, set[str]] | None = None  # scope -> entry ids, built from one key scan
 
-    def __init__(self, table) -> None:
-        self._table = table
-
+    # -- reads: consistent copies -------------------------------------------------------------------
     def get(self, scope: str) -> ScopeState | None:
-        value = self._table.get(scope)
-        return ScopeState.from_dict(value) if value else None
+        live = self._live.get(scope)
+        if live is not None and scope not in self._pending:
+            return copy_state(live.state)
+        loaded = self._read(scope)
+        return loaded.state if loaded else None
+
+    def control(self, scope: str) -> ScopeState | None:
+        """The scope without its entries (cheap: one small value)."""
+        live = self._live.get(scope)
+        if live is not None and scope not in self._pending:
+            return ScopeState.from_dict(live.state.control_dict())
+        control = codec.decode_control(self._scopes.get(scope))
+        if control is None:
+            return None
+        control.state.entries = {}
+        return control.state
 
     def scopes(self) -> Iterator[str]:
         """Scopes held by this worker (keys of its assigned partitions)."""
-        for key, value in list(self._table.items()):
-            if value:
-                yield key
+        yield from list(self._scopes.keys())
 
     def states(self) -> Iterator[ScopeState]:
         for scope in self.scopes():
@@ -30,7 +90,158 @@ class ScopeStore:
             if state is not None:
                 yield state
 
+    def live_count(self) -> int:
+        return len(self._live)
+
+    def entry_count(self, scope: str) -> int:
+        live = self._live.get(scope)
+        if live is not None and scope not in self._pending:
+            return len(live.state.entries)
+        if self._is_legacy(scope):
+            return len(self.get(scope).entries)
+        return len(self._index_now().get(scope, ()))
+
+    def version(self, scope: str) -> int:
+        """Grows whenever any entry of the scope changes; 0 for an unknown scope."""
+        state = self.control(scope)
+        return state.entries_version if state else 0
+
     def history(self, scope: str, entry_id: str) -> list[dict]:
-        """The entry's journal events in order (event, cause, at, score, tier, evidence), oldest first.
-        Not kept by this layout yet: an empty list."""
-        return []
+        """The entry's journal events (event, cause, at, score, tier, reinforcement, disputation, version),
+        oldest first, at most `history_max` of them."""
+        raw = self._entries.get(codec.entry_key(scope, entry_id))
+        if raw is None:
+            return []
+        _, count = codec.decode_entry(raw)
+        keep = self._settings.history_max
+        items = []
+        for n in range(max(0, count - keep), count):
+            value = self._history.get(codec.history_key(scope, entry_id, n % keep))
+            if value is not None:
+                items.append(codec.decode_history(value))
+        return items
+
+    # -- the agent's side ---------------------------------------------------------------------------
+    def live(self, scope: str) -> Live:
+        """The scope's live object, loaded (and a schema-1 value split) on a miss; a new scope if unknown.
+        The scope is pending from here until `write` or `discard`."""
+        live = self._live.get(scope)
+        if live is None:
+            live = self._read(scope) or Live(ScopeState(scope=scope))
+            self._live[scope] = live
+            self._evict()
+        self._live.move_to_end(scope)
+        self._pending.add(scope)
+        return live
+
+    def release(self, scope: str) -> None:
+        """The batch applied nothing to the scope: its live object is the stored state again."""
+        self._pending.discard(scope)
+
+    def discard(self, scope: str) -> None:
+        """Forget the live object (its batch failed): the next `live` reads the tables again."""
+        self._live.pop(scope, None)
+        self._pending.discard(scope)
+
+    def write(self, scope: str, changed: Iterable[str], journal: list[dict]) -> None:
+        """Write the keys a batch changed: history items of its journal records, changed entries (deleted
+        if gone), and the control value. The caller has set the scope's record as the current event."""
+        live = self._live[scope]
+        state = live.state
+        keep = self._settings.history_max
+        for record in journal:
+            eid = record["entry_id"]
+            n = live.history.get(eid, 0)
+            self._history[codec.history_key(scope, eid, n % keep)] = codec.encode_history(codec.history_item(record))
+            live.history[eid] = n + 1
+        ids = set(changed) | live.unsaved
+        for eid in ids:
+            entry = state.entries.get(eid)
+            if entry is None:
+                self._drop_entry(scope, eid, live.history.pop(eid, 0))
+            else:
+                self._entries[codec.entry_key(scope, eid)] = codec.encode_entry(entry, live.history.get(eid, 0))
+                if self._index is not None:
+                    self._index.setdefault(scope, set()).add(eid)
+        if set(changed):
+            state.entries_version += 1
+        live.unsaved.clear()
+        self._scopes[scope] = codec.encode_control(state)
+        self._pending.discard(scope)
+
+    def forget(self, prefix: str, partition: int) -> list[str]:
+        """Delete every key of the scopes under `prefix` (a `tenant/user/`) held on `partition`; the
+        caller has set a record of that partition as the current event. Returns the scopes deleted."""
+        def mine(key: str) -> bool:
+            return key.startswith(prefix) and self._partition_of(codec.split_key(key)[0]) == partition
+
+        doomed = [k for k in self._scopes.keys() if mine(k)]
+        for table in (self._history, self._entries, self._scopes):
+            for key in [k for k in table.keys() if mine(k)]:
+                _delete(table, key)
+        for scope in doomed:
+            self.discard(scope)
+            if self._index is not None:
+                self._index.pop(scope, None)
+        return doomed
+
+    def drop_partitions(self, partitions: set[int]) -> None:
+        """Partitions were revoked (or assigned: their keys may have changed elsewhere meanwhile): drop
+        their live scopes and the entry index, rebuilt from the tables when next needed."""
+        for scope in [s for s in self._live if self._partition_of(s) in partitions]:
+            self.discard(scope)
+        self._index = None
+
+    # -- internals ----------------------------------------------------------------------------------
+    def _read(self, scope: str) -> Live | None:
+        control = codec.decode_control(self._scopes.get(scope))
+        if control is None:
+            return None
+        if control.legacy:
+            # Schema 1 held the entries inside the scope's value: keep them, and write each under its own
+            # key (and the control value in schema 2) with the scope's next batch.
+            return Live(control.state, unsaved=set(control.state.entries))
+        state = control.state
+        live = Live(state)
+        for eid in sorted(self._index_now().get(scope, ())):
+            raw = self._entries.get(codec.entry_key(scope, eid))
+            if raw is not None:
+                entry, count = codec.decode_entry(raw)
+                state.entries[eid] = entry
+                live.history[eid] = count
+        return live
+
+    def _is_legacy(self, scope: str) -> bool:
+        control = codec.decode_control(self._scopes.get(scope))
+        return bool(control and control.legacy)
+
+    def _index_now(self) -> dict[str, set[str]]:
+        if self._index is None:
+            index: dict[str, set[str]] = {}
+            for key in list(self._entries.keys()):
+                scope, eid = codec.split_key(key)[:2]
+                index.setdefault(scope, set()).add(eid)
+            self._index = index
+        return self._index
+
+    def _drop_entry(self, scope: str, eid: str, history: int) -> None:
+        _delete(self._entries, codec.entry_key(scope, eid))
+        keep = self._settings.history_max
+        for n in range(max(0, history - keep), history):
+            _delete(self._history, codec.history_key(scope, eid, n % keep))
+        if self._index is not None:
+            self._index.get(scope, set()).discard(eid)
+
+    def _evict(self) -> None:
+        while len(self._live) > self._settings.live_scopes_max:
+            oldest = next((s for s in self._live if s not in self._pending), None)
+            if oldest is None:
+                return
+            del self._live[oldest]
+
+
+def _delete(table, key: str) -> None:
+    try:
+        del table[key]
+    except KeyError:
+        pass

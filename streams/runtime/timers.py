@@ -1,38 +1,63 @@
-"""Wall-clock ticks: each owned scope gets a tick record on its own partition, so time-driven work
+"""Wall-clock ticks: each held scope gets a tick record on its own partition, so time-driven work
 (window flush, hourly sweep, weak-memory fallback, re-issuing lost LLM requests) runs in the scope's
-order through the same pure step as everything else."""
+order through the same pure step as everything else. Ticks and the busy set follow the partitions this
+worker holds now; partitions it gains are scanned once (after their recovery) for unfinished work."""
 
 from __future__ import annotations
 
 import logging
-from datetime import datetime, timezone
+from datetime import UTC, datetime
+
+from credence.streams.runtime.views import is_ready
+from credence.tables.clock import format_instant
 
 log = logging.getLogger(__name__)
 
 
+def scan_unfinished(credence) -> None:
+    """Mark busy the scopes of newly held partitions that have work in flight (e.g. LLM requests lost
+    with the worker that held them before): the in-memory busy set knows nothing of them."""
+    ownership, store = credence.ownership, credence.store
+    partitions = set(ownership.unscanned)
+    if not partitions:
+        return
+    for scope in store.scopes():
+        if ownership.partition_of(scope) in partitions:
+            state = store.control(scope)
+            if state is not None and not state.idle:
+                ownership.busy.add(scope)
+    ownership.unscanned -= partitions
+    log.info("scanned partitions %s for unfinished work: %d busy scopes", sorted(partitions),
+             len(ownership.busy))
+
+
+async def tick_once(credence) -> int:
+    """Send one tick to each scope that needs one; returns how many were sent."""
+    advance = credence.settings.pipeline.ticks_advance_clock
+    now = format_instant(datetime.now(UTC)) if advance else None
+    ownership = credence.ownership
+    # A timed tick moves every scope's clock (sweeps, windows, fallback); an untimed one only re-issues
+    # lost or failed requests, so only scopes with work in flight need it.
+    scopes = list(credence.store.scopes()) if advance else list(ownership.busy)
+    sent = 0
+    for scope in scopes:
+        if not ownership.owns(scope):
+            continue
+        tenant, user, character = scope.split("/")
+        await credence.send("control", scope, {"v": 1, "type": "tick", "tenant": tenant, "user": user,
+                                               "character": character, "now": now})
+        sent += 1
+    return sent
+
+
 def register(credence) -> None:
-    app, settings = credence.app, credence.settings
-    interval = settings.pipeline.tick_interval_seconds
+    interval = credence.settings.pipeline.tick_interval_seconds
     if interval <= 0:
         return
 
-    scanned = {"done": False}
-
-    @app.timer(interval)
+    @credence.app.timer(interval)
     async def tick():
-        advance = settings.pipeline.ticks_advance_clock
-        now = datetime.now(timezone.utc).isoformat() if advance else None
-        if not advance and not scanned["done"]:
-            # After a (re)start the in-memory busy set is empty: find the scopes with unfinished work
-            # (e.g. LLM requests lost with the previous run) once, from the recovered table.
-            for scope, value in list(credence.tables["scopes"].items()):
-                if value and (value.get("requests") or value.get("queue") or value.get("buffer")):
-                    credence.busy.add(scope)
-            scanned["done"] = True
-        # A timed tick moves every scope's clock (sweeps, windows, fallback); an untimed one only
-        # re-issues lost or failed requests, so only scopes with work in flight need it.
-        scopes = list(credence.tables["scopes"].keys()) if advance else list(credence.busy)
-        for scope in scopes:
-            tenant, user, character = scope.split("/")
-            await credence.send("control", scope, {"v": 1, "type": "tick", "tenant": tenant, "user": user,
-                                                   "character": character, "now": now})
+        if not is_ready(credence.app):
+            return  # partitions moving or recovering: the scan and the ticks wait for the tables
+        scan_unfinished(credence)
+        await tick_once(credence)

@@ -21,12 +21,13 @@ TOPICS: dict[str, bool] = {
 }
 
 CHANGELOG_CONFIGS = {
-    # Each step rewrites a scope's value, so the changelog must compact often or recovery replays every
-    # historical version: roll segments every 10 minutes and clean at 10% dirty.
+    # Each batch rewrites the keys it changed, so the changelog must compact often or recovery replays
+    # every historical version: roll segments every 10 minutes and clean at 10% dirty.
     "cleanup.policy": "compact", "segment.ms": "600000", "min.cleanable.dirty.ratio": "0.1",
     "delete.retention.ms": "86400000",
 }
-TABLES = ("scopes", "seen")
+# scopes: control values; entries: one key per entry; history: entries' journal events; seen: duplicate marks
+TABLES = ("scopes", "entries", "history", "seen")
 
 
 @dataclass(frozen=True)

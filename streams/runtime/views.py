@@ -7,6 +7,7 @@ from dataclasses import asdict
 
 from credence import __version__
 from credence.streams.scope.state import ScopeState
+from credence.tables.clock import format_instant
 from credence.tables.evidence import derived_tier
 from credence.tables.rendering import render_memory_block
 from credence.tables.scope import Scope
@@ -35,7 +36,7 @@ def scope_view(state: ScopeState, memory, count_tokens) -> dict:
     entries = sorted(state.entries.values(), key=lambda e: e.id)
     block = render_memory_block(Scope.parse(state.scope), entries, now, settings=memory,
                                 count_tokens=count_tokens) if now else None
-    return {"scope": state.scope, "clock": now.isoformat() if now else None, "turns": state.turns,
+    return {"scope": state.scope, "clock": format_instant(now), "turns": state.turns,
             "idle": state.idle, "queued": len(state.queue), "requests": len(state.requests),
             "facts": len(state.facts), "entries": [entry_view(e, now, memory) for e in entries],
             "memory_block": block.text if block else ""}
@@ -52,6 +53,8 @@ def register(credence) -> None:
         return web.json({
             "service": "credence", "version": __version__, "app_id": settings.app_id,
             "ready": is_ready(app), "stats": asdict(credence.stats), "busy_scopes": len(credence.busy),
+            "state": {"held_partitions": sorted(credence.ownership.held), "live_scopes": store.live_count(),
+                      "duplicate_marks": credence.marks.count()},
             "llm": {"backend": credence.backend.label, "stats": credence.backend.stats.as_dict(),
                     "inflight": credence.runner.inflight},
             "tokenizer": default_tokenizer_name(),
@@ -59,11 +62,12 @@ def register(credence) -> None:
 
     @app.page("/scopes")
     async def scopes(web, request):
-        all_states = list(store.states())
+        controls = [(scope, store.control(scope)) for scope in store.scopes()]
+        controls = [(scope, c) for scope, c in controls if c is not None]
         return web.json({
-            "turn_counts": {s.scope: s.turns for s in all_states},
-            "scopes": {s.scope: {"turns": s.turns, "entries": len(s.entries), "idle": s.idle}
-                       for s in all_states},
+            "turn_counts": {scope: c.turns for scope, c in controls},
+            "scopes": {scope: {"turns": c.turns, "entries": store.entry_count(scope), "idle": c.idle}
+                       for scope, c in controls},
         })
 
     @app.page("/scope/{tenant}/{user}/{character}")

@@ -1,4 +1,5 @@
-"""The state of one scope, kept as one changelogged table value so a step is applied all-or-nothing."""
+"""The state of one scope. The worker stores it split (streams/runtime/store.py): each entry under its own
+key and everything else (the control part) as one small value, so a batch writes only what changed."""
 
 from __future__ import annotations
 
@@ -64,18 +65,23 @@ class ScopeState:
     # entry id -> the version it was archived at: a deterministic id that comes back (the same observation
     # synthesised again, its default persona id) continues that version line instead of reusing event ids.
     archived: dict[str, int] = field(default_factory=dict)
+    # Grows whenever any entry of the scope changes (readers cache what they derive from the entries by it).
+    entries_version: int = 0
 
     def to_dict(self) -> dict[str, Any]:
+        return self.control_dict() | {"entries": {k: e.to_dict() for k, e in self.entries.items()}}
+
+    def control_dict(self) -> dict[str, Any]:
+        """Every field but the entries (which are stored under their own keys)."""
         return {
             "scope": self.scope, "clock": format_instant(self.clock),
-            "entries": {k: e.to_dict() for k, e in self.entries.items()},
             "buffer": self.buffer, "window_started_at": format_instant(self.window_started_at),
             "facts": self.facts, "requests": {k: r.to_dict() for k, r in self.requests.items()},
             "surfaced": self.surfaced, "recent_user_messages": self.recent_user_messages,
             "powerful": self.powerful, "switched_off_at": format_instant(self.switched_off_at),
             "last_sweep_at": format_instant(self.last_sweep_at), "applied": self.applied, "seq": self.seq,
             "queue": self.queue, "turns": self.turns,
-            "done_facts": self.done_facts, "archived": self.archived,
+            "done_facts": self.done_facts, "archived": self.archived, "entries_version": self.entries_version,
         }
 
     @classmethod
@@ -92,7 +98,7 @@ class ScopeState:
             last_sweep_at=parse_instant(d.get("last_sweep_at")), applied=dict(d.get("applied", {})),
             seq=d.get("seq", 0), queue=list(d.get("queue", [])), turns=d.get("turns", 0),
             done_facts=list(d.get("done_facts", [])),
-            archived=dict(d.get("archived", {})),
+            archived=dict(d.get("archived", {})), entries_version=d.get("entries_version", 0),
         )
 
     def next_id(self, prefix: str) -> str:

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 
 from credence.errors import RecordError
 from credence.deadletter import dead_letter
-from credence.streams.runtime.records import MAX_PART, MAX_TEXT, Turn, decode_turn, iso, parse_utc
+from credence.tables.clock import format_instant
+from credence.streams.runtime.records import MAX_PART, MAX_TEXT, Turn, decode_turn, parse_utc
 
 GOOD = {"v": 1, "tenant": "acme", "user": "alice", "character": "barista", "turn_id": "t-1",
         "role": "user", "text": "I love green tea.", "ts": "2026-09-01T09:00:00Z"}
@@ -113,7 +114,7 @@ def test_dead_letter_carries_the_original_bytes_and_reason():
     envelope = json.loads(dead_letter(topic="credence.turns", partition=3, offset=17, reason="bad role",
                                       original=b"\x00\xffnot json", at=at))
     assert envelope == {"v": 1, "topic": "credence.turns", "partition": 3, "offset": 17, "reason": "bad role",
-                        "original": base64.b64encode(b"\x00\xffnot json").decode(), "at": "2026-09-01T00:00:00Z"}
+                        "original": base64.b64encode(b"\x00\xffnot json").decode(), "at": "2026-09-01T00:00:00+00:00"}
     empty = json.loads(dead_letter(topic="t", partition=0, offset=0, reason="null", original=None, at=at))
     assert empty["original"] == ""
 
@@ -167,6 +168,6 @@ def test_arbitrary_objects_decode_or_raise_record_error(obj):
 
 
 @given(aware)
-def test_iso_and_parse_utc_round_trip(ts):
-    assert parse_utc(iso(ts), "ts") == ts
-    assert iso(ts).endswith("Z")
+def test_format_instant_and_parse_utc_round_trip(ts):
+    assert parse_utc(format_instant(ts), "ts") == ts
+    assert format_instant(ts).endswith("+00:00")  # one spelling of UTC everywhere (tables/clock.py)

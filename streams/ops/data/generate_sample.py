@@ -12,6 +12,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 from credence.streams.scope.requests import reflection_id
+from credence.tables.clock import format_instant
 
 START = datetime(2026, 9, 1, 9, 0, tzinfo=timezone.utc)
 
@@ -61,7 +62,7 @@ def generate() -> list[dict]:
                     ts += timedelta(hours=rng.randint(6, 40))
                     turns.append({"v": 1, "tenant": tenant, "user": user, "character": character,
                                   "turn_id": f"{user}-{character}-{len(turns):04d}", "role": role,
-                                  "text": line, "ts": ts.isoformat().replace("+00:00", "Z"), **extra})
+                                  "text": line, "ts": format_instant(ts), **extra})
             for _ in range(rng.randint(3, 5)):
                 ts += timedelta(hours=rng.randint(6, 40))
                 text = story[min(len(story) - 1, (n // 2) % len(story))] if rng.random() < 0.6 \
@@ -70,7 +71,7 @@ def generate() -> list[dict]:
                 for role, line in (("user", text), ("ai", rng.choice(AI_LINES))):
                     turns.append({"v": 1, "tenant": tenant, "user": user, "character": character,
                                   "turn_id": f"{user}-{character}-{len(turns):04d}", "role": role,
-                                  "text": line, "ts": ts.isoformat().replace("+00:00", "Z")})
+                                  "text": line, "ts": format_instant(ts)})
                     ts += timedelta(minutes=1)
     turns.sort(key=lambda t: t["ts"])
     turns.insert(len(turns) // 3, {"v": 1, "tenant": "acme", "user": "alice", "character": "barista",

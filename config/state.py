@@ -1,0 +1,20 @@
+"""How the worker keeps scope state: batches, the live-scope cache, entry history and duplicate marks."""
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class StateSettings(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    # A batch: up to this many input records, or what arrived within this many seconds. Each changed key
+    # is written once per batch, so bigger batches write less; a batch is also the latency floor.
+    batch_max_records: int = Field(default=500, ge=1)
+    batch_within_seconds: float = Field(default=0.05, gt=0)
+    # Live scope objects kept decoded in memory (least recently used dropped first; a dropped scope is
+    # read back from the tables on its next record).
+    live_scopes_max: int = Field(default=2_000, ge=1)
+    # Journal events kept per entry for its signal history (oldest dropped).
+    history_max: int = Field(default=200, ge=1)
+    # Duplicate marks (turn_id / feedback_id per scope) are kept while their record's event time is
+    # within this horizon of the newest event time seen on the partition; older marks are deleted.
+    seen_horizon_days: float = Field(default=7.0, gt=0)

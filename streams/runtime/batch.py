@@ -1,0 +1,107 @@
+"""One batch of input records: each scope's records applied in order to its live state, collecting the
+effects (records to send, LLM requests, changed entries) that the agent commits once for the batch.
+
+A step that raises leaves nothing of itself behind: the scope is read back from the tables (which hold
+the state before the batch) and the batch's earlier records of that scope are applied again with the
+same inputs (`now`, switch, worker run), which gives the same state and effects, since a step is
+deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from credence.streams.runtime import codec
+from credence.streams.runtime.store import Live, ScopeStore
+from credence.streams.scope.context import Emit, StepContext
+from credence.streams.scope.state import Request
+from credence.streams.scope.step import step
+
+RELEASE = "release"  # not a step: a result that could not be applied gives its request up
+
+
+@dataclass(frozen=True)
+class Applied:
+    """One input as it was applied, enough to apply it again identically."""
+
+    kind: str
+    record: dict
+    now: datetime
+    powerful: bool
+    position: str  # topic:partition
+    offset: int
+    turn: bool  # a turn record: counted in the scope's turns
+
+
+@dataclass
+class ScopeWork:
+    live: Live
+    partition: int
+    applied: list[Applied] = field(default_factory=list)
+    emits: list[Emit] = field(default_factory=list)
+    requests: list[Request] = field(default_factory=list)
+    log: list[str] = field(default_factory=list)
+    changed: set[str] = field(default_factory=set)  # entry ids written or deleted
+
+    @property
+    def journal(self) -> list[dict]:
+        return [e.record for e in self.emits if e.topic == "evidence"]
+
+
+@dataclass
+class Sends:
+    """Records that are not a scope's effects (dead letters, re-keyed inputs), sent with the batch."""
+
+    items: list[tuple[str, bytes | None, bytes]] = field(default_factory=list)  # (logical topic, key, value)
+
+    def add(self, topic: str, key: bytes | None, value: bytes) -> None:
+        self.items.append((topic, key, value))
+
+
+MakeContext = Callable[[str, datetime, bool], StepContext]  # (scope, now, powerful)
+
+
+def apply(work: ScopeWork, item: Applied, make_context: MakeContext) -> StepContext:
+    """Apply one input to the live state and collect its effects. Raises whatever the step raises."""
+    state = work.live.state
+    if item.kind == RELEASE:
+        state.requests.pop(item.record["request_id"], None)
+        state.applied[item.position] = item.offset
+        work.applied.append(item)
+        return make_context(state.scope, item.now, item.powerful)
+    if item.turn:
+        state.turns += 1
+    ctx = make_context(state.scope, item.now, item.powerful)
+    step(state, item.kind, item.record, ctx)
+    state.applied[item.position] = item.offset
+    work.applied.append(item)
+    work.emits.extend(ctx.emits)
+    work.requests.extend(ctx.requests)
+    work.log.extend(ctx.log)
+    work.changed.update(e.record["entry_id"] for e in ctx.emits if e.topic == "evidence")
+    return ctx
+
+
+def is_idle_tick(work: ScopeWork, item: Applied, make_context: MakeContext) -> bool:
+    """A tick that would change nothing (no effects, same control value): it is not applied at all, so
+    an idle scope's ticks write nothing (and a redelivered one is harmless)."""
+    if item.kind != "tick":
+        return False
+    state = work.live.state
+    before = codec.encode_control(state)
+    probe = Live(codec.decode_control(before).state)
+    probe.state.entries = dict(state.entries)
+    ctx = make_context(state.scope, item.now, item.powerful)
+    step(probe.state, item.kind, item.record, ctx)
+    return not ctx.emits and not ctx.requests and codec.encode_control(probe.state) == before
+
+
+def rebuild(store: ScopeStore, scope: str, work: ScopeWork, make_context: MakeContext) -> ScopeWork:
+    """The scope as the tables hold it plus this batch's inputs before the one that failed."""
+    store.discard(scope)
+    fresh = ScopeWork(store.live(scope), work.partition)
+    for item in work.applied:
+        apply(fresh, item, make_context)
+    return fresh

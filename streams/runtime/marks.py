@@ -1,0 +1,102 @@
+"""Duplicate marks, bounded by event time.
+
+A turn or feedback record repeated with the same id in a scope (a producer retry, a replayed file) is
+dropped. Its mark — `kind\\x1fscope\\x1fid` -> the position of the record that first carried it and its
+event time — lives in the `seen` table while that event time is within `seen_horizon_days` of the newest
+event time this worker saw on the partition; older marks are deleted, so the table holds a horizon's
+worth of ids, not one per turn forever. A duplicate older than the horizon is applied again (its turn
+counts twice); marks written before this layout carry no time and go at the partition's first prune.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Callable
+from datetime import datetime
+
+from credence.streams.runtime import codec
+from credence.tables.clock import format_instant, parse_instant
+
+NO_TIME = float("-inf")
+
+
+def mark_key(kind: str, scope: str, ident: str) -> str:
+    return f"{kind}{codec.SEP}{scope}{codec.SEP}{ident}"
+
+
+def _seconds(at: str | None) -> float:
+    parsed = parse_instant(at)
+    return parsed.timestamp() if parsed else NO_TIME
+
+
+class Marks:
+    def __init__(self, table, horizon_days: float, partition_of: Callable[[str], int]) -> None:
+        self._table = table
+        self._horizon = horizon_days * 86_400.0
+        self._partition_of = partition_of
+        self._pending: dict[str, tuple[str, str | None]] = {}  # this batch's new marks
+        self._heaps: dict[int, list[tuple[float, str]]] | None = None  # per partition, oldest first
+        self._newest: dict[int, float] = {}
+
+    def first_time(self, kind: str, scope: str, ident: str, position: str, at: datetime | None) -> bool:
+        """False for a duplicate. The mark holds the record's own position, so the record itself,
+        redelivered after a crash that saved the mark but not the scope, is still applied."""
+        key = mark_key(kind, scope, ident)
+        mark = self._pending.get(key) or codec.decode_mark(self._table.get(key))
+        if mark:
+            return mark[0] == position
+        self._pending[key] = (position, format_instant(at))
+        return True
+
+    def write(self, partition: int) -> None:
+        """Write this batch's marks of `partition` (a record of it is the current event), then delete
+        the partition's marks that fell behind the horizon."""
+        heaps = self._heaps_now()
+        heap = heaps.setdefault(partition, [])
+        for key in [k for k in self._pending if self._partition_of(_scope(k)) == partition]:
+            position, at = self._pending.pop(key)
+            self._table[key] = codec.encode_mark(position, at)
+            self._push(partition, _seconds(at), key)
+        cutoff = self._newest.get(partition, NO_TIME) - self._horizon
+        while heap and heap[0][0] < cutoff:
+            _, key = heapq.heappop(heap)
+            try:
+                del self._table[key]
+            except KeyError:
+                pass
+
+    def discard_pending(self) -> None:
+        self._pending.clear()
+
+    def forget(self, prefix: str, partition: int) -> int:
+        doomed = [k for k in self._table.keys()
+                  if _scope(k).startswith(prefix) and self._partition_of(_scope(k)) == partition]
+        for key in doomed:
+            del self._table[key]
+        self._heaps = None  # rebuilt without them
+        return len(doomed)
+
+    def reset(self) -> None:
+        """Partitions moved: rebuild the horizon from the table when next needed."""
+        self._heaps, self._newest = None, {}
+
+    def count(self) -> int:
+        return sum(len(h) for h in self._heaps_now().values())
+
+    def _push(self, partition: int, seconds: float, key: str) -> None:
+        heapq.heappush(self._heaps.setdefault(partition, []), (seconds, key))
+        if seconds > self._newest.get(partition, NO_TIME):
+            self._newest[partition] = seconds
+
+    def _heaps_now(self) -> dict[int, list[tuple[float, str]]]:
+        if self._heaps is None:
+            self._heaps, self._newest = {}, {}
+            for key, raw in list(self._table.items()):
+                mark = codec.decode_mark(raw)
+                if mark is not None:
+                    self._push(self._partition_of(_scope(key)), _seconds(mark[1]), key)
+        return self._heaps
+
+
+def _scope(key: str) -> str:
+    return codec.split_key(key)[1]

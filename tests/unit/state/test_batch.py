@@ -1,0 +1,47 @@
+"""A batch whose step fails mid-way: nothing of the failed record is left, the records around it are."""
+
+from datetime import timedelta
+
+from credence.streams.runtime.batch import RELEASE, Applied, ScopeWork, apply, rebuild
+
+from .conftest import SCOPE, T0, make_context, store_over, turn
+
+
+def test_a_step_that_fails_half_way_leaves_nothing_behind(tables, ownership):
+    store = store_over(tables, ownership)
+    work = ScopeWork(store.live(SCOPE), partition=0)
+    ctx = apply(work, Applied("turn", turn(1, "I love hiking in the Alps"), T0, True, "turns:0", 0, True),
+                make_context)
+    [request] = ctx.requests
+    bad = {"type": "result", "request_id": request.id, "task": "stage1", "output": {"facts": [{"bogus": 1}]}}
+    item = Applied("result", bad, T0, True, "facts:0", 0, False)
+    try:
+        apply(work, item, make_context)
+        raise AssertionError("the malformed result must make the step raise")
+    except KeyError:
+        pass
+    assert request.id not in work.live.state.requests  # the step popped it before failing: half-applied
+    work = rebuild(store, SCOPE, work, make_context)
+    state = work.live.state
+    assert request.id in state.requests and state.turns == 1 and state.applied == {"turns:0": 0}
+    assert [e.topic for e in work.emits] == [] and [r.id for r in work.requests] == [request.id]
+    apply(work, Applied(RELEASE, {"request_id": request.id}, T0, True, "facts:0", 0, False), make_context)
+    apply(work, Applied("turn", turn(2, "ok", T0 + timedelta(minutes=1)), T0 + timedelta(minutes=1), True,
+                        "turns:0", 1, True), make_context)
+    store.write(SCOPE, work.changed, work.journal)
+    stored = store_over(tables, ownership).get(SCOPE)
+    assert request.id not in stored.requests and stored.turns == 2
+    assert stored.applied == {"turns:0": 1, "facts:0": 0}
+
+
+def test_rebuild_gives_the_state_of_the_records_before_the_failure(tables, ownership):
+    store = store_over(tables, ownership)
+    records = [turn(i, t, T0 + timedelta(hours=i)) for i, t in enumerate(["hello", "I have a dog", "bye"])]
+    work = ScopeWork(store.live(SCOPE), partition=0)
+    for i, r in enumerate(records):
+        apply(work, Applied("turn", r, T0 + timedelta(hours=i), True, "turns:0", i, True), make_context)
+    expected = work.live.state.to_dict()
+    work.live.state.turns += 40  # whatever a failing step scribbled
+    work = rebuild(store, SCOPE, work, make_context)
+    assert work.live.state.to_dict() == expected
+    assert tables.scopes == {}  # nothing written before the batch commits

@@ -1,0 +1,79 @@
+"""Duplicate marks: a repeat inside the horizon is dropped, the table holds a horizon's worth."""
+
+from datetime import timedelta
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from credence.streams.runtime.marks import Marks, mark_key
+from credence.streams.runtime.ownership import Ownership
+
+from .conftest import SCOPE, T0
+
+DAY = timedelta(days=1)
+
+
+def marks_over(table: dict, horizon_days: float = 7.0) -> tuple[Marks, int]:
+    ownership = Ownership(4, "credence.turns")
+    return Marks(table, horizon_days, ownership.partition_of), ownership.partition_of(SCOPE)
+
+
+def test_a_duplicate_inside_the_horizon_is_dropped_and_the_record_itself_is_not():
+    table: dict = {}
+    marks, part = marks_over(table)
+    assert marks.first_time("turns", SCOPE, "t1", "turns:0:5", T0)
+    marks.write(part)
+    later = T0 + 6 * DAY
+    assert marks.first_time("turns", SCOPE, "t2", "turns:0:9", later)
+    marks.write(part)
+    assert not marks.first_time("turns", SCOPE, "t1", "turns:0:12", later)  # a repeat: dropped
+    assert marks.first_time("turns", SCOPE, "t1", "turns:0:5", later)  # its own redelivery: applied
+
+
+def test_a_duplicate_within_one_batch_is_dropped():
+    marks, _ = marks_over({})
+    assert marks.first_time("turns", SCOPE, "t1", "turns:0:1", T0)
+    assert not marks.first_time("turns", SCOPE, "t1", "turns:0:2", T0)
+
+
+def test_marks_older_than_the_horizon_are_deleted():
+    table: dict = {}
+    marks, part = marks_over(table, horizon_days=2)
+    marks.first_time("turns", SCOPE, "old", "turns:0:1", T0)
+    marks.write(part)
+    marks.first_time("turns", SCOPE, "new", "turns:0:2", T0 + 3 * DAY)
+    marks.write(part)
+    assert mark_key("turns", SCOPE, "old") not in table and mark_key("turns", SCOPE, "new") in table
+    assert marks.first_time("turns", SCOPE, "old", "turns:0:3", T0 + 3 * DAY)  # beyond the horizon
+
+
+def test_marks_of_the_previous_layout_are_read_then_pruned():
+    table = {mark_key("turns", SCOPE, "t1"): b'"turns:0:1"'}
+    marks, part = marks_over(table)
+    assert not marks.first_time("turns", SCOPE, "t1", "turns:0:7", T0)
+    marks.first_time("turns", SCOPE, "t2", "turns:0:8", T0)
+    marks.write(part)
+    assert list(table) == [mark_key("turns", SCOPE, "t2")]
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.integers(min_value=0, max_value=60 * 24), min_size=1, max_size=80),
+       st.integers(min_value=1, max_value=10))
+def test_the_table_holds_only_marks_within_the_horizon_of_the_newest(hours, batch):
+    """Turns at arbitrary event times (out of order too): after every batch, every mark kept is within
+    the horizon of the newest event time seen, and every mark within it is kept."""
+    table: dict = {}
+    marks, part = marks_over(table, horizon_days=3)
+    times = {}
+    for i, h in enumerate(hours):
+        at = T0 + timedelta(hours=h)
+        marks.first_time("turns", SCOPE, f"t{i}", f"turns:0:{i}", at)
+        times[mark_key("turns", SCOPE, f"t{i}")] = at
+        if i % batch == batch - 1 or i == len(hours) - 1:
+            marks.write(part)
+            newest = max(times[k] for k in times if int(k.rsplit("t", 1)[1]) <= i)
+            kept = set(table)
+            assert all(newest - times[k] <= 3 * DAY for k in kept)
+            assert {k for k, at in times.items() if newest - at <= 3 * DAY
+                    and int(k.rsplit("t", 1)[1]) <= i} <= kept
+    assert marks.count() == len(table)

@@ -1,0 +1,177 @@
+"""The scope store: what a batch writes is what a fresh worker reads back, readers never see a batch in
+flight, schema-1 values are split on first touch, entry history is bounded, live scopes are bounded."""
+
+from datetime import timedelta
+
+import orjson
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from credence.streams.runtime import codec
+from credence.streams.runtime.batch import Applied, ScopeWork, apply
+from credence.streams.scope.state import ScopeState
+
+from .conftest import SCOPE, T0, make_context, new_tables, store_over, turn
+
+TEXTS = ["I love hiking in the Alps", "My sister lives in Berlin", "I work as a nurse at night",
+         "I play the cello every Sunday", "I am allergic to peanuts"]
+
+
+def run_batch(store, scope: str, records: list[dict], first_offset: int = 0) -> ScopeWork:
+    """Apply `records` (turns) to the scope's live state as one batch and write it, like the agent."""
+    work = ScopeWork(store.live(scope), partition=0)
+    for i, record in enumerate(records):
+        now = T0 + timedelta(minutes=first_offset + i)
+        apply(work, Applied("turn", record, now, True, "turns:0", first_offset + i, True), make_context)
+    store.write(scope, work.changed, work.journal)
+    return work
+
+
+def feed(store, scope: str, n: int) -> None:
+    """n turns, each batch also applying every LLM result the turn leads to (the rules backend's), so
+    entries are created and reinforced."""
+    from tests.unit.scope.conftest import run_request
+
+    offset = store.control(scope).applied.get("turns:0", -1) + 1 if store.control(scope) else 0
+    for i in range(offset, offset + n):
+        work = ScopeWork(store.live(scope), partition=0)
+        now = T0 + timedelta(hours=i)
+        ctx = apply(work, Applied("turn", turn(i, TEXTS[i % len(TEXTS)], now, scope), now, True, "turns:0", i,
+                                  True), make_context)
+        pending, results = list(ctx.requests), 0
+        while pending:
+            req = pending.pop(0)
+            record = {"type": "result", "request_id": req.id, "task": req.task, "output": run_request(req)}
+            position_offset = 1000 * i + results
+            results += 1
+            ctx = apply(work, Applied("result", record, now, True, "facts:0", position_offset, False), make_context)
+            pending += ctx.requests
+        store.write(scope, work.changed, work.journal)
+
+
+def test_what_a_batch_writes_a_fresh_store_reads_back(tables, ownership):
+    store = store_over(tables, ownership)
+    feed(store, SCOPE, 6)
+    live = store.get(SCOPE)
+    fresh = store_over(tables, ownership).get(SCOPE)  # a restarted worker: nothing live
+    assert fresh.to_dict() == live.to_dict()
+    assert set(k for k in tables.entries) == {codec.entry_key(SCOPE, e) for e in live.entries}
+    assert orjson.loads(tables.scopes[SCOPE])["v"] == codec.SCHEMA
+
+
+def test_only_changed_entries_are_rewritten(tables, ownership):
+    store = store_over(tables, ownership)
+    feed(store, SCOPE, 4)
+    before = dict(tables.entries)
+    run_batch(store, SCOPE, [turn(99, "ok")], first_offset=100)  # a turn that changes no entry
+    assert dict(tables.entries) == before
+
+
+def test_readers_get_the_stored_state_while_a_batch_is_in_flight(tables, ownership):
+    store = store_over(tables, ownership)
+    run_batch(store, SCOPE, [turn(1, "hello")])
+    work = ScopeWork(store.live(SCOPE), partition=0)
+    apply(work, Applied("turn", turn(2, "again"), T0, True, "turns:0", 5, True), make_context)
+    assert store.get(SCOPE).turns == 1  # stepped in memory, not written: not visible
+    store.write(SCOPE, work.changed, work.journal)
+    assert store.get(SCOPE).turns == 2
+
+
+def test_a_copy_handed_to_a_reader_does_not_follow_later_steps(tables, ownership):
+    store = store_over(tables, ownership)
+    run_batch(store, SCOPE, [turn(1, "hello")])
+    copy = store.get(SCOPE)
+    run_batch(store, SCOPE, [turn(2, "again")], first_offset=1)
+    assert copy.turns == 1 and store.get(SCOPE).turns == 2
+
+
+def test_schema_1_values_are_migrated_on_first_touch(tables, ownership):
+    old = store_over(tables, ownership)
+    feed(old, SCOPE, 5)
+    state = old.get(SCOPE)
+    assert state.entries, "the fixture must have entries to migrate"
+    legacy = new_tables()
+    legacy.scopes[SCOPE] = orjson.dumps(state.to_dict())  # one JSON state per scope, no schema version
+    legacy.seen["turns\x1facme/u1/aria\x1ft1"] = b'"turns:0:0"'
+    store = store_over(legacy, ownership)
+    assert store.get(SCOPE).to_dict() == state.to_dict()  # readable before it is touched
+    run_batch(store, SCOPE, [turn(50, "ok")], first_offset=50)
+    assert orjson.loads(legacy.scopes[SCOPE])["v"] == codec.SCHEMA
+    assert set(legacy.entries) == {codec.entry_key(SCOPE, e) for e in state.entries}
+    migrated = store_over(legacy, ownership).get(SCOPE)
+    assert migrated.entries == state.entries and migrated.turns == state.turns + 1
+
+
+def test_history_is_the_entrys_journal_oldest_first_and_bounded(tables, ownership):
+    store = store_over(tables, ownership, history_max=3)
+    feed(store, SCOPE, 10)
+    state = store.get(SCOPE)
+    for eid in state.entries:
+        items = store.history(SCOPE, eid)
+        assert 1 <= len(items) <= 3
+        assert items[-1]["version"] == state.entries[eid].version  # newest last
+        assert [i["version"] for i in items] == sorted(i["version"] for i in items)
+    assert len(tables.history) <= 3 * len(state.entries)
+
+
+def test_version_grows_when_entries_change_only(tables, ownership):
+    store = store_over(tables, ownership)
+    assert store.version(SCOPE) == 0
+    feed(store, SCOPE, 3)
+    v = store.version(SCOPE)
+    assert v > 0
+    run_batch(store, SCOPE, [turn(77, "ok")], first_offset=77)
+    assert store.version(SCOPE) == v
+
+
+def test_live_scopes_are_bounded_and_dropped_with_their_partition(tables, ownership):
+    store = store_over(tables, ownership, live_scopes_max=3)
+    scopes = [f"acme/u{i}/aria" for i in range(8)]
+    for i, scope in enumerate(scopes):
+        run_batch(store, scope, [turn(i, "hi", scope=scope)])
+    assert store.live_count() == 3
+    assert all(store.get(s).turns == 1 for s in scopes)  # evicted ones are read from the tables
+    held = {ownership.partition_of(s) for s in scopes[-3:]}
+    store.drop_partitions(held)
+    assert store.live_count() == 0
+
+
+def test_forget_deletes_every_key_of_the_user_on_that_partition_only(tables, ownership):
+    store = store_over(tables, ownership)
+    feed(store, "acme/u1/aria", 3)
+    feed(store, "acme/u2/aria", 3)
+    part = ownership.partition_of("acme/u1/aria")
+    assert store.forget("acme/u1/", part) == ["acme/u1/aria"]
+    assert store.get("acme/u1/aria") is None
+    assert not [k for k in list(tables.entries) + list(tables.history) if k.startswith("acme/u1/")]
+    assert store.get("acme/u2/aria").entries
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.integers(min_value=1, max_value=5), min_size=1, max_size=6))
+def test_any_batching_of_the_same_records_stores_the_same_state(sizes):
+    """Whatever the batch boundaries, the stored state equals one record per batch (the old layout's
+    write-every-record behaviour)."""
+    from tests.unit.state.conftest import Ownership
+
+    ownership = Ownership(4, "credence.turns")
+    records = [turn(i, TEXTS[i % len(TEXTS)], T0 + timedelta(hours=i)) for i in range(sum(sizes))]
+    one, batched = store_over(new_tables(), ownership), store_over(new_tables(), ownership)
+    for i, record in enumerate(records):
+        run_batch(one, SCOPE, [record], first_offset=i)
+    start = 0
+    for size in sizes:
+        run_batch(batched, SCOPE, records[start:start + size], first_offset=start)
+        start += size
+    fresh = store_over(batched._scopes and StateTablesOf(batched), ownership).get(SCOPE)
+    assert fresh.to_dict() == one.get(SCOPE).to_dict()
+
+
+def StateTablesOf(store):  # noqa: N802 - the tables a store writes, for a fresh reader
+    from credence.streams.runtime.store import StateTables
+
+    return StateTables(store._scopes, store._entries, store._history, {})
+
+
+def test_a_new_scope_state_is_empty():
+    assert ScopeState(scope=SCOPE).entries == {}
