@@ -26,6 +26,7 @@ def entry_key(scope: str, entry_id: str) -> str:
 
 
 def history_key(scope: str, entry_id: str, slot: int) -> str:
+    """One of the entry's history chunks (a ring of slots)."""
     return f"{scope}{SEP}{entry_id}{SEP}{slot}"
 
 
@@ -95,17 +96,16 @@ def history_item(journal_record: dict) -> dict:
             "version": entry.get("version")}
 
 
-def encode_history(item: dict) -> bytes:
-    return orjson.dumps(item | {"v": SCHEMA})
+def encode_history(first: int, items: list[dict]) -> bytes:
+    """A chunk of an entry's history: items numbered `first`, `first + 1`, ... of the entry's journal."""
+    return orjson.dumps({"v": SCHEMA, "first": first, "items": items})
 
 
-def decode_history(raw: bytes | str) -> dict:
+def decode_history(raw: bytes | str) -> tuple[int, list[dict]]:
     obj = _load(raw, "history")
-    if not isinstance(obj, dict):
-        raise StateError("stored history value is not an object")
-    _version(obj, "history")
-    obj.pop("v", None)
-    return obj
+    if not isinstance(obj, dict) or _version(obj, "history") != SCHEMA or "items" not in obj:
+        raise StateError("stored history value is not a schema-2 history chunk")
+    return int(obj["first"]), list(obj["items"])
 
 
 # -- duplicate marks ---------------------------------------------------------------------------------

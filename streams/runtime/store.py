@@ -4,7 +4,9 @@ never through raw table values; the scope agent writes through it.
 Layout (all values are bytes from streams/runtime/codec.py, schema-versioned):
   scopes   `tenant/user/character`            -> the control value (every field of the state but entries)
   entries  `scope\\x1fentry_id`                -> one entry and how many journal events it has had
-  history  `scope\\x1fentry_id\\x1fslot`        -> one journal event of the entry (a ring of `history_max`)
+  history  `scope\\x1fentry_id\\x1fslot`        -> a chunk of the entry's journal events (a ring of slots
+                                               keeping at least `history_max` events; one write per
+                                               changed chunk per batch, however many events it gained)
 Every key is written while an input record of the scope's partition is the current event, so all of a
 scope's keys share its changelog partition and recover with it.
 
@@ -43,6 +45,9 @@ class Live:
     state: ScopeState
     history: dict[str, int] = field(default_factory=dict)  # entry id -> journal events recorded
     unsaved: set[str] = field(default_factory=set)  # entry ids to write even if no step changes them
+
+
+CHUNK = 20  # history items per stored chunk
 
 
 def copy_state(state: ScopeState) -> ScopeState:
@@ -113,13 +118,39 @@ class ScopeStore:
         if raw is None:
             return []
         _, count = codec.decode_entry(raw)
-        keep = self._settings.history_max
-        items = []
-        for n in range(max(0, count - keep), count):
-            value = self._history.get(codec.history_key(scope, entry_id, n % keep))
-            if value is not None:
-                items.append(codec.decode_history(value))
+        start = max(0, count - self._settings.history_max)
+        items: list[dict] = []
+        for chunk in range(start // CHUNK, -(-count // CHUNK)):
+            first, stored = self._chunk(scope, entry_id, chunk)
+            items += stored[max(0, start - first):]
         return items
+
+    def _slots(self) -> int:
+        return -(-self._settings.history_max // CHUNK) + 1
+
+    def _chunk(self, scope: str, entry_id: str, chunk: int) -> tuple[int, list[dict]]:
+        """(first item number, items) of the entry's `chunk`-th chunk; empty if its slot holds another."""
+        raw = self._history.get(codec.history_key(scope, entry_id, chunk % self._slots()))
+        if raw is not None:
+            first, items = codec.decode_history(raw)
+            if first == chunk * CHUNK:
+                return first, items
+        return chunk * CHUNK, []
+
+    def _append_history(self, scope: str, live: Live, journal: list[dict]) -> None:
+        by_entry: dict[str, list[dict]] = {}
+        for record in journal:
+            by_entry.setdefault(record["entry_id"], []).append(codec.history_item(record))
+        for eid, new in by_entry.items():
+            n = live.history.get(eid, 0)
+            live.history[eid] = n + len(new)
+            while new:
+                chunk = n // CHUNK
+                first, items = self._chunk(scope, eid, chunk) if n % CHUNK else (chunk * CHUNK, [])
+                take = CHUNK - (n - first)
+                items, new, n = items[:n - first] + new[:take], new[take:], n + min(take, len(new))
+                self._history[codec.history_key(scope, eid, chunk % self._slots())] = \
+                    codec.encode_history(first, items)
 
     # -- the agent's side ---------------------------------------------------------------------------
     def live(self, scope: str) -> Live:
@@ -148,12 +179,7 @@ class ScopeStore:
         if gone), and the control value. The caller has set the scope's record as the current event."""
         live = self._live[scope]
         state = live.state
-        keep = self._settings.history_max
-        for record in journal:
-            eid = record["entry_id"]
-            n = live.history.get(eid, 0)
-            self._history[codec.history_key(scope, eid, n % keep)] = codec.encode_history(codec.history_item(record))
-            live.history[eid] = n + 1
+        self._append_history(scope, live, journal)
         ids = set(changed) | live.unsaved
         for eid in ids:
             entry = state.entries.get(eid)
@@ -226,9 +252,8 @@ class ScopeStore:
 
     def _drop_entry(self, scope: str, eid: str, history: int) -> None:
         _delete(self._entries, codec.entry_key(scope, eid))
-        keep = self._settings.history_max
-        for n in range(max(0, history - keep), history):
-            _delete(self._history, codec.history_key(scope, eid, n % keep))
+        for slot in range(min(self._slots(), -(-history // CHUNK))):
+            _delete(self._history, codec.history_key(scope, eid, slot))
         if self._index is not None:
             self._index.get(scope, set()).discard(eid)
 

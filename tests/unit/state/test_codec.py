@@ -41,7 +41,7 @@ def test_entry_and_history_round_trip():
     assert codec.decode_entry(codec.encode_entry(entry, 7)) == (entry, 7)
     item = {"event": "created", "cause": "synthesis", "at": "x", "score": 0.5, "tier": "pending",
             "reinforcement": 0.5, "disputation": 0.0, "version": 1}
-    assert codec.decode_history(codec.encode_history(item)) == item
+    assert codec.decode_history(codec.encode_history(40, [item])) == (40, [item])
 
 
 def test_marks_of_both_schemas():

@@ -114,6 +114,56 @@ def test_history_is_the_entrys_journal_oldest_first_and_bounded(tables, ownershi
     assert len(tables.history) <= 3 * len(state.entries)
 
 
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.integers(min_value=1, max_value=45), min_size=1, max_size=12), st.integers(1, 70))
+def test_history_keeps_exactly_the_newest_events_whatever_the_batches(batches, keep):
+    """Journal events arriving in batches of any size: history() is the newest `keep` of them in order,
+    and the stored chunks stay within the ring however many events there were."""
+    from credence.streams.runtime.ownership import Ownership
+    from credence.streams.runtime.store import CHUNK
+
+    tables = new_tables()
+    ownership = Ownership(4, "credence.turns")
+    store = store_over(tables, ownership, history_max=keep)
+    entry = next(iter(_entry_state().entries.values()))
+    sent = 0
+    for size in batches:
+        live = store.live(SCOPE)
+        live.state.entries[entry.id] = entry
+        journal = [{"entry_id": entry.id, "event": "signal", "cause": f"c{sent + i}", "at": None, "score": 0.0,
+                    "tier": "pending", "entry": entry.to_dict()} for i in range(size)]
+        sent += size
+        store.write(SCOPE, {entry.id}, journal)
+    causes = [i["cause"] for i in store.history(SCOPE, entry.id)]
+    assert causes == [f"c{n}" for n in range(max(0, sent - keep), sent)]
+    assert len(tables.history) <= -(-keep // CHUNK) + 1
+
+
+def _entry_state() -> ScopeState:
+    from credence.tables.entries import new_reflection
+    from credence.tables.scope import Scope
+
+    state = ScopeState(scope=SCOPE)
+    entry = new_reflection("r-1", Scope.parse(SCOPE), "likes hiking", T0)
+    state.entries[entry.id] = entry
+    return state
+
+
+def test_archiving_an_entry_deletes_its_history(tables, ownership):
+    store = store_over(tables, ownership)
+    entry = next(iter(_entry_state().entries.values()))
+    live = store.live(SCOPE)
+    live.state.entries[entry.id] = entry
+    record = {"entry_id": entry.id, "event": "created", "cause": "x", "at": None, "score": 0.0, "tier": "pending",
+              "entry": entry.to_dict()}
+    store.write(SCOPE, {entry.id}, [record] * 50)
+    assert tables.history
+    live = store.live(SCOPE)
+    del live.state.entries[entry.id]
+    store.write(SCOPE, {entry.id}, [record])
+    assert tables.history == {} and tables.entries == {} and store.history(SCOPE, entry.id) == []
+
+
 def test_version_grows_when_entries_change_only(tables, ownership):
     store = store_over(tables, ownership)
     assert store.version(SCOPE) == 0

@@ -1,0 +1,439 @@
+"""Throughput of the pipeline against a bare Kafka loop, on one broker in one run.
+
+Inputs (generated, ~300-byte turns, 4 partitions): `short` — 60 scopes of 50 turns; `long` — 10 scopes
+of 600 turns (months of dialogue each). For each input, interleaved `--runs` times:
+  raw   — aiokafka getmany -> JSON decode -> encode -> send (acks=all) -> commit, in this process;
+  ours  — a `credence worker` (rules backend, RocksDB store) consuming the same turns pre-produced,
+          until every turn is accepted and no LLM call is in flight.
+Then, once: turn -> journal-event latency at half of our max rate (Stage-1 window of 1 turn, so the
+latency is the pipeline's, not the window's); per-record cost (worker CPU per turn) on a scope that holds
+10 / 1,000 / 10,000 entries; and recovery of a worker holding 100,000 entries with its local store
+deleted, against a bare consumer process reading the same changelog topics.
+
+Writes benchmarks/results/throughput-<UTC time>.json and prints the summary.
+Usage: python benchmarks/throughput.py [--runs N] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import orjson
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka.partitioner import DefaultPartitioner
+from aiokafka.structs import TopicPartition
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from credence.config import load_settings  # noqa: E402
+from credence.config.pipeline import PipelineSettings  # noqa: E402
+from credence.streams.ops.admin import changelog_topic, ensure_topics  # noqa: E402
+from credence.streams.ops.broker import EmbeddedBroker, free_port  # noqa: E402
+from credence.streams.ops.process import WorkerProcess, wait_until  # noqa: E402
+from credence.streams.runtime import codec  # noqa: E402
+from credence.streams.runtime.topics import TABLES  # noqa: E402
+from credence.streams.scope.state import ScopeState  # noqa: E402
+from credence.tables.clock import format_instant  # noqa: E402
+from credence.tables.entries import new_reflection  # noqa: E402
+from credence.tables.scope import Scope  # noqa: E402
+
+PARTITIONS = 4
+T0 = datetime(2025, 1, 1, 9, 0, tzinfo=UTC)
+FACTS = ["I love green tea.", "I am learning Rust.", "I live in Lisbon.", "I have a cat named Miso.",
+         "I work as a nurse.", "I like running in the rain.", "I am training for a marathon.",
+         "I don't like coffee.", "I prefer hiking on weekends.", "I am learning French for work."]
+CHAT = ["That sounds lovely, tell me more about how your week went and what you plan for the weekend.",
+        "Interesting! Why is that? I remember you mentioned something similar a while ago, didn't you?",
+        "haha yes, that is exactly what I was thinking about earlier today while walking to the station.",
+        "Noted, thanks for sharing. How did the conversation with your friend go in the end, by the way?"]
+DEADLINE_S = 900.0
+
+
+# -- inputs -----------------------------------------------------------------------------------------
+
+def turn(scope: str, n: int, role: str, text: str, at: datetime) -> bytes:
+    tenant, user, character = scope.split("/")
+    return orjson.dumps({"v": 1, "tenant": tenant, "user": user, "character": character,
+                         "turn_id": f"{user}-{n:05d}", "role": role, "text": text, "ts": format_instant(at)})
+
+
+def make_input(scopes: int, per_scope: int, step: timedelta, seed: int, tenant: str = "bench") -> list[tuple[bytes, bytes]]:
+    """(key, value) turns, scopes interleaved round-robin; a user turn states a fact 1 time in 3."""
+    rng = random.Random(seed)
+    names = [f"{tenant}/u{i:03d}/c{i % 3}" for i in range(scopes)]
+    out = []
+    for n in range(per_scope):
+        for s, scope in enumerate(names):
+            role = "user" if n % 2 == 0 else "ai"
+            text = rng.choice(CHAT)
+            if role == "user" and rng.random() < 1 / 3:
+                text = f"{rng.choice(FACTS)} {text}"
+            out.append((scope.encode(), turn(scope, n, role, text, T0 + n * step + timedelta(seconds=s))))
+    return out
+
+
+async def produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]], rate: float = 0.0) -> list[float]:
+    """Produce in order (acks=all); with `rate`, paced to that many records/s. Returns the send times."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    await producer.start()
+    sent, futures = [], []
+    try:
+        start = time.time()
+        for i, (key, value) in enumerate(records):
+            if rate:
+                delay = start + i / rate - time.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+            sent.append(time.time())
+            futures.append(await producer.send(topic, value, key=key))
+        for fut in futures:
+            await fut
+    finally:
+        await producer.stop()
+    return sent
+
+
+# -- the bare loop ----------------------------------------------------------------------------------
+
+async def raw_loop(bootstrap: str, source: str, sink: str, total: int) -> dict:
+    consumer = AIOKafkaConsumer(source, bootstrap_servers=bootstrap, group_id=f"raw-{uuid.uuid4().hex[:8]}",
+                                auto_offset_reset="earliest", enable_auto_commit=False, max_poll_records=2000)
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    await consumer.start()
+    await producer.start()
+    done, started, cpu = 0, None, 0.0
+    try:
+        while done < total:
+            batches = await consumer.getmany(timeout_ms=200)
+            if started is None and batches:
+                started, cpu = time.monotonic(), time.process_time()
+            futures = []
+            for records in batches.values():
+                for r in records:
+                    futures.append(await producer.send(sink, orjson.dumps(json.loads(r.value)), key=r.key))
+            for fut in futures:
+                await fut
+            if batches:
+                await consumer.commit()
+            done += sum(len(v) for v in batches.values())
+        return {"seconds": time.monotonic() - started, "cpu_s": time.process_time() - cpu, "turns": done}
+    finally:
+        await consumer.stop()
+        await producer.stop()
+
+
+def run_raw(bootstrap: str, records: list[tuple[bytes, bytes]], settings) -> dict:
+    tag = uuid.uuid4().hex[:8]
+    source, sink = f"raw{tag}.in", f"raw{tag}.out"
+    s = load_settings(kafka_bootstrap=bootstrap, topic_prefix=f"raw{tag}", topic_partitions=PARTITIONS)
+    asyncio.run(ensure_topics(bootstrap, s))  # same partition count and configs as ours
+    asyncio.run(_create(bootstrap, [source, sink]))
+    asyncio.run(produce(bootstrap, source, records))
+    return asyncio.run(raw_loop(bootstrap, source, sink, len(records)))
+
+
+async def _create(bootstrap: str, names: list[str]) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(n, PARTITIONS, 1) for n in names])
+    finally:
+        await admin.close()
+
+
+# -- ours -------------------------------------------------------------------------------------------
+
+def our_settings(bootstrap: str, work: Path, **pipeline):
+    tag = uuid.uuid4().hex[:8]
+    return load_settings(kafka_bootstrap=bootstrap, topic_prefix=f"bench{tag}", app_id=f"bench-{tag}",
+                         data_dir=work / tag, web_port=free_port(), topic_partitions=PARTITIONS,
+                         core_config_path=work / "core_config.json",
+                         pipeline=PipelineSettings(ticks_advance_clock=False, tick_interval_seconds=2.0, **pipeline))
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def changelog_bytes(broker_dir: Path, settings) -> int:
+    names = {changelog_topic(settings, t) for t in TABLES}
+    total = 0
+    for part in (broker_dir / "kraft-logs").iterdir():
+        if part.name.rsplit("-", 1)[0] in names:
+            total += sum(f.stat().st_size for f in part.glob("*.log"))
+    return total
+
+
+def settled(worker: WorkerProcess, total: int) -> bool:
+    status = worker.get("/status")
+    return status["stats"]["turns_accepted"] >= total and status["llm"]["inflight"] == 0
+
+
+def run_ours(bootstrap: str, broker_dir: Path, records, work: Path, **pipeline) -> dict:
+    settings = our_settings(bootstrap, work, **pipeline)
+    asyncio.run(ensure_topics(bootstrap, settings, changelogs=True))
+    asyncio.run(produce(bootstrap, settings.topic("turns"), records))
+    worker = WorkerProcess(settings, bootstrap, work / f"{settings.app_id}.log")
+    try:
+        worker.start()
+        started, cpu = time.monotonic(), cpu_seconds(worker.proc.pid)
+        wait_until(lambda: settled(worker, len(records)), DEADLINE_S, "the worker to take every turn", 0.05)
+        seconds, cpu = time.monotonic() - started, cpu_seconds(worker.proc.pid) - cpu
+        status = worker.get("/status")
+    finally:
+        worker.stop()
+    return {"seconds": seconds, "cpu_s": cpu, "turns": len(records), "journal_events": status["stats"]["journal_events"],
+            "changelog_bytes": changelog_bytes(broker_dir, settings)}
+
+
+# -- latency ----------------------------------------------------------------------------------------
+
+async def read_all(bootstrap: str, topic: str) -> list:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        end = await consumer.end_offsets(tps)
+        out = []
+        while any((await consumer.position(tp)) < end[tp] for tp in tps):
+            for records in (await consumer.getmany(timeout_ms=500)).values():
+                out += records
+        return out
+    finally:
+        await consumer.stop()
+
+
+def run_latency(bootstrap: str, records, rate: float, work: Path) -> dict:
+    """Turns paced at `rate`; per turn that leads to an entry, the time from its send to the first
+    journal event whose entry has a fact drawn from it (fact -> turn ids from the Stage-1 results)."""
+    settings = our_settings(bootstrap, work, stage1_max_batch=1)
+    asyncio.run(ensure_topics(bootstrap, settings, changelogs=True))
+    worker = WorkerProcess(settings, bootstrap, work / f"{settings.app_id}.log")
+    try:
+        worker.start()
+        sent = asyncio.run(produce(bootstrap, settings.topic("turns"), records, rate))
+        wait_until(lambda: settled(worker, len(records)), DEADLINE_S, "the latency run to settle", 0.1)
+    finally:
+        worker.stop()
+    sent_at = {orjson.loads(v)["turn_id"] + "|" + k.decode(): t for (k, v), t in zip(records, sent)}
+    turns_of_fact: dict[str, list[str]] = {}
+    for r in asyncio.run(read_all(bootstrap, settings.topic("facts"))):
+        rec = orjson.loads(r.value)
+        if rec.get("type") == "result" and rec.get("task") == "stage1":
+            scope = r.key.decode()
+            for fact in rec["output"]["facts"]:
+                turns_of_fact[fact["id"]] = [f"{t}|{scope}" for t in fact["source_turn_ids"]]
+    first: dict[str, float] = {}
+    for r in asyncio.run(read_all(bootstrap, settings.topic("evidence"))):
+        entry = orjson.loads(r.value)["entry"]
+        for fact_id in entry.get("source_fact_ids", []):
+            for t in turns_of_fact.get(fact_id, []):
+                if t in sent_at and r.timestamp / 1000 >= sent_at[t]:
+                    first[t] = min(first.get(t, float("inf")), r.timestamp / 1000 - sent_at[t])
+    lat = sorted(first.values())
+    if not lat:
+        return {"turns_measured": 0}
+    return {"rate": rate, "turns_measured": len(lat), "p50_ms": 1000 * lat[len(lat) // 2],
+            "p99_ms": 1000 * lat[min(len(lat) - 1, int(len(lat) * 0.99))]}
+
+
+# -- state already in the changelogs: per-record cost and recovery ---------------------------------
+
+async def seed_state(bootstrap: str, settings, scopes: list[str], entries: int) -> None:
+    """Write scopes holding `entries` entries each straight into the table changelogs, as a worker
+    would have (same key encoding, the scope's partition)."""
+    parts = list(range(PARTITIONS))
+    partition = DefaultPartitioner()
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=20, max_batch_size=1 << 20)
+    await producer.start()
+    try:
+        futures = []
+        for scope in scopes:
+            p = partition(scope.encode(), parts, parts)
+            for i in range(entries):
+                entry = new_reflection(f"r-{i:06d}", Scope.parse(scope), f"The user mentioned topic number {i} "
+                                       f"while talking about {FACTS[i % len(FACTS)].lower()}", T0 - timedelta(days=1))
+                futures.append(await producer.send(changelog_topic(settings, "entries"), codec.encode_entry(entry, 0),
+                                                   key=json.dumps(codec.entry_key(scope, entry.id)).encode(), partition=p))
+            state = ScopeState(scope=scope, clock=T0 - timedelta(days=1), last_sweep_at=T0 - timedelta(days=1))
+            futures.append(await producer.send(changelog_topic(settings, "scopes"), codec.encode_control(state),
+                                               key=json.dumps(scope).encode(), partition=p))
+        for fut in futures:
+            await fut
+    finally:
+        await producer.stop()
+
+
+def run_per_record(bootstrap: str, entries: int, turns: int, work: Path) -> dict:
+    settings = our_settings(bootstrap, work)
+    asyncio.run(ensure_topics(bootstrap, settings, changelogs=True))
+    scope = "cost/u000/c0"
+    asyncio.run(seed_state(bootstrap, settings, [scope], entries))
+    worker = WorkerProcess(settings, bootstrap, work / f"{settings.app_id}.log")
+    records = [(scope.encode(), turn(scope, n, "user" if n % 2 == 0 else "ai", CHAT[n % len(CHAT)],
+                                     T0 + timedelta(seconds=10 * n))) for n in range(turns)]
+    try:
+        worker.start()
+        asyncio.run(produce(bootstrap, settings.topic("turns"), records))
+        started, cpu = time.monotonic(), cpu_seconds(worker.proc.pid)
+        wait_until(lambda: settled(worker, turns), DEADLINE_S, "the per-record run", 0.05)
+        seconds, cpu = time.monotonic() - started, cpu_seconds(worker.proc.pid) - cpu
+        held = worker.get("/scopes")["scopes"][scope]["entries"]
+    finally:
+        worker.stop()
+    assert held == entries, f"the scope should hold {entries} entries, holds {held}"
+    return {"entries": entries, "turns": turns, "cpu_ms_per_turn": 1000 * cpu / turns,
+            "wall_ms_per_turn": 1000 * seconds / turns}
+
+
+BARE_READER = """
+import asyncio, sys, time
+from aiokafka import AIOKafkaConsumer
+from aiokafka.structs import TopicPartition
+async def main(bootstrap, topics, parts):
+    c = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, max_poll_records=10000)
+    await c.start()
+    tps = [TopicPartition(t, p) for t in topics for p in range(parts)]
+    c.assign(tps)
+    await c.seek_to_beginning(*tps)
+    end = await c.end_offsets(tps)
+    n = 0
+    left = {tp for tp in tps if end[tp] > 0}
+    while left:
+        for tp, records in (await c.getmany(timeout_ms=500)).items():
+            n += len(records)
+            if records and records[-1].offset + 1 >= end[tp]:
+                left.discard(tp)
+    await c.stop()
+    print(n)
+asyncio.run(main(sys.argv[1], sys.argv[2].split(","), int(sys.argv[3])))
+"""
+
+
+def run_recovery(bootstrap: str, scopes: int, entries: int, work: Path) -> dict:
+    """A worker whose partitions hold scopes * entries entries starts with no local store (all from the
+    changelogs), against a bare consumer process reading the same changelog topics; both timed from
+    process launch (ours: until it reports ready)."""
+    settings = our_settings(bootstrap, work)
+    asyncio.run(ensure_topics(bootstrap, settings, changelogs=True))
+    names = [f"rec/u{i:03d}/c0" for i in range(scopes)]
+    asyncio.run(seed_state(bootstrap, settings, names, entries))
+    topics = ",".join(changelog_topic(settings, t) for t in TABLES)
+    started = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", BARE_READER, bootstrap, topics, str(PARTITIONS)],
+                         check=True, capture_output=True, text=True)
+    bare = time.monotonic() - started
+    worker = WorkerProcess(settings, bootstrap, work / f"{settings.app_id}.log")
+    started = time.monotonic()
+    try:
+        worker.start(ready_timeout_s=DEADLINE_S)
+        ours = time.monotonic() - started
+        held = sum(s["entries"] for s in worker.get("/scopes")["scopes"].values())
+    finally:
+        worker.stop()
+    assert held == scopes * entries, f"recovered {held} entries of {scopes * entries}"
+    return {"entries": held, "changelog_records": int(out.stdout.strip()), "ours_s": ours, "bare_s": bare,
+            "share_of_bare": bare / ours}
+
+
+# -- the run ----------------------------------------------------------------------------------------
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--quick", action="store_true", help="smaller inputs (a smoke run, not a measurement)")
+    args = parser.parse_args()
+    scale = 0.2 if args.quick else 1.0
+    inputs = {"short": make_input(60, int(50 * scale), timedelta(hours=2), 1),
+              "long": make_input(10, int(600 * scale), timedelta(hours=6), 2)}
+    settings = load_settings()
+    report: dict = {"at": format_instant(datetime.now(UTC)), "partitions": PARTITIONS, "runs": args.runs,
+                    "turn_bytes": statistics.mean(len(v) for _, v in inputs["long"]), "inputs": {}}
+    with tempfile.TemporaryDirectory(prefix="credence-throughput-") as tmp:
+        work = Path(tmp)
+        broker = EmbeddedBroker(work / "broker", settings.kafka_version, settings.broker_cache_dir)
+        bootstrap = broker.start()
+        try:
+            for name, records in inputs.items():
+                rows = {"raw": [], "ours": []}
+                for _ in range(args.runs):  # interleaved: drift in the machine's speed hits both alike
+                    rows["raw"].append(run_raw(bootstrap, records, settings))
+                    rows["ours"].append(run_ours(bootstrap, work / "broker", records, work))
+                    print(name, rows["raw"][-1], rows["ours"][-1], flush=True)
+                report["inputs"][name] = summarize(rows, len(records))
+            ours_rate = report["inputs"]["long"]["ours_turns_s"]
+            report["latency"] = run_latency(bootstrap, inputs["short"], ours_rate / 2, work)
+            print("latency", report["latency"], flush=True)
+            report["per_record"] = [run_per_record(bootstrap, n, int(400 * scale) or 40, work)
+                                    for n in (10, 1000, 10000)]
+            print("per record", report["per_record"], flush=True)
+            report["recovery"] = run_recovery(bootstrap, 10, int(10_000 * scale), work)
+            print("recovery", report["recovery"], flush=True)
+        finally:
+            broker.stop()
+    base = report["per_record"][0]["cpu_ms_per_turn"]
+    for row in report["per_record"]:
+        row["vs_10"] = row["cpu_ms_per_turn"] / base
+    out = ROOT / "benchmarks" / "results" / f"throughput-{datetime.now(UTC):%Y%m%dT%H%M}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2) + "\n")
+    print_report(report)
+    print(f"written to {out.relative_to(ROOT)}")
+    return 0
+
+
+def summarize(rows: dict, turns: int) -> dict:
+    pairs = list(zip(rows["raw"], rows["ours"]))
+    return {
+        "turns": turns,
+        "raw_turns_s": statistics.median(r["turns"] / r["seconds"] for r in rows["raw"]),
+        "ours_turns_s": statistics.median(o["turns"] / o["seconds"] for o in rows["ours"]),
+        "ratio": statistics.median((o["turns"] / o["seconds"]) / (r["turns"] / r["seconds"]) for r, o in pairs),
+        "changelog_bytes_per_turn": statistics.median(o["changelog_bytes"] / o["turns"] for o in rows["ours"]),
+        "ours_cpu_s_per_1k": statistics.median(1000 * o["cpu_s"] / o["turns"] for o in rows["ours"]),
+        "raw_cpu_s_per_1k": statistics.median(1000 * r["cpu_s"] / r["turns"] for r in rows["raw"]),
+        "journal_events": rows["ours"][-1]["journal_events"],
+        "runs": {"raw": rows["raw"], "ours": rows["ours"]},
+    }
+
+
+def print_report(report: dict) -> None:
+    print(f"\n{report['partitions']} partitions, ~{report['turn_bytes']:.0f}-byte turns, {report['runs']} "
+          f"interleaved runs (medians)")
+    print(f"{'input':<6} {'turns':>6} {'raw/s':>9} {'ours/s':>8} {'ours/raw':>9} {'changelog B/turn':>17} "
+          f"{'CPU s/1k ours':>14} {'CPU s/1k raw':>13}")
+    for name, m in report["inputs"].items():
+        print(f"{name:<6} {m['turns']:>6} {m['raw_turns_s']:>9.0f} {m['ours_turns_s']:>8.0f} {m['ratio']:>9.1%} "
+              f"{m['changelog_bytes_per_turn']:>17.0f} {m['ours_cpu_s_per_1k']:>14.2f} {m['raw_cpu_s_per_1k']:>13.2f}")
+    lat = report["latency"]
+    if lat.get("turns_measured"):
+        print(f"turn -> journal event at {lat['rate']:.0f} turns/s: p50 {lat['p50_ms']:.0f} ms, "
+              f"p99 {lat['p99_ms']:.0f} ms ({lat['turns_measured']} turns)")
+    for row in report["per_record"]:
+        print(f"per record at {row['entries']:>6} entries/scope: {row['cpu_ms_per_turn']:.2f} ms CPU/turn "
+              f"({row['vs_10']:.2f}x of 10), {row['wall_ms_per_turn']:.2f} ms wall/turn")
+    rec = report["recovery"]
+    print(f"recovery of {rec['entries']} entries ({rec['changelog_records']} changelog records), store deleted: "
+          f"ours {rec['ours_s']:.1f} s, bare consumer {rec['bare_s']:.1f} s -> {rec['share_of_bare']:.0%} of bare")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
