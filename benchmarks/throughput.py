@@ -171,18 +171,25 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def changelog_bytes(broker_dir: Path, settings) -> int:
-    names = {changelog_topic(settings, t) for t in TABLES}
-    total = 0
+def changelog_bytes(broker_dir: Path, settings) -> dict[str, int]:
+    """Bytes in each table's changelog segments (nothing is compacted within a run: segments roll after
+    10 minutes), i.e. what the worker wrote."""
+    names = {changelog_topic(settings, t): t for t in TABLES}
+    out = dict.fromkeys(TABLES, 0)
     for part in (broker_dir / "kraft-logs").iterdir():
-        if part.name.rsplit("-", 1)[0] in names:
-            total += sum(f.stat().st_size for f in part.glob("*.log"))
-    return total
+        table = names.get(part.name.rsplit("-", 1)[0])
+        if table:
+            out[table] += sum(f.stat().st_size for f in part.glob("*.log"))
+    return out
 
 
 def settled(worker: WorkerProcess, total: int) -> bool:
+    """Every turn applied: accepted, none queued behind an LLM request, no request open (a Stage-1
+    window may still hold turns: extracting them waits for more turns or the window's time)."""
     status = worker.get("/status")
-    return status["stats"]["turns_accepted"] >= total and status["llm"]["inflight"] == 0
+    if status["stats"]["turns_accepted"] < total or status["llm"]["inflight"]:
+        return False
+    return all(not s["queued"] and not s["requests"] for s in worker.get("/scopes")["scopes"].values())
 
 
 def run_ours(bootstrap: str, broker_dir: Path, records, work: Path, **pipeline) -> dict:
@@ -193,7 +200,7 @@ def run_ours(bootstrap: str, broker_dir: Path, records, work: Path, **pipeline) 
     try:
         worker.start()
         started, cpu = time.monotonic(), cpu_seconds(worker.proc.pid)
-        wait_until(lambda: settled(worker, len(records)), DEADLINE_S, "the worker to take every turn", 0.05)
+        wait_until(lambda: settled(worker, len(records)), DEADLINE_S, "the worker to take every turn", 0.1)
         seconds, cpu = time.monotonic() - started, cpu_seconds(worker.proc.pid) - cpu
         status = worker.get("/status")
     finally:
@@ -407,7 +414,10 @@ def summarize(rows: dict, turns: int) -> dict:
         "raw_turns_s": statistics.median(r["turns"] / r["seconds"] for r in rows["raw"]),
         "ours_turns_s": statistics.median(o["turns"] / o["seconds"] for o in rows["ours"]),
         "ratio": statistics.median((o["turns"] / o["seconds"]) / (r["turns"] / r["seconds"]) for r, o in pairs),
-        "changelog_bytes_per_turn": statistics.median(o["changelog_bytes"] / o["turns"] for o in rows["ours"]),
+        "changelog_bytes_per_turn": statistics.median(sum(o["changelog_bytes"].values()) / o["turns"]
+                                                      for o in rows["ours"]),
+        "changelog_bytes_per_turn_by_table": {t: statistics.median(o["changelog_bytes"][t] / o["turns"]
+                                                                   for o in rows["ours"]) for t in TABLES},
         "ours_cpu_s_per_1k": statistics.median(1000 * o["cpu_s"] / o["turns"] for o in rows["ours"]),
         "raw_cpu_s_per_1k": statistics.median(1000 * r["cpu_s"] / r["turns"] for r in rows["raw"]),
         "journal_events": rows["ours"][-1]["journal_events"],

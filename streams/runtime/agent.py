@@ -33,6 +33,7 @@ from credence.streams.runtime.records import Turn, decode_control, decode_feedba
 from credence.streams.runtime.store import ScopeStore
 from credence.streams.runtime.switch import PowerSwitch
 from credence.streams.runtime.topics import Topics
+from credence.streams.runtime.writes import TableWrites
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.step import event_now
 from credence.tables.clock import parse_instant
@@ -89,9 +90,9 @@ def halt(reason: str) -> None:
 
 
 class ScopeAgent:
-    def __init__(self, settings: Settings, topics: Topics, store: ScopeStore, marks: Marks,
+    def __init__(self, settings: Settings, topics: Topics, store: ScopeStore, marks: Marks, writes: TableWrites,
                  ownership: Ownership, switch: PowerSwitch, stats) -> None:
-        self.settings, self.topics, self.store, self.marks = settings, topics, store, marks
+        self.settings, self.topics, self.store, self.marks, self.writes = settings, topics, store, marks, writes
         self.ownership, self.switch, self.stats = ownership, switch, stats
         self.boot = uuid.uuid4().hex[:12]
         self.by_name = {settings.topic(n): n for n in INPUTS}
@@ -127,7 +128,12 @@ class ScopeAgent:
             if item.kind == "forget":
                 await self.commit(work, sends, last)
                 work, sends, last = {}, Sends(), {event.message.partition: event}
+                set_current_event(event)
                 self.forget(item.scope, event.message.partition)
+                try:
+                    await self.writes.flush()
+                except BaseException as exc:  # noqa: BLE001
+                    halt(f"forgetting could not be made durable: {type(exc).__name__}: {exc}")
                 continue
             if event.key != item.scope.encode():
                 # Re-key through the same topic so the record lands on its scope's partition; the copy is
@@ -199,6 +205,7 @@ class ScopeAgent:
                 for scope, scope_work in work.items():
                     if scope_work.partition == partition:
                         self.save(scope, scope_work)
+            await self.writes.flush()  # the state is durable before the offsets can be committed
         except BaseException as exc:  # noqa: BLE001 - cancelled (stopping) mid-batch included
             halt(f"a batch could not be made durable: {type(exc).__name__}: {exc}")
         for scope, scope_work in work.items():

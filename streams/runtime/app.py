@@ -18,6 +18,7 @@ from credence.streams.runtime.runner import Runner
 from credence.streams.runtime.store import ScopeStore, StateTables
 from credence.streams.runtime.switch import PowerSwitch
 from credence.streams.runtime.topics import CHANGELOG_CONFIGS, TABLES, Topics, declare_topics
+from credence.streams.runtime.writes import TableWrites
 from credence.tables.tokens import default_token_counter
 
 log = logging.getLogger(__name__)
@@ -84,6 +85,9 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
         consumer_auto_offset_reset="earliest",
         producer_acks=-1,
         producer_linger=0.005,  # 5 ms lets a batch's records share produce requests (0 costs ~24%)
+        # A full batch blocks the next send on its partition until the broker answers: with Faust's
+        # default 16 KB, table writes (queued one by one behind the producer buffer) crawl at ~100/s.
+        producer_max_batch_size=512 * 1024,
         broker_commit_interval=1.0,
         # A worker killed without leaving the group holds its partitions until the session times out.
         broker_session_timeout=settings.kafka_session_timeout_s,
@@ -95,14 +99,15 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
     # Values are bytes we encode once ourselves (streams/runtime/codec.py), stored and changelogged as is.
     tables = StateTables(**{name: raw_table(app, name, settings.topic_partitions, changelog) for name in TABLES})
     ownership = Ownership(settings.topic_partitions, settings.topic("turns"))
-    store = ScopeStore(tables, settings.state, ownership.partition_of)
-    marks = Marks(tables.seen, settings.state.seen_horizon_days, ownership.partition_of)
+    writes = TableWrites()
+    store = ScopeStore(tables, settings.state, ownership.partition_of, writes)
+    marks = Marks(tables.seen, settings.state.seen_horizon_days, ownership.partition_of, writes)
     ownership.on_moved(store.drop_partitions)
     ownership.on_moved(lambda _partitions: marks.reset())
     switch = PowerSwitch(settings.core_config_path)
     backend = make_backend(settings.llm, count_tokens=default_token_counter(), memory=settings.memory)
     stats = Stats()
-    agent = ScopeAgent(settings, topics, store, marks, ownership, switch, stats)
+    agent = ScopeAgent(settings, topics, store, marks, writes, ownership, switch, stats)
     encode = None
     if settings.pipeline.embeddings:
         from credence.streams.runtime.embeddings import load_encoder

@@ -52,14 +52,25 @@ def _version(obj: dict, what: str) -> int:
 
 # -- the control value: everything of a scope but its entries ----------------------------------------
 
-def encode_control(state: ScopeState) -> bytes:
-    return orjson.dumps(state.control_dict() | {"v": SCHEMA})
+def queue_key(scope: str, seq: int) -> str:
+    return f"{scope}{SEP}{seq}"
+
+
+def encode_control(state: ScopeState, queue_head: int = 0) -> bytes:
+    """The control value. Queued inputs are stored under their own keys (`queue_key`, sequence numbers
+    `queue_head` .. `queue_head + queue_len - 1`): a scope waiting for an LLM result may queue hundreds
+    of turns, and rewriting them all with every batch would dominate what a batch writes."""
+    control = state.control_dict()
+    queued = len(control.pop("queue"))
+    return orjson.dumps(control | {"v": SCHEMA, "queue_head": queue_head, "queue_len": queued})
 
 
 @dataclass
 class Control:
-    state: ScopeState  # entries empty unless `legacy`
+    state: ScopeState  # entries (and queue) empty unless `legacy`
     legacy: bool  # a schema-1 value: the whole state, entries included, still to be split
+    queue_head: int = 0
+    queue_len: int = 0
 
 
 def decode_control(raw: bytes | str | None) -> Control | None:
@@ -69,7 +80,18 @@ def decode_control(raw: bytes | str | None) -> Control | None:
     if not isinstance(obj, dict) or "scope" not in obj:
         raise StateError("stored scope value is not a scope state")
     legacy = _version(obj, "scope") == 1
-    return Control(ScopeState.from_dict(obj), legacy)
+    return Control(ScopeState.from_dict(obj), legacy, int(obj.get("queue_head", 0)), int(obj.get("queue_len", 0)))
+
+
+def encode_queued(item: dict) -> bytes:
+    return orjson.dumps({"v": SCHEMA, "item": item})
+
+
+def decode_queued(raw: bytes | str) -> dict:
+    obj = _load(raw, "queued input")
+    if not isinstance(obj, dict) or _version(obj, "queued input") != SCHEMA or "item" not in obj:
+        raise StateError("stored queued input is not a schema-2 queue item")
+    return obj["item"]
 
 
 # -- entries and their signal history ----------------------------------------------------------------

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from credence.streams.runtime import codec
+from credence.streams.runtime.writes import TableWrites
 from credence.tables.clock import format_instant, parse_instant
 
 NO_TIME = float("-inf")
@@ -30,8 +31,9 @@ def _seconds(at: str | None) -> float:
 
 
 class Marks:
-    def __init__(self, table, horizon_days: float, partition_of: Callable[[str], int]) -> None:
+    def __init__(self, table, horizon_days: float, partition_of: Callable[[str], int], writes: TableWrites) -> None:
         self._table = table
+        self._writes = writes
         self._horizon = horizon_days * 86_400.0
         self._partition_of = partition_of
         self._pending: dict[str, tuple[str, str | None]] = {}  # this batch's new marks
@@ -55,15 +57,12 @@ class Marks:
         heap = heaps.setdefault(partition, [])
         for key in [k for k in self._pending if self._partition_of(_scope(k)) == partition]:
             position, at = self._pending.pop(key)
-            self._table[key] = codec.encode_mark(position, at)
+            self._writes.put(self._table, key, codec.encode_mark(position, at), partition)
             self._push(partition, _seconds(at), key)
         cutoff = self._newest.get(partition, NO_TIME) - self._horizon
         while heap and heap[0][0] < cutoff:
             _, key = heapq.heappop(heap)
-            try:
-                del self._table[key]
-            except KeyError:
-                pass
+            self._writes.delete(self._table, key, partition)
 
     def discard_pending(self) -> None:
         self._pending.clear()
@@ -72,7 +71,7 @@ class Marks:
         doomed = [k for k in self._table.keys()
                   if _scope(k).startswith(prefix) and self._partition_of(_scope(k)) == partition]
         for key in doomed:
-            del self._table[key]
+            self._writes.delete(self._table, key, partition)
         self._heaps = None  # rebuilt without them
         return len(doomed)
 

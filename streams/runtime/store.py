@@ -4,6 +4,7 @@ never through raw table values; the scope agent writes through it.
 Layout (all values are bytes from streams/runtime/codec.py, schema-versioned):
   scopes   `tenant/user/character`            -> the control value (every field of the state but entries)
   entries  `scope\\x1fentry_id`                -> one entry and how many journal events it has had
+  queue    `scope\\x1fseq`                     -> one input waiting (in order) for the scope's LLM result
   history  `scope\\x1fentry_id\\x1fslot`        -> a chunk of the entry's journal events (a ring of slots
                                                keeping at least `history_max` events; one write per
                                                changed chunk per batch, however many events it gained)
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 
 from credence.config.state import StateSettings
 from credence.streams.runtime import codec
+from credence.streams.runtime.writes import TableWrites
 from credence.streams.scope.state import ScopeState
 from credence.tables.entries import Entry
 
@@ -34,6 +36,7 @@ class StateTables:
 
     scopes: object
     entries: object
+    queue: object
     history: object
     seen: object
 
@@ -45,6 +48,8 @@ class Live:
     state: ScopeState
     history: dict[str, int] = field(default_factory=dict)  # entry id -> journal events recorded
     unsaved: set[str] = field(default_factory=set)  # entry ids to write even if no step changes them
+    queue_head: int = 0  # sequence number of the first stored queue item
+    queue_saved: list[dict] = field(default_factory=list)  # the queue items as stored, in order
 
 
 CHUNK = 20  # history items per stored chunk
@@ -58,8 +63,11 @@ def copy_state(state: ScopeState) -> ScopeState:
 
 
 class ScopeStore:
-    def __init__(self, tables: StateTables, settings: StateSettings, partition_of: Callable[[str], int]) -> None:
+    def __init__(self, tables: StateTables, settings: StateSettings, partition_of: Callable[[str], int],
+                 writes: TableWrites) -> None:
+        self._writes = writes  # the agent flushes them (changelog records) once per batch
         self._scopes, self._entries, self._history = tables.scopes, tables.entries, tables.history
+        self._queue = tables.queue
         self._settings = settings
         self._partition_of = partition_of
         self._live: OrderedDict[str, Live] = OrderedDict()
@@ -82,6 +90,8 @@ class ScopeStore:
         control = codec.decode_control(self._scopes.get(scope))
         if control is None:
             return None
+        if not control.legacy:
+            control.state.queue = self._queued(scope, control)
         control.state.entries = {}
         return control.state
 
@@ -149,8 +159,8 @@ class ScopeStore:
                 first, items = self._chunk(scope, eid, chunk) if n % CHUNK else (chunk * CHUNK, [])
                 take = CHUNK - (n - first)
                 items, new, n = items[:n - first] + new[:take], new[take:], n + min(take, len(new))
-                self._history[codec.history_key(scope, eid, chunk % self._slots())] = \
-                    codec.encode_history(first, items)
+                self._put(self._history, codec.history_key(scope, eid, chunk % self._slots()), scope,
+                          codec.encode_history(first, items))
 
     # -- the agent's side ---------------------------------------------------------------------------
     def live(self, scope: str) -> Live:
@@ -186,14 +196,32 @@ class ScopeStore:
             if entry is None:
                 self._drop_entry(scope, eid, live.history.pop(eid, 0))
             else:
-                self._entries[codec.entry_key(scope, eid)] = codec.encode_entry(entry, live.history.get(eid, 0))
+                self._put(self._entries, codec.entry_key(scope, eid), scope,
+                          codec.encode_entry(entry, live.history.get(eid, 0)))
                 if self._index is not None:
                     self._index.setdefault(scope, set()).add(eid)
         if set(changed):
             state.entries_version += 1
         live.unsaved.clear()
-        self._scopes[scope] = codec.encode_control(state)
+        self._write_queue(scope, live)
+        self._put(self._scopes, scope, scope, codec.encode_control(state, live.queue_head))
         self._pending.discard(scope)
+
+    def _write_queue(self, scope: str, live: Live) -> None:
+        """Store the queue's change: steps only pop from its front and append to its end, so the items
+        popped are deleted and the items appended written; anything else rewrites it whole."""
+        now, saved = live.state.queue, live.queue_saved
+        popped = next((k for k in range(len(saved)) if now and saved[k] is now[0]), len(saved))
+        kept = len(saved) - popped
+        partition = self._partition_of(scope)
+        if any(a is not b for a, b in zip(now[:kept], saved[popped:])) or len(now) < kept:
+            popped, kept = len(saved), 0
+        for seq in range(live.queue_head, live.queue_head + popped):
+            self._writes.delete(self._queue, codec.queue_key(scope, seq), partition)
+        live.queue_head += popped
+        for i, item in enumerate(now[kept:], start=live.queue_head + kept):
+            self._put(self._queue, codec.queue_key(scope, i), scope, codec.encode_queued(item))
+        live.queue_saved = list(now)
 
     def forget(self, prefix: str, partition: int) -> list[str]:
         """Delete every key of the scopes under `prefix` (a `tenant/user/`) held on `partition`; the
@@ -202,9 +230,9 @@ class ScopeStore:
             return key.startswith(prefix) and self._partition_of(codec.split_key(key)[0]) == partition
 
         doomed = [k for k in self._scopes.keys() if mine(k)]
-        for table in (self._history, self._entries, self._scopes):
+        for table in (self._history, self._entries, self._queue, self._scopes):
             for key in [k for k in table.keys() if mine(k)]:
-                _delete(table, key)
+                self._writes.delete(table, key, partition)
         for scope in doomed:
             self.discard(scope)
             if self._index is not None:
@@ -228,7 +256,8 @@ class ScopeStore:
             # key (and the control value in schema 2) with the scope's next batch.
             return Live(control.state, unsaved=set(control.state.entries))
         state = control.state
-        live = Live(state)
+        state.queue = self._queued(scope, control)
+        live = Live(state, queue_head=control.queue_head, queue_saved=list(state.queue))
         for eid in sorted(self._index_now().get(scope, ())):
             raw = self._entries.get(codec.entry_key(scope, eid))
             if raw is not None:
@@ -236,6 +265,11 @@ class ScopeStore:
                 state.entries[eid] = entry
                 live.history[eid] = count
         return live
+
+    def _queued(self, scope: str, control: codec.Control) -> list[dict]:
+        head = control.queue_head
+        return [codec.decode_queued(self._queue.get(codec.queue_key(scope, seq)))
+                for seq in range(head, head + control.queue_len)]
 
     def _is_legacy(self, scope: str) -> bool:
         control = codec.decode_control(self._scopes.get(scope))
@@ -251,9 +285,10 @@ class ScopeStore:
         return self._index
 
     def _drop_entry(self, scope: str, eid: str, history: int) -> None:
-        _delete(self._entries, codec.entry_key(scope, eid))
+        partition = self._partition_of(scope)
+        self._writes.delete(self._entries, codec.entry_key(scope, eid), partition)
         for slot in range(min(self._slots(), -(-history // CHUNK))):
-            _delete(self._history, codec.history_key(scope, eid, slot))
+            self._writes.delete(self._history, codec.history_key(scope, eid, slot), partition)
         if self._index is not None:
             self._index.get(scope, set()).discard(eid)
 
@@ -264,9 +299,5 @@ class ScopeStore:
                 return
             del self._live[oldest]
 
-
-def _delete(table, key: str) -> None:
-    try:
-        del table[key]
-    except KeyError:
-        pass
+    def _put(self, table, key: str, scope: str, value: bytes) -> None:
+        self._writes.put(table, key, value, self._partition_of(scope))

@@ -66,7 +66,8 @@ def register(credence) -> None:
         controls = [(scope, c) for scope, c in controls if c is not None]
         return web.json({
             "turn_counts": {scope: c.turns for scope, c in controls},
-            "scopes": {scope: {"turns": c.turns, "entries": store.entry_count(scope), "idle": c.idle}
+            "scopes": {scope: {"turns": c.turns, "entries": store.entry_count(scope), "idle": c.idle,
+                               "queued": len(c.queue), "requests": len(c.requests)}
                        for scope, c in controls},
         })
 

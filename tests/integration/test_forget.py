@@ -84,6 +84,10 @@ def test_forget_removes_the_user_everywhere_and_only_them(settings_factory, kafk
         assert all(v is not None for k, v in scopes.items() if "/ben/" in k)
         seen = asyncio.run(read_changelog(kafka_bootstrap, changelog_topic(settings, "seen")))
         assert all(v is None for k, v in seen.items() if "/ann/" in k)
+        for table in ("entries", "history"):  # each entry and its signal history live under their own keys
+            kept = asyncio.run(read_changelog(kafka_bootstrap, changelog_topic(settings, table)))
+            assert {k for k in kept if "/ann/" in k} and all(v is None for k, v in kept.items() if "/ann/" in k)
+            assert any(v is not None for k, v in kept.items() if "/ben/" in k)
         assert cli(["forget", "acme", "ann", "--archive-only"]) == 0  # idempotent
     finally:
         worker.stop()

@@ -13,6 +13,7 @@ from credence.config.pipeline import PipelineSettings
 from credence.config.state import StateSettings
 from credence.streams.runtime.ownership import Ownership
 from credence.streams.runtime.store import ScopeStore, StateTables
+from credence.streams.runtime.writes import TableWrites
 from credence.streams.scope.context import StepContext
 
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
@@ -31,7 +32,7 @@ def make_context(scope: str, now: datetime, powerful: bool) -> StepContext:
 
 
 def new_tables() -> StateTables:
-    return StateTables(scopes={}, entries={}, history={}, seen={})
+    return StateTables(scopes={}, entries={}, queue={}, history={}, seen={})
 
 
 @pytest.fixture
@@ -45,4 +46,4 @@ def ownership() -> Ownership:
 
 
 def store_over(tables: StateTables, ownership: Ownership, **settings) -> ScopeStore:
-    return ScopeStore(tables, StateSettings(**settings), ownership.partition_of)
+    return ScopeStore(tables, StateSettings(**settings), ownership.partition_of, TableWrites())

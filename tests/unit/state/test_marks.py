@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from credence.streams.runtime.marks import Marks, mark_key
 from credence.streams.runtime.ownership import Ownership
+from credence.streams.runtime.writes import TableWrites
 
 from .conftest import SCOPE, T0
 
@@ -15,7 +16,7 @@ DAY = timedelta(days=1)
 
 def marks_over(table: dict, horizon_days: float = 7.0) -> tuple[Marks, int]:
     ownership = Ownership(4, "credence.turns")
-    return Marks(table, horizon_days, ownership.partition_of), ownership.partition_of(SCOPE)
+    return Marks(table, horizon_days, ownership.partition_of, TableWrites()), ownership.partition_of(SCOPE)
 
 
 def test_a_duplicate_inside_the_horizon_is_dropped_and_the_record_itself_is_not():

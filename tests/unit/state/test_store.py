@@ -220,8 +220,36 @@ def test_any_batching_of_the_same_records_stores_the_same_state(sizes):
 def StateTablesOf(store):  # noqa: N802 - the tables a store writes, for a fresh reader
     from credence.streams.runtime.store import StateTables
 
-    return StateTables(store._scopes, store._entries, store._history, {})
+    return StateTables(store._scopes, store._entries, store._queue, store._history, {})
 
 
 def test_a_new_scope_state_is_empty():
     assert ScopeState(scope=SCOPE).entries == {}
+
+
+def test_queued_inputs_are_stored_one_key_each_and_deleted_when_drained(tables, ownership):
+    """Turns that wait behind an LLM request are stored under their own keys (not in the control value
+    every batch rewrites); a fresh reader sees them in order; draining deletes them."""
+    from tests.unit.scope.conftest import run_request
+
+    store = store_over(tables, ownership)
+    work = ScopeWork(store.live(SCOPE), partition=0)
+    ctx = apply(work, Applied("turn", turn(0, TEXTS[0]), T0, True, "turns:0", 0, True), make_context)
+    [req] = ctx.requests
+    for i in range(1, 6):
+        apply(work, Applied("turn", turn(i, TEXTS[i % 5]), T0, True, "turns:0", i, True), make_context)
+    store.write(SCOPE, work.changed, work.journal)
+    assert len(tables.queue) == 5 and b"queue" not in tables.scopes[SCOPE].split(b'"queue_head"')[0]
+    fresh = store_over(tables, ownership).get(SCOPE)
+    assert [q["record"]["turn_id"] for q in fresh.queue] == [f"t{i}" for i in range(1, 6)]
+    work = ScopeWork(store.live(SCOPE), partition=0)
+    pending, n = [req], 0
+    while pending:  # answer every request the queued turns lead to: the queue drains
+        req = pending.pop(0)
+        record = {"type": "result", "request_id": req.id, "task": req.task, "output": run_request(req)}
+        pending += apply(work, Applied("result", record, T0, True, "facts:0", n, False), make_context).requests
+        n += 1
+    store.write(SCOPE, work.changed, work.journal)
+    left = store.get(SCOPE).queue
+    assert len(tables.queue) == len(left) < 5
+    assert store_over(tables, ownership).get(SCOPE).queue == left

@@ -1,0 +1,79 @@
+"""Two workers in one group: when partitions move, each worker's busy scopes, ticks and the scan for
+unfinished work follow the partitions it holds now."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from aiokafka.partitioner import DefaultPartitioner
+
+from credence.config.pipeline import PipelineSettings
+from credence.streams.ops.admin import ensure_topics
+from credence.streams.ops.broker import free_port
+from credence.streams.ops.process import WorkerProcess, wait_until
+from tests.support.pipeline import FAST_GROUP_ENV, produce_lines
+
+pytestmark = pytest.mark.integration
+PARTITIONS = 4
+SCOPES = [f"acme/u{i}/aria" for i in range(12)]
+
+
+def partition_of(scope: str) -> int:
+    parts = list(range(PARTITIONS))
+    return DefaultPartitioner()(scope.encode(), parts, parts)
+
+
+def lines() -> list[bytes]:
+    """Two user turns per scope: fewer than a Stage-1 window, so every scope keeps a buffer (busy)."""
+    import json
+
+    out = []
+    for i in range(2):
+        for scope in SCOPES:
+            tenant, user, character = scope.split("/")
+            out.append(json.dumps({"v": 1, "tenant": tenant, "user": user, "character": character,
+                                   "turn_id": f"{user}-{i}", "role": "user", "text": "I love green tea.",
+                                   "ts": f"2026-05-01T10:0{i}:00Z"}).encode())
+    return out
+
+
+def state(worker: WorkerProcess) -> dict:
+    status = worker.get("/status")
+    return {"held": set(status["state"]["held_partitions"]), "busy": status["busy_scopes"],
+            "ready": status["ready"]}
+
+
+def test_busy_scopes_follow_the_partitions_each_worker_holds(settings_factory, kafka_bootstrap, tmp_path):
+    settings = settings_factory(topic_partitions=PARTITIONS, pipeline=PipelineSettings(
+        ticks_advance_clock=False, tick_interval_seconds=1.0))
+    asyncio.run(ensure_topics(kafka_bootstrap, settings, changelogs=True))
+    first = WorkerProcess(settings, kafka_bootstrap, tmp_path / "first.log", extra_env=FAST_GROUP_ENV).start()
+    second = None
+    try:
+        asyncio.run(produce_lines(kafka_bootstrap, settings, lines()))
+        wait_until(lambda: state(first)["busy"] == len(SCOPES), 90, "every scope to be busy on the first worker")
+        assert state(first)["held"] == set(range(PARTITIONS))
+
+        other = settings.model_copy(update={"web_port": free_port(), "data_dir": tmp_path / "data-2"})
+        second = WorkerProcess(other, kafka_bootstrap, tmp_path / "second.log", extra_env=FAST_GROUP_ENV).start(
+            ready_timeout_s=120)
+
+        def split():
+            a, b = state(first), state(second)
+            if not (a["ready"] and b["ready"] and a["held"] and b["held"]
+                    and a["held"] | b["held"] == set(range(PARTITIONS)) and not a["held"] & b["held"]):
+                return None
+            want_a = sum(1 for s in SCOPES if partition_of(s) in a["held"])
+            return (a, b) if a["busy"] == want_a and b["busy"] == len(SCOPES) - want_a else None
+
+        a, b = wait_until(split, 120, "the busy scopes to follow the partitions to both workers")
+        assert 0 < a["busy"] < len(SCOPES)  # the scopes really were split between the workers
+
+        second.stop()  # its partitions come back to the first worker, which scans them again
+        wait_until(lambda: (s := state(first))["held"] == set(range(PARTITIONS)) and s["busy"] == len(SCOPES),
+                   120, "the first worker to hold every partition and every busy scope again")
+    finally:
+        if second is not None:
+            second.stop()
+        first.stop()
