@@ -6,6 +6,7 @@ from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import reflection_id
 from credence.streams.scope.state import ScopeState
 from credence.tables.entries import Entry, new_reflection, record_signal
+from credence.tables.evidence import FEEDBACK_SIGNALS, NEGATIVE_KEYWORD, RELATION_SIGNALS
 from credence.tables.lifecycle import (
     MergeDecision,
     PromotionTicket,
@@ -15,7 +16,6 @@ from credence.tables.lifecycle import (
 )
 from credence.tables.scope import Scope
 
-FEEDBACK_SIGNAL = {"confirm": "user_confirm", "deny": "user_deny", "ignore": "user_ignore"}
 
 
 def apply(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
@@ -61,7 +61,9 @@ def _stage2(state: ScopeState, payload: dict, output: dict, ctx: StepContext) ->
         # Only the candidates offered count: never protected, terminal or net-negative entries.
         if c["fact_id"] not in asked or c["observation_id"] not in offered or entry is None:
             continue
-        kind = "user_fact_reinforce" if c["relation"] == "reinforce" else "user_fact_negate"
+        kind = RELATION_SIGNALS.get(c["relation"])
+        if kind is None:
+            continue
         ctx.put(state, record_signal(entry, kind, ctx.now, settings=ctx.memory), "signal", kind, entry)
         matched.add(c["fact_id"])
     for fact_id in asked:
@@ -99,7 +101,7 @@ def _synthesis(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
 def apply_feedback(state: ScopeState, entry: Entry, decision: str, ctx: StepContext, cause_prefix: str) -> None:
     """confirm / deny / ignore one entry. Feedback on a reflection already promoted goes to the persona
     entry it became: that is where the observation lives now."""
-    kind = FEEDBACK_SIGNAL[decision]
+    kind = FEEDBACK_SIGNALS[decision]
     if entry.kind == "reflection" and entry.status == "promoted" and entry.merged_into_id in state.entries:
         entry = state.entries[entry.merged_into_id]
     updated = record_signal(entry, kind, ctx.now, settings=ctx.memory)
@@ -112,7 +114,7 @@ def _feedback(state: ScopeState, payload: dict, output: dict, ctx: StepContext) 
     asked = {o["id"] for o in payload["surfaced"]}
     for d in output.get("decisions", []):
         entry = state.entries.get(d["id"])
-        if d["id"] in asked and entry is not None and d["decision"] in FEEDBACK_SIGNAL:
+        if d["id"] in asked and entry is not None and d["decision"] in FEEDBACK_SIGNALS:
             apply_feedback(state, entry, d["decision"], ctx, cause_prefix="surfaced")
 
 
@@ -121,8 +123,8 @@ def _target(state: ScopeState, payload: dict, output: dict, ctx: StepContext) ->
     for entry_id in output.get("ids", []):
         entry = state.entries.get(entry_id)
         if entry_id in asked and entry is not None:
-            updated = record_signal(entry, "negative_keyword", ctx.now, settings=ctx.memory)
-            ctx.put(state, updated, "signal", "negative_keyword", entry)
+            updated = record_signal(entry, NEGATIVE_KEYWORD, ctx.now, settings=ctx.memory)
+            ctx.put(state, updated, "signal", NEGATIVE_KEYWORD, entry)
 
 
 def _promotion(state: ScopeState, payload: dict, output: dict, ctx: StepContext) -> None:
