@@ -120,10 +120,15 @@ def _feedback(state: ScopeState, payload: dict, output: dict, ctx: StepContext) 
 
 def _target(state: ScopeState, payload: dict, output: dict, ctx: StepContext) -> None:
     asked = {o["id"] for o in payload["observations"]}
+    promoting = {r.payload["entry_id"] for r in state.pending_tasks("promotion")}
     for entry_id in output.get("ids", []):
         entry = state.entries.get(entry_id)
         if entry_id in asked and entry is not None:
             updated = record_signal(entry, NEGATIVE_KEYWORD, ctx.now, settings=ctx.memory)
+            if entry_id in promoting:
+                # The user rebutted an observation on its way into the persona: it is denied, and the
+                # promotion's result then finds it changed and is discarded (no persona entry, no merge).
+                updated = deny(updated, ctx.now)
             ctx.put(state, updated, "signal", NEGATIVE_KEYWORD, entry)
 
 

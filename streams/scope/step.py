@@ -1,10 +1,14 @@
 """One scope step: (state, input, context) -> state + effects. Pure apart from mutating the state it
 was given (a fresh copy the agent loaded) and filling the context's effect lists.
 
-Inputs: a turn, explicit feedback, an LLM result or failure, a tick or a flush. Every LLM request
-(Stage-1, Stage-2, synthesis, feedback, target check, promotion) holds the scope: inputs arriving
-meanwhile queue in the state and run after the result, so the outcome never depends on LLM latency. A
-promotion result is still applied only if the reflection's version allows it (see ScopeState.blocked).
+Inputs: a turn, explicit feedback, an LLM result or failure, a tick or a flush. Every evidence request
+(Stage-1, Stage-2, synthesis, feedback, target check) holds the scope: inputs arriving meanwhile queue in
+the state and run after the result, so the outcome never depends on LLM latency. Promotion does not hold
+it (the seed runs merge-on-promote outside the per-character lock): feedback, turns and the sweep go on
+while it is in flight, and its result is applied only if the reflection is still what the promotion was
+asked about (the ticket's version check), so a denial or an archive transition earlier on the scope's
+partition always wins. A promotion result that arrives while the scope is held waits in the queue like
+any input: a surfaced reply or rebuttal asked about before it is decided before it.
 """
 
 from __future__ import annotations
@@ -35,17 +39,24 @@ def event_now(state: ScopeState, at: datetime | None) -> datetime:
     return state.clock if at is None or at < state.clock else at
 
 
+def _is_promotion_result(state: ScopeState, record: dict) -> bool:
+    req = state.requests.get(record.get("request_id", ""))
+    return req is not None and req.task == "promotion"
+
+
 def step(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
     """Apply one input. `kind`: turn | feedback | result | failed | tick | flush."""
     _housekeeping(state, ctx)
     if kind in ("result", "failed"):
-        results.apply(state, kind, record, ctx)
-        _settle(state, ctx)
+        if _is_promotion_result(state, record) and (state.blocked or state.queue):
+            state.queue.append({"kind": kind, "record": record})
+            return
+        _apply_result(state, kind, record, ctx)
         _drain(state, ctx)
         return
     if kind == "tick":
         # A tick without a time only re-issues lost requests (above); a timed one also moves the clock.
-        if not state.blocked and record.get("now"):
+        if not state.blocked and not state.queue and record.get("now"):
             _advance(state, ctx)
             _settle(state, ctx)
         return
@@ -53,6 +64,11 @@ def step(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
         state.queue.append({"kind": kind, "record": record})
         return
     _run(state, kind, record, ctx)
+
+
+def _apply_result(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
+    results.apply(state, kind, record, ctx)
+    _settle(state, ctx)
 
 
 def _run(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
@@ -67,9 +83,13 @@ def _run(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
 def _drain(state: ScopeState, ctx: StepContext) -> None:
     while state.queue and not state.blocked:
         item = state.queue.pop(0)
-        record = item["record"]
-        ctx.now = event_now(state, parse_instant(record.get("ts")) if item["kind"] != "flush" else None)
-        _run(state, item["kind"], record, ctx)
+        kind, record = item["kind"], item["record"]
+        if kind in ("result", "failed"):
+            ctx.now = event_now(state, None)
+            _apply_result(state, kind, record, ctx)
+            continue
+        ctx.now = event_now(state, parse_instant(record.get("ts")) if kind != "flush" else None)
+        _run(state, kind, record, ctx)
 
 
 def _housekeeping(state: ScopeState, ctx: StepContext) -> None:

@@ -95,19 +95,87 @@ def test_promotion_result_merges_into_an_existing_persona_entry(driver_factory):
     assert merged["event_id"] == "p-hike@2"
 
 
-def test_a_denial_during_promotion_lands_on_the_persona_entry(driver_factory):
-    d = confirmed_hiking(driver_factory)
+CREATE = {"decision": {"action": "create", "target_id": None, "text": "The user loves hiking."}}
+
+
+def promotion_in_flight(driver_factory, **kw):
+    d = confirmed_hiking(driver_factory, **kw)
     d.auto = False
-    d.feedback(HIKING, "confirm", T0 + 2 * MIN, feedback_id="fb2")
+    d.feedback(HIKING, "confirm", T0 + 2 * MIN, feedback_id="fb2")  # 2.4: merge-on-promote starts
     (req,) = d.outbox
+    assert req.task == "promotion"
     d.outbox.clear()
-    d.feedback(HIKING, "deny", T0 + 3 * MIN, feedback_id="fb3")  # waits: promotion holds the scope
-    assert d.state.entries[HIKING].status == "confirmed" and len(d.state.queue) == 1
-    d.result(req, {"decision": {"action": "create", "target_id": None, "text": "The user loves hiking."}})
-    (persona,) = d.personas()
-    assert d.state.entries[HIKING].status == "promoted"
-    assert persona.evidence.disputation == 1.0  # the user's denial reached where the observation lives
-    assert d.state.entries[HIKING].evidence.disputation == 0.0
+    return d, req
+
+
+def assert_denied_not_promoted(d, req):
+    hiking = d.state.entries[HIKING]
+    assert hiking.status == "denied" and hiking.merged_into_id is None
+    assert d.personas() == [] and [j for j in d.journal() if j["event"] == "merged"] == []
+    assert req.id not in d.state.requests
+    assert [j for j in d.journal() if j["to_status"] == "promoted"] == []
+
+
+def test_an_explicit_denial_during_promotion_denies_the_reflection(driver_factory):
+    d, req = promotion_in_flight(driver_factory)
+    d.feedback(HIKING, "deny", T0 + 3 * MIN, feedback_id="fb3")  # applied at once: promotion holds nothing
+    assert d.state.entries[HIKING].status == "denied" and d.state.queue == []
+    ctx = d.result(req, CREATE)
+    assert any("late promotion" in line for line in ctx.log)
+    assert_denied_not_promoted(d, req)
+    assert d.state.entries[HIKING].evidence.disputation == 1.0
+
+
+def test_a_surfaced_denial_during_promotion_wins_even_when_the_promotion_answers_first(driver_factory):
+    d, req = promotion_in_flight(driver_factory)
+    d.turn("Do you still love hiking?", T0 + 3 * MIN, role="ai", surfaced_ids=[HIKING])
+    d.turn("No, that's wrong.", T0 + 4 * MIN)
+    (check,) = [r for r in d.outbox if r.task == "feedback"]
+    assert [o["id"] for o in check.payload["surfaced"]] == [HIKING]
+    d.result(req, CREATE)  # the merge answer lands first: it waits behind the reply being checked
+    assert d.state.entries[HIKING].status == "confirmed" and d.personas() == []
+    assert [q["kind"] for q in d.state.queue] == ["result"]
+    d.outbox.remove(check)
+    d.result(check, {"decisions": [{"id": HIKING, "decision": "deny"}]})
+    d.pump()  # the turns' Stage-1 window, then the waiting merge answer
+    assert d.state.queue == []
+    assert_denied_not_promoted(d, req)
+
+
+def test_a_reply_checked_by_the_rules_backend_during_promotion_denies_the_reflection(driver_factory):
+    d, req = promotion_in_flight(driver_factory)
+    d.turn("You love hiking, as always.", T0 + 3 * MIN, role="ai", surfaced_ids=[HIKING])
+    d.turn("Stop saying that, it's not true", T0 + 4 * MIN)  # a reply to a surfaced confirmed reflection
+    d.pump()  # the reply check (rules backend) and then the promotion result, in that order
+    d.result(req, CREATE)
+    assert_denied_not_promoted(d, req)
+
+
+def test_a_rebuttal_by_keyword_during_promotion_denies_the_reflection(driver_factory):
+    d, req = promotion_in_flight(driver_factory)
+    d.turn("You love hiking, as always.", T0 + 3 * MIN, role="ai", surfaced_ids=[HIKING])
+    d.state.surfaced = []  # not a surfaced reply: only the negative-keyword hook sees it
+    d.turn("No, I never said I love hiking", T0 + 4 * MIN)
+    (target,) = [r for r in d.outbox if r.task == "target"]
+    d.result(req, CREATE)  # waits behind the target check
+    d.outbox.remove(target)
+    d.result(target, {"ids": [HIKING]})
+    d.pump()
+    assert_denied_not_promoted(d, req)
+    (rebuttal,) = [j for j in d.journal() if j["cause"] == "negative_keyword"]
+    assert (rebuttal["from_status"], rebuttal["to_status"]) == ("confirmed", "denied")
+
+
+def test_an_archive_transition_during_promotion_discards_the_result(driver_factory, memory_factory):
+    # Archive after one sub-zero day: a reflection argued below zero is swept while its promotion runs.
+    d, req = promotion_in_flight(driver_factory, memory=memory_factory(archive_after_sub_zero_days=1))
+    d.state.entries[HIKING] = d.state.entries[HIKING].__class__.from_dict(
+        {**d.state.entries[HIKING].to_dict(), "evidence": {"disputation": 9.0}})
+    d.tick(T0 + 2 * timedelta(hours=1))  # the hourly sweep runs: promotion does not hold the scope
+    assert HIKING not in d.state.entries and [a["entry_id"] for a in d.archives()] == [HIKING]
+    ctx = d.result(req, CREATE)
+    assert any("late promotion" in line for line in ctx.log)
+    assert d.personas() == [] and HIKING not in d.state.entries
 
 
 def test_promotion_result_for_a_changed_entry_is_discarded(driver_factory):
