@@ -104,12 +104,24 @@ def promote_decision(reflection: Entry, now: datetime, *, settings: MemorySettin
     _require_reflection(reflection)
     if reflection.status != CONFIRMED or reflection.score(now, settings=settings) < settings.promoted_threshold:
         return NOT_DUE
+    if rejected_for_now(reflection):
+        return NOT_DUE
     last = reflection.last_promote_attempt_at
     if last is not None and as_utc(now) - last < timedelta(minutes=settings.promote_retry_interval_minutes):
         return WAIT
     if reflection.promote_attempts >= settings.max_promote_attempts:
         return BLOCK
     return ATTEMPT
+
+
+def rejected_for_now(reflection: Entry) -> bool:
+    """Merge-on-promote answered "reject" and no positive signal came since: the rejection is final for
+    the reflection as it was; a newer reinforcement (the user or a user fact backing it) reopens it."""
+    rejected = reflection.promotion_rejected_at
+    if rejected is None:
+        return False
+    last_positive = reflection.evidence.rein_last_signal_at
+    return last_positive is None or last_positive <= rejected
 
 
 def record_promote_attempt(reflection: Entry, now: datetime) -> tuple[Entry, PromotionTicket]:
@@ -211,8 +223,9 @@ def apply_merge_decision(
 ) -> LifecycleStep:
     """Apply a merge-on-promote outcome to a confirmed reflection.
 
-    reject leaves the reflection confirmed: its attempt is already counted, so it is retried after the
-    throttle and ends in promote_blocked if every attempt is rejected.
+    reject is an answer, not a failure: the reflection stays confirmed, its attempts start again from
+    zero (rejections never lead to promote_blocked), and it is not offered again until a newer positive
+    signal (rejected_for_now).
     """
     _require_reflection(reflection)
     if reflection.status != CONFIRMED:
@@ -220,7 +233,8 @@ def apply_merge_decision(
             f"reflection {reflection.id} is {reflection.status}; check promotion_is_current before applying a result"
         )
     if decision.action == REJECT:
-        return LifecycleStep(reflection, None, REJECT)
+        rejected = changed(reflection, now, promotion_rejected_at=as_utc(now), promote_attempts=0)
+        return LifecycleStep(rejected, None, REJECT)
     if decision.action == CREATE:
         persona = create_persona_from(reflection, now, persona_id, decision.text)
     else:

@@ -151,6 +151,7 @@ def _promotion(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
         before = state.entries.get(step_.persona.id)
         # Both outcomes are merge-on-promote writes of a persona entry (the funnel's "merged").
         ctx.put(state, step_.persona, "merged", f"promotion_{decision.action}", before)
+    # A rejection is final for this version of the reflection (journalled as promotion_rejected).
     ctx.put(state, step_.reflection, "transition" if step_.persona else "promotion_rejected",
             f"promotion_{decision.action}", stored)
 

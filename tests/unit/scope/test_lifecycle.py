@@ -199,28 +199,26 @@ def reject(d, req):
     return d.result(req, {"decision": {"action": "reject", "target_id": None, "text": ""}})
 
 
-def test_rejected_promotions_are_throttled_then_blocked_after_five_attempts(driver_factory):
+def test_a_rejected_promotion_is_final_not_a_failed_attempt(driver_factory):
     d = confirmed_hiking(driver_factory)
     d.auto = False
     now = T0 + 2 * MIN
     d.feedback(HIKING, "confirm", now, feedback_id="fb2")
-    for attempt in range(1, 6):
-        (req,) = d.outbox
-        d.outbox.clear()
-        assert req.task == "promotion" and req.payload["ticket"]["attempt"] == attempt
-        assert d.state.entries[HIKING].promote_attempts == attempt
-        reject(d, req)
-        assert d.state.entries[HIKING].status == "confirmed"
-        d.tick(now + timedelta(minutes=29))
-        assert d.outbox == []  # throttled: 30 minutes between attempts
-        now += timedelta(minutes=30)
-        d.tick(now)
-    assert d.outbox == []
+    (req,) = d.outbox
+    d.outbox.clear()
+    reject(d, req)
     entry = d.state.entries[HIKING]
-    assert entry.status == "promote_blocked" and entry.promote_attempts == 5
-    assert len(d.requests_of("promotion")) == 5
-    blocked = [j for j in d.journal() if j["to_status"] == "promote_blocked"]
-    assert len(blocked) == 1
+    assert entry.status == "confirmed" and entry.promote_attempts == 0 and entry.promotion_rejected_at == now
+    (rejected,) = [j for j in d.journal() if j["event"] == "promotion_rejected"]
+    assert rejected["cause"] == "promotion_reject" and rejected["entry"] == entry.to_dict()
+    for hours in (1, 5, 30):
+        d.tick(now + timedelta(hours=hours))
+    assert d.outbox == [] and len(d.requests_of("promotion")) == 1  # never retried, never blocked
+    assert d.state.entries[HIKING].status == "confirmed"
+    # a new positive signal makes it eligible again
+    d.feedback(HIKING, "confirm", now + timedelta(hours=31), feedback_id="fb3")
+    (again,) = d.outbox
+    assert again.task == "promotion" and again.payload["ticket"]["attempt"] == 1
 
 
 def test_a_promotion_in_flight_is_not_attempted_again(driver_factory):
