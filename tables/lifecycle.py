@@ -1,7 +1,8 @@
 """Stored lifecycle of reflections: score thresholds, merge-on-promote, its throttle, denial and archival.
 
 A stored status only moves forward (pending → confirmed → promoted, or to denied / promote_blocked /
-archived); a falling score never demotes it. Every function returns new entries and leaves its inputs alone.
+archived); a falling score never demotes it. The one way back is promote_blocked → confirmed, when a
+blocked promotion is retried (unblock_promotion). Every function returns new entries and leaves its inputs alone.
 """
 
 from __future__ import annotations
@@ -142,6 +143,25 @@ def block_promotion(reflection: Entry, now: datetime) -> Entry:
     if reflection.status != CONFIRMED:
         raise DomainError(f"reflection {reflection.id} is {reflection.status}; only confirmed ones are blocked")
     return changed(reflection, now, status=PROMOTE_BLOCKED)
+
+
+def blocked_retry_due(
+    reflection: Entry, now: datetime, *, settings: MemorySettings = DEFAULT_MEMORY_SETTINGS
+) -> bool:
+    """A promote_blocked reflection may be retried once promote_blocked_retry_hours passed since its last attempt."""
+    if reflection.kind != REFLECTION or reflection.status != PROMOTE_BLOCKED:
+        return False
+    last = reflection.last_promote_attempt_at
+    return last is None or as_utc(now) - last >= timedelta(hours=settings.promote_blocked_retry_hours)
+
+
+def unblock_promotion(reflection: Entry, now: datetime) -> Entry:
+    """promote_blocked → confirmed with a fresh series of attempts (the one way a status moves back:
+    a block records an outage, not something the user said)."""
+    _require_reflection(reflection)
+    if reflection.status != PROMOTE_BLOCKED:
+        raise DomainError(f"reflection {reflection.id} is {reflection.status}; only promote_blocked ones are unblocked")
+    return changed(reflection, now, status=CONFIRMED, promote_attempts=0)
 
 
 def promotion_is_current(stored: Entry, ticket: PromotionTicket) -> bool:

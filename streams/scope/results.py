@@ -13,6 +13,7 @@ from credence.tables.lifecycle import (
     apply_merge_decision,
     deny,
     promotion_is_current,
+    unblock_promotion,
 )
 from credence.tables.scope import Scope
 
@@ -37,6 +38,16 @@ def apply(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
     del state.requests[req.id]
     HANDLERS[req.task](state, req.payload, record.get("output") or {}, ctx)
     state.trim_facts()
+    if ctx.powerful and ctx.memory.promote_blocked_retry_on_healthy_backend:
+        _retry_blocked(state, ctx)
+
+
+def _retry_blocked(state: ScopeState, ctx: StepContext) -> None:
+    """A successful LLM result on the scope, in the scope's order, means the backend is healthy again:
+    promotions blocked by failures get a fresh series of attempts."""
+    for entry in sorted(state.entries.values(), key=lambda e: e.id):
+        if entry.kind == "reflection" and entry.status == "promote_blocked":
+            ctx.put(state, unblock_promotion(entry, ctx.now), "promotion_unblocked", "backend_healthy", entry)
 
 
 def _stage1(state: ScopeState, payload: dict, output: dict, ctx: StepContext) -> None:

@@ -17,7 +17,13 @@ from datetime import datetime, timedelta
 
 from credence.streams.scope import results
 from credence.streams.scope.context import StepContext
-from credence.streams.scope.requests import observation, promotion_payload, stage2_batch, stage2_payload
+from credence.streams.scope.requests import (
+    OPEN_REFLECTION_STATUSES,
+    observation,
+    promotion_payload,
+    stage2_batch,
+    stage2_payload,
+)
 from credence.streams.scope.state import ScopeState
 from credence.tables.clock import parse_instant
 from credence.tables.fallback import fallback_tick
@@ -25,10 +31,12 @@ from credence.tables.lifecycle import (
     ATTEMPT,
     BLOCK,
     block_promotion,
+    blocked_retry_due,
     confirm_by_score,
     promote_decision,
     record_promote_attempt,
     sweep_entry,
+    unblock_promotion,
 )
 from credence.tables.mentions import lift_suppression, record_mention
 
@@ -174,7 +182,7 @@ def _on_turn(state: ScopeState, turn: dict, ctx: StepContext) -> None:
         return
     state.recent_user_messages = (state.recent_user_messages + [turn["text"]])[-3:]
     surfaced = [state.entries[i] for i in state.surfaced if i in state.entries]
-    surfaced = [e for e in surfaced if e.kind == "reflection" and e.status in ("pending", "confirmed")]
+    surfaced = [e for e in surfaced if e.kind == "reflection" and e.status in OPEN_REFLECTION_STATUSES]
     state.surfaced = []
     if surfaced:
         ctx.request(state, "feedback", {"reply_text": turn["text"],
@@ -183,7 +191,7 @@ def _on_turn(state: ScopeState, turn: dict, ctx: StepContext) -> None:
         # A rebuttal answers what the character said lately: entries it mentioned inside the window.
         since = ctx.now - timedelta(hours=ctx.memory.mention_window_hours)
         mentioned = [e for e in state.entries.values() if not e.protected and any(m > since for m in e.recent_mentions)
-                     and e.status in ("pending", "confirmed", "active")]
+                     and e.status in (*OPEN_REFLECTION_STATUSES, "active")]
         if mentioned:
             ctx.request(state, "target", {"messages": list(state.recent_user_messages),
                                           "observations": [observation(e) for e in
@@ -260,6 +268,10 @@ def _score_transitions(state: ScopeState, ctx: StepContext) -> None:
         if confirmed is not None:
             ctx.put(state, confirmed, "transition", "threshold", entry)
             entry = confirmed
+        if blocked_retry_due(entry, ctx.now, settings=ctx.memory):
+            unblocked = unblock_promotion(entry, ctx.now)
+            ctx.put(state, unblocked, "promotion_unblocked", "blocked_retry_time", entry)
+            entry = unblocked
         if entry.id in in_flight:
             continue
         decision = promote_decision(entry, ctx.now, settings=ctx.memory)

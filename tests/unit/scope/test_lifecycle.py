@@ -271,3 +271,70 @@ def test_failed_promotions_count_toward_promote_blocked(driver_factory):
     entry = d.state.entries[HIKING]
     assert entry.status == "promote_blocked" and entry.promote_attempts == 5
     assert d.state.requests == {}
+
+
+def blocked_hiking(driver_factory, **kw):
+    d = confirmed_hiking(driver_factory, **kw)
+    d.auto = False
+    now = T0 + 2 * MIN
+    d.feedback(HIKING, "confirm", now, feedback_id="fb2")
+    for _ in range(5):
+        (req,) = d.outbox
+        d.outbox.clear()
+        d.fail(req)
+        now += timedelta(minutes=30)
+        d.tick(now)
+    assert d.state.entries[HIKING].status == "promote_blocked"
+    return d, now
+
+
+def test_a_blocked_promotion_is_retried_after_the_retry_hours(driver_factory):
+    d, blocked_at = blocked_hiking(driver_factory)
+    last_attempt = d.state.entries[HIKING].last_promote_attempt_at
+    d.tick(last_attempt + timedelta(hours=23, minutes=59))
+    assert d.state.entries[HIKING].status == "promote_blocked" and d.outbox == []
+    d.tick(last_attempt + timedelta(hours=24))
+    entry = d.state.entries[HIKING]
+    assert entry.status == "confirmed" and entry.promote_attempts == 1  # a fresh series, attempted at once
+    (req,) = d.outbox
+    assert req.task == "promotion" and req.payload["ticket"]["attempt"] == 1
+    (unblocked,) = [j for j in d.journal() if j["event"] == "promotion_unblocked"]
+    assert (unblocked["from_status"], unblocked["to_status"], unblocked["cause"]) == \
+        ("promote_blocked", "confirmed", "blocked_retry_time")
+    d.result(req, CREATE)
+    assert d.state.entries[HIKING].status == "promoted"
+
+
+def test_a_blocked_promotion_is_retried_when_the_backend_answers_again(driver_factory):
+    d, now = blocked_hiking(driver_factory)
+    d.turn("I like tea", now + MIN)
+    d.flush()
+    (stage1,) = d.outbox
+    d.outbox.clear()
+    d.fail(stage1)  # a failure is no sign of health
+    assert d.state.entries[HIKING].status == "promote_blocked"
+    d.tick(now + 2 * MIN)
+    (stage1,) = d.outbox  # re-issued after the failure
+    d.outbox.clear()
+    d.step("result", {"request_id": stage1.id, "task": "stage1", "output": {"facts": []}})
+    assert [j["cause"] for j in d.journal() if j["event"] == "promotion_unblocked"] == ["backend_healthy"]
+    assert d.state.entries[HIKING].status == "confirmed"
+    assert [r.task for r in d.outbox] == ["promotion"]
+
+
+def test_the_healthy_backend_retry_can_be_switched_off(driver_factory, memory_factory):
+    d, now = blocked_hiking(driver_factory, memory=memory_factory(promote_blocked_retry_on_healthy_backend=False))
+    d.turn("I like tea", now + MIN)
+    d.flush()
+    d.pump()
+    assert d.state.entries[HIKING].status == "promote_blocked"
+
+
+def test_a_blocked_reflection_stays_in_the_prompt_and_takes_feedback(driver_factory):
+    from credence.tables.rendering import render_memory_block
+
+    d, now = blocked_hiking(driver_factory)
+    block = render_memory_block(Scope("acme", "u1", "aria"), d.state.entries.values(), now)
+    assert [e.id for e in block.reflections] == [HIKING]
+    d.feedback(HIKING, "deny", now + MIN, feedback_id="fb-deny")
+    assert d.state.entries[HIKING].status == "denied"
