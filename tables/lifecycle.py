@@ -137,6 +137,13 @@ def record_promote_attempt(reflection: Entry, now: datetime) -> tuple[Entry, Pro
     return attempted, ticket
 
 
+def withdraw_promote_attempt(reflection: Entry, now: datetime) -> Entry:
+    """Un-count an attempt whose result was dropped unread (powerful memory went off while it ran): it
+    was neither a failure nor an answer. The attempt time stays, so the throttle still spaces attempts."""
+    _require_reflection(reflection)
+    return changed(reflection, now, promote_attempts=max(0, reflection.promote_attempts - 1))
+
+
 def block_promotion(reflection: Entry, now: datetime) -> Entry:
     """Dead-letter a reflection whose promote attempts are exhausted."""
     _require_reflection(reflection)

@@ -14,7 +14,11 @@ from credence.tables.lifecycle import (
     deny,
     promotion_is_current,
     unblock_promotion,
+    withdraw_promote_attempt,
 )
+
+# Decisions the powerful-memory switch turns off: their results are dropped once it is off.
+SWITCHED_TASKS = ("stage2", "promotion")
 from credence.tables.scope import Scope
 
 
@@ -23,6 +27,9 @@ def apply(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
     req = state.requests.get(record.get("request_id", ""))
     if req is None:
         ctx.log.append(f"stale result {record.get('request_id')} discarded (not in flight)")
+        return
+    if not ctx.powerful and req.task in SWITCHED_TASKS:
+        drop_switched_off(state, req, ctx)
         return
     if kind == "failed" and req.task == "promotion":
         # The attempt was counted before the call: drop it, so the throttle schedules the next one and
@@ -48,6 +55,26 @@ def _retry_blocked(state: ScopeState, ctx: StepContext) -> None:
     for entry in sorted(state.entries.values(), key=lambda e: e.id):
         if entry.kind == "reflection" and entry.status == "promote_blocked":
             ctx.put(state, unblock_promotion(entry, ctx.now), "promotion_unblocked", "backend_healthy", entry)
+
+
+def drop_switched_off(state: ScopeState, req, ctx: StepContext) -> None:
+    """A Stage-2 or promotion request issued while powerful memory was on, answered (or failed, or lost
+    with a worker) after it went off: the seed turns those decisions off, so its result is dropped unread
+    and what it was about takes the "off" path. Stage-2 facts go straight to synthesis; a promotion's
+    attempt is withdrawn (journalled as promotion_dropped) and the age-driven fallback takes over."""
+    del state.requests[req.id]
+    ctx.log.append(f"{req.task} request {req.id} dropped: powerful memory is off")
+    if req.task == "stage2":
+        for fact in req.payload["facts"]:
+            held = state.facts.get(fact["id"])
+            if held is not None and held["stage2"] == "pending":
+                held["stage2"] = "skipped"
+                held["synthesis"] = "pending" if held["synthesis"] == "after_stage2" else held["synthesis"]
+        return
+    stored = state.entries.get(req.payload["entry_id"])
+    t = req.payload["ticket"]
+    if stored is not None and promotion_is_current(stored, PromotionTicket(stored.id, t["version"], t["attempt"])):
+        ctx.put(state, withdraw_promote_attempt(stored, ctx.now), "promotion_dropped", "switch_off", stored)
 
 
 def _stage1(state: ScopeState, payload: dict, output: dict, ctx: StepContext) -> None:

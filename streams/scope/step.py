@@ -114,9 +114,12 @@ def _housekeeping(state: ScopeState, ctx: StepContext) -> None:
                 fact["stage2"] = "skipped"
                 fact["synthesis"] = "pending" if fact["synthesis"] == "after_stage2" else fact["synthesis"]
     state.powerful = ctx.powerful
-    for req in state.requests.values():
+    for req in list(state.requests.values()):
         if req.boot != ctx.boot or req.failed:
-            ctx.reissue(req)
+            if not ctx.powerful and req.task in results.SWITCHED_TASKS:
+                results.drop_switched_off(state, req, ctx)  # never re-sent once the switch is off
+            else:
+                ctx.reissue(req)
 
 
 def _advance(state: ScopeState, ctx: StepContext) -> None:
