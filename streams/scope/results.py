@@ -39,6 +39,9 @@ def apply(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
         return
     if kind == "failed":
         req.failures += 1
+        if req.failures >= ctx.pipeline.max_request_failures:
+            _give_up(state, req, str(record.get("error", "?")), ctx)
+            return
         req.failed = True  # re-issued on the scope's next step; facts stay unprocessed, nothing advances
         ctx.log.append(f"{req.task} request {req.id} failed ({record.get('error', '?')}); will retry")
         return
@@ -55,6 +58,23 @@ def _retry_blocked(state: ScopeState, ctx: StepContext) -> None:
     for entry in sorted(state.entries.values(), key=lambda e: e.id):
         if entry.kind == "reflection" and entry.status == "promote_blocked":
             ctx.put(state, unblock_promotion(entry, ctx.now), "promotion_unblocked", "backend_healthy", entry)
+
+
+def _give_up(state: ScopeState, req, error: str, ctx: StepContext) -> None:
+    """Past max_request_failures: dead-letter the request with its payload, mark its facts failed and let
+    the scope move on (it no longer waits for a call that never succeeds)."""
+    del state.requests[req.id]
+    facts = [f["id"] for f in req.payload.get("facts", [])]
+    for fact_id in facts:
+        held = state.facts.get(fact_id)
+        if held is not None:
+            held["stage2"] = "failed" if held["stage2"] == "pending" else held["stage2"]
+            held["synthesis"] = "failed" if held["synthesis"] in ("pending", "after_stage2") else held["synthesis"]
+    reason = (f"{req.task} request failed {req.failures} times (max_request_failures); last error: {error}"
+              + (f"; facts marked failed: {', '.join(facts)}" if facts else ""))
+    ctx.dead_letter(state, req, reason)
+    ctx.log.append(f"{req.task} request {req.id} dead-lettered: {reason}")
+    state.trim_facts()
 
 
 def drop_switched_off(state: ScopeState, req, ctx: StepContext) -> None:
