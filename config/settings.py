@@ -8,6 +8,7 @@ from pathlib import Path
 from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from credence.config.api import ApiSettings
 from credence.config.archive import ArchiveSettings
 from credence.config.llm import LLMSettings
 from credence.config.memory import MemorySettings
@@ -51,6 +52,7 @@ class Settings(BaseSettings):
     llm: LLMSettings = LLMSettings()
     archive: ArchiveSettings = ArchiveSettings()
     pipeline: PipelineSettings = PipelineSettings()
+    api: ApiSettings = ApiSettings()
 
     def retention_hours(self, name: str) -> int:
         """Retention of a logical topic in hours (-1 = forever)."""
