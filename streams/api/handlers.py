@@ -147,7 +147,7 @@ class Handlers:
         scope, state, entries, card = self._scope_data(call)
         now = state.clock if state and state.clock else datetime.now(timezone.utc)
         version = self.store.version(scope.key) if hasattr(self.store, "version") else None
-        return 200, recall(self, scope, version, [*card, *entries], now, call.body, self._memory(call))
+        return 200, await recall(self, scope, version, [*card, *entries], now, call.body, self._memory(call))
 
     async def put_card(self, call: Call):
         body: models.CardRequest = call.body

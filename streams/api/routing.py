@@ -1,9 +1,11 @@
 """Answering a scope's reads on the worker that owns it.
 
-Faust's `app.table_route` finds the owner with the partition assignor (`app.router.key_store`: the
-`scopes` table's changelog partition of the key -> the worker holding it) and proxies the request. We
-use the same lookup, but forward ourselves: Faust's proxy drops the request body (recall and feedback are
-POSTs) and the response headers (Retry-After), and it has no loop guard. A forwarded request carries
+Faust's `app.table_route` finds the owner with the partition assignor (`app.router.key_store`) and
+proxies the request. We use the assignor's table metadata (which worker holds which partition of the
+`scopes` changelog) but not the rest: `key_store` hashes the table's *serialized* key (JSON, with
+quotes), while a scope's state lives on the partition its raw key hashes to on the input topics (the
+changelog follows the input partition), so it names the wrong worker; and Faust's proxy drops the request
+body (recall and feedback are POSTs), the response headers (Retry-After), and has no loop guard. A forwarded request carries
 FORWARDED_HEADER; a worker that receives one for a scope it does not own (a rebalance in between) answers
 503 with Retry-After instead of forwarding again.
 """
@@ -14,6 +16,7 @@ import asyncio
 
 import aiohttp
 from aiohttp import web
+from aiokafka.partitioner import DefaultPartitioner
 from yarl import URL
 
 from credence.errors import ApiError
@@ -28,18 +31,28 @@ def _ident(url: URL) -> tuple[str, int]:
 
 
 class OwnerRouter:
-    def __init__(self, app, table_name: str, timeout_s: float) -> None:
+    def __init__(self, app, table_name: str, partitions: int, timeout_s: float) -> None:
         self.app = app
+        self._partitioner = DefaultPartitioner()
+        self._partitions = list(range(partitions))
         self.table_name = table_name
         self.timeout = aiohttp.ClientTimeout(total=timeout_s)
         self._session: aiohttp.ClientSession | None = None
 
+    def partition(self, scope: str) -> int:
+        """The partition of the scope on every scope-keyed topic (the agent's and the producers' rule)."""
+        return self._partitioner(scope.encode(), self._partitions, self._partitions)
+
     def owner(self, scope: str) -> URL | None:
         """The owner's web URL, or None when it is this worker."""
+        partition = self.partition(scope)
         try:
-            url = self.app.router.key_store(self.table_name, scope)
-        except (KeyError, IndexError):
-            raise ApiError(503, "partitions are being assigned; retry shortly", {"Retry-After": "1"}) from None
+            hosts = self.app.router.table_metadata(self.table_name)
+        except (KeyError, AttributeError):
+            hosts = {}
+        url = next((u for u, topics in hosts.items() for parts in topics.values() if partition in parts), None)
+        if url is None:
+            raise ApiError(503, "partitions are being assigned; retry shortly", {"Retry-After": "1"})
         return None if _ident(URL(str(url))) == _ident(URL(str(self.app.conf.canonical_url))) else URL(str(url))
 
     async def forward(self, request, scope: str, body: bytes | None) -> web.Response | None:

@@ -26,7 +26,7 @@ class Api:
         self.bootstrap = bootstrap
         self.directory = Directory()
         self.limits = RateLimits(credence.settings.api)
-        self.router = OwnerRouter(credence.app, credence.tables["scopes"].name,
+        self.router = OwnerRouter(credence.app, credence.tables["scopes"].name, credence.settings.topic_partitions,
                                   credence.settings.api.forward_timeout_seconds)
         self.handlers = Handlers(credence, self.directory)
 
