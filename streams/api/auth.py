@@ -68,11 +68,10 @@ def bearer_key(headers) -> str:
     return key.strip()
 
 
-def authenticate(request, tenant: str | None = None, *, directory=None, limits: RateLimits | None = None) -> Tenant:
+def authenticate(request, tenant: str | None = None, *, directory, limits: RateLimits | None = None) -> Tenant:
     """The tenant whose key the request carries; with `tenant`, also that it is the path's tenant.
-    Raises ApiError 401 (no or unknown key), 404 (another tenant's path), 429 (over the rate)."""
-    directory = directory or request.app["credence_directory"]
-    limits = limits or request.app.get("credence_limits")
+    Raises ApiError 401 (no or unknown key), 404 (another tenant's path), 429 (over the rate).
+    In a worker, call `credence.api.authenticate(request, tenant)`, which supplies the directory and limits."""
     caller = directory.tenant_for_key(bearer_key(request.headers))
     if caller is None:
         raise ApiError(401, "unknown API key", {"WWW-Authenticate": 'Bearer realm="credence", error="invalid_token"'})
