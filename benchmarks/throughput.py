@@ -40,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from credence.config import load_settings  # noqa: E402
 from credence.config.pipeline import PipelineSettings  # noqa: E402
+from credence.kafka import client_options  # noqa: E402
 from credence.streams.ops.admin import changelog_topic, ensure_topics  # noqa: E402
 from credence.streams.ops.broker import EmbeddedBroker, free_port  # noqa: E402
 from credence.streams.ops.process import WorkerProcess, wait_until  # noqa: E402
@@ -87,7 +88,7 @@ def make_input(scopes: int, per_scope: int, step: timedelta, seed: int, tenant: 
 
 async def produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]], rate: float = 0.0) -> list[float]:
     """Produce in order (acks=all); with `rate`, paced to that many records/s. Returns the send times."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    producer = AIOKafkaProducer(**client_options(bootstrap, acks="all", linger_ms=5))
     await producer.start()
     sent, futures = [], []
     try:
@@ -109,9 +110,9 @@ async def produce(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]]
 # -- the bare loop ----------------------------------------------------------------------------------
 
 async def raw_loop(bootstrap: str, source: str, sink: str, total: int) -> dict:
-    consumer = AIOKafkaConsumer(source, bootstrap_servers=bootstrap, group_id=f"raw-{uuid.uuid4().hex[:8]}",
-                                auto_offset_reset="earliest", enable_auto_commit=False, max_poll_records=2000)
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    consumer = AIOKafkaConsumer(source, **client_options(bootstrap, group_id=f"raw-{uuid.uuid4().hex[:8]}",
+                                auto_offset_reset="earliest", enable_auto_commit=False, max_poll_records=2000))
+    producer = AIOKafkaProducer(**client_options(bootstrap, acks="all", linger_ms=5))
     await consumer.start()
     await producer.start()
     done, started, cpu = 0, None, 0.0
@@ -148,7 +149,7 @@ def run_raw(bootstrap: str, records: list[tuple[bytes, bytes]], settings) -> dic
 async def _create(bootstrap: str, names: list[str]) -> None:
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = AIOKafkaAdminClient(**client_options(bootstrap))
     await admin.start()
     try:
         await admin.create_topics([NewTopic(n, PARTITIONS, 1) for n in names])
@@ -212,7 +213,7 @@ def run_ours(bootstrap: str, broker_dir: Path, records, work: Path, **pipeline) 
 # -- latency ----------------------------------------------------------------------------------------
 
 async def read_all(bootstrap: str, topic: str) -> list:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    consumer = AIOKafkaConsumer(**client_options(bootstrap, enable_auto_commit=False))
     await consumer.start()
     try:
         tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
@@ -269,7 +270,7 @@ async def seed_state(bootstrap: str, settings, scopes: list[str], entries: int) 
     would have (same key encoding, the scope's partition)."""
     parts = list(range(PARTITIONS))
     partition = DefaultPartitioner()
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=20, max_batch_size=1 << 20)
+    producer = AIOKafkaProducer(**client_options(bootstrap, acks="all", linger_ms=20, max_batch_size=1 << 20))
     await producer.start()
     try:
         futures = []
@@ -315,8 +316,9 @@ BARE_READER = """
 import asyncio, sys, time
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
+from credence.kafka import client_options
 async def main(bootstrap, topics, parts):
-    c = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, max_poll_records=10000)
+    c = AIOKafkaConsumer(**client_options(bootstrap, enable_auto_commit=False, max_poll_records=10000))
     await c.start()
     tps = [TopicPartition(t, p) for t in topics for p in range(parts)]
     c.assign(tps)

@@ -55,6 +55,7 @@ class Credence:
     agent: ScopeAgent
     runner: Runner
     stats: Stats = field(default_factory=Stats)
+    api: object = None  # streams.api.server.Api: /v1, tenants and cards (set by its register)
 
     @property
     def busy(self) -> set[str]:
@@ -70,9 +71,11 @@ def store_url(settings: Settings) -> str:
 
 
 def create_app(settings: Settings, bootstrap: str) -> Credence:
+    from credence.kafka import faust_options
+
     app = faust.App(
         settings.app_id,
-        broker=f"kafka://{bootstrap}",
+        **faust_options(bootstrap, settings.kafka),
         store=store_url(settings),
         datadir=str(settings.data_dir / "worker"),
         topic_partitions=settings.topic_partitions,
@@ -121,6 +124,11 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
     register_agent(credence)
     timers.register(credence)
     views.register(credence)
+    from credence.streams.api.server import register as register_api
+
+    register_api(credence, bootstrap)
+    agent.switch = credence.switch  # the API wraps the switch with per-tenant settings
+    _register_serving(credence)
     return credence
 
 
@@ -151,3 +159,13 @@ def register_agent(credence: Credence) -> None:
     @app.on_partitions_assigned.connect
     async def on_assigned(sender, assigned, **kwargs):
         credence.ownership.assigned(assigned)
+
+
+def _register_serving(credence: Credence) -> None:
+    """/metrics and the memory browser, when this build has them (credence.streams.serving)."""
+    for module in ("metrics", "browser"):
+        try:
+            mod = __import__(f"credence.streams.serving.{module}", fromlist=["register"])
+        except ImportError:
+            continue
+        mod.register(credence)

@@ -40,6 +40,9 @@ class StateTables:
     history: object
     seen: object
 
+    def __getitem__(self, name: str):
+        return getattr(self, name)
+
 
 @dataclass
 class Live:
@@ -134,6 +137,14 @@ class ScopeStore:
             first, stored = self._chunk(scope, entry_id, chunk)
             items += stored[max(0, start - first):]
         return items
+
+    def feedback_applied(self, scope: str, feedback_id: str, partition: int, offset: int) -> bool:
+        """Whether the feedback record at `partition`/`offset` of the feedback topic was applied to the scope
+        (consumed, and not waiting in the scope's queue behind an LLM request)."""
+        state = self.control(scope)  # the applied offsets and the queue: no entries needed
+        if state is None or state.applied.get(f"feedback:{partition}", -1) < offset:
+            return False
+        return not any(item["record"].get("feedback_id") == feedback_id for item in state.queue)
 
     def _slots(self) -> int:
         return -(-self._settings.history_max // CHUNK) + 1
