@@ -52,25 +52,29 @@ def _version(obj: dict, what: str) -> int:
 
 # -- the control value: everything of a scope but its entries ----------------------------------------
 
-def queue_key(scope: str, seq: int) -> str:
-    return f"{scope}{SEP}{seq}"
+# Fields of the state stored outside the control value, one key per item (`list_key`): lists that
+# steps only append to and pop from the front of, and that can grow long — inputs queued behind an LLM
+# request (hundreds of turns while a scope waits) and the ids of processed facts (up to 500). Rewriting
+# them with every batch would dominate what a batch writes.
+LISTS = ("queue", "done_facts")
 
 
-def encode_control(state: ScopeState, queue_head: int = 0) -> bytes:
-    """The control value. Queued inputs are stored under their own keys (`queue_key`, sequence numbers
-    `queue_head` .. `queue_head + queue_len - 1`): a scope waiting for an LLM result may queue hundreds
-    of turns, and rewriting them all with every batch would dominate what a batch writes."""
+def list_key(scope: str, name: str, seq: int) -> str:
+    return f"{scope}{SEP}{name}{SEP}{seq}"
+
+
+def encode_control(state: ScopeState, heads: dict[str, int] | None = None) -> bytes:
+    """The control value; for each of LISTS its span of stored items: [first sequence number, length]."""
     control = state.control_dict()
-    queued = len(control.pop("queue"))
-    return orjson.dumps(control | {"v": SCHEMA, "queue_head": queue_head, "queue_len": queued})
+    spans = {name: [(heads or {}).get(name, 0), len(control.pop(name))] for name in LISTS}
+    return orjson.dumps(control | {"v": SCHEMA, "lists": spans})
 
 
 @dataclass
 class Control:
-    state: ScopeState  # entries (and queue) empty unless `legacy`
+    state: ScopeState  # entries (and LISTS) empty unless `legacy`
     legacy: bool  # a schema-1 value: the whole state, entries included, still to be split
-    queue_head: int = 0
-    queue_len: int = 0
+    spans: dict[str, tuple[int, int]]  # list name -> (first sequence number, length)
 
 
 def decode_control(raw: bytes | str | None) -> Control | None:
@@ -80,17 +84,18 @@ def decode_control(raw: bytes | str | None) -> Control | None:
     if not isinstance(obj, dict) or "scope" not in obj:
         raise StateError("stored scope value is not a scope state")
     legacy = _version(obj, "scope") == 1
-    return Control(ScopeState.from_dict(obj), legacy, int(obj.get("queue_head", 0)), int(obj.get("queue_len", 0)))
+    spans = {name: tuple(obj.get("lists", {}).get(name, (0, 0))) for name in LISTS}
+    return Control(ScopeState.from_dict(obj), legacy, spans)
 
 
-def encode_queued(item: dict) -> bytes:
+def encode_item(item: object) -> bytes:
     return orjson.dumps({"v": SCHEMA, "item": item})
 
 
-def decode_queued(raw: bytes | str) -> dict:
-    obj = _load(raw, "queued input")
-    if not isinstance(obj, dict) or _version(obj, "queued input") != SCHEMA or "item" not in obj:
-        raise StateError("stored queued input is not a schema-2 queue item")
+def decode_item(raw: bytes | str | None) -> object:
+    obj = _load(raw, "list item")
+    if not isinstance(obj, dict) or _version(obj, "list item") != SCHEMA or "item" not in obj:
+        raise StateError("stored list item is missing or not a schema-2 list item")
     return obj["item"]
 
 

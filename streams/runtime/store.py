@@ -4,7 +4,8 @@ never through raw table values; the scope agent writes through it.
 Layout (all values are bytes from streams/runtime/codec.py, schema-versioned):
   scopes   `tenant/user/character`            -> the control value (every field of the state but entries)
   entries  `scope\\x1fentry_id`                -> one entry and how many journal events it has had
-  queue    `scope\\x1fseq`                     -> one input waiting (in order) for the scope's LLM result
+  lists    `scope\\x1fname\\x1fseq`              -> one item of a long list of the state (codec.LISTS: queued
+                                               inputs, processed fact ids), so a batch writes its change
   history  `scope\\x1fentry_id\\x1fslot`        -> a chunk of the entry's journal events (a ring of slots
                                                keeping at least `history_max` events; one write per
                                                changed chunk per batch, however many events it gained)
@@ -36,7 +37,7 @@ class StateTables:
 
     scopes: object
     entries: object
-    queue: object
+    lists: object
     history: object
     seen: object
 
@@ -51,8 +52,7 @@ class Live:
     state: ScopeState
     history: dict[str, int] = field(default_factory=dict)  # entry id -> journal events recorded
     unsaved: set[str] = field(default_factory=set)  # entry ids to write even if no step changes them
-    queue_head: int = 0  # sequence number of the first stored queue item
-    queue_saved: list[dict] = field(default_factory=list)  # the queue items as stored, in order
+    lists: dict[str, tuple[int, list]] = field(default_factory=dict)  # name -> (first seq, items as stored)
 
 
 CHUNK = 20  # history items per stored chunk
@@ -70,7 +70,7 @@ class ScopeStore:
                  writes: TableWrites) -> None:
         self._writes = writes  # the agent flushes them (changelog records) once per batch
         self._scopes, self._entries, self._history = tables.scopes, tables.entries, tables.history
-        self._queue = tables.queue
+        self._lists = tables.lists
         self._settings = settings
         self._partition_of = partition_of
         self._live: OrderedDict[str, Live] = OrderedDict()
@@ -94,7 +94,7 @@ class ScopeStore:
         if control is None:
             return None
         if not control.legacy:
-            control.state.queue = self._queued(scope, control)
+            self._load_lists(scope, control)
         control.state.entries = {}
         return control.state
 
@@ -214,25 +214,27 @@ class ScopeStore:
         if set(changed):
             state.entries_version += 1
         live.unsaved.clear()
-        self._write_queue(scope, live)
-        self._put(self._scopes, scope, scope, codec.encode_control(state, live.queue_head))
+        self._write_lists(scope, live)
+        heads = {name: head for name, (head, _) in live.lists.items()}
+        self._put(self._scopes, scope, scope, codec.encode_control(state, heads))
         self._pending.discard(scope)
 
-    def _write_queue(self, scope: str, live: Live) -> None:
-        """Store the queue's change: steps only pop from its front and append to its end, so the items
-        popped are deleted and the items appended written; anything else rewrites it whole."""
-        now, saved = live.state.queue, live.queue_saved
-        popped = next((k for k in range(len(saved)) if now and saved[k] is now[0]), len(saved))
-        kept = len(saved) - popped
+    def _write_lists(self, scope: str, live: Live) -> None:
+        """Store each of LISTS' change: steps only pop from a list's front and append to its end, so the
+        items popped are deleted and the items appended written; anything else rewrites it whole."""
         partition = self._partition_of(scope)
-        if any(a is not b for a, b in zip(now[:kept], saved[popped:])) or len(now) < kept:
-            popped, kept = len(saved), 0
-        for seq in range(live.queue_head, live.queue_head + popped):
-            self._writes.delete(self._queue, codec.queue_key(scope, seq), partition)
-        live.queue_head += popped
-        for i, item in enumerate(now[kept:], start=live.queue_head + kept):
-            self._put(self._queue, codec.queue_key(scope, i), scope, codec.encode_queued(item))
-        live.queue_saved = list(now)
+        for name in codec.LISTS:
+            now, (head, saved) = getattr(live.state, name), live.lists.get(name, (0, []))
+            popped = next((k for k in range(len(saved)) if now and _same(saved[k], now[0])), len(saved))
+            kept = len(saved) - popped
+            if len(now) < kept or not all(_same(a, b) for a, b in zip(now[:kept], saved[popped:])):
+                popped, kept = len(saved), 0
+            for seq in range(head, head + popped):
+                self._writes.delete(self._lists, codec.list_key(scope, name, seq), partition)
+            head += popped
+            for seq, item in enumerate(now[kept:], start=head + kept):
+                self._put(self._lists, codec.list_key(scope, name, seq), scope, codec.encode_item(item))
+            live.lists[name] = (head, list(now))
 
     def forget(self, prefix: str, partition: int) -> list[str]:
         """Delete every key of the scopes under `prefix` (a `tenant/user/`) held on `partition`; the
@@ -241,7 +243,7 @@ class ScopeStore:
             return key.startswith(prefix) and self._partition_of(codec.split_key(key)[0]) == partition
 
         doomed = [k for k in self._scopes.keys() if mine(k)]
-        for table in (self._history, self._entries, self._queue, self._scopes):
+        for table in (self._history, self._entries, self._lists, self._scopes):
             for key in [k for k in table.keys() if mine(k)]:
                 self._writes.delete(table, key, partition)
         for scope in doomed:
@@ -267,8 +269,7 @@ class ScopeStore:
             # key (and the control value in schema 2) with the scope's next batch.
             return Live(control.state, unsaved=set(control.state.entries))
         state = control.state
-        state.queue = self._queued(scope, control)
-        live = Live(state, queue_head=control.queue_head, queue_saved=list(state.queue))
+        live = Live(state, lists=self._load_lists(scope, control))
         for eid in sorted(self._index_now().get(scope, ())):
             raw = self._entries.get(codec.entry_key(scope, eid))
             if raw is not None:
@@ -277,10 +278,15 @@ class ScopeStore:
                 live.history[eid] = count
         return live
 
-    def _queued(self, scope: str, control: codec.Control) -> list[dict]:
-        head = control.queue_head
-        return [codec.decode_queued(self._queue.get(codec.queue_key(scope, seq)))
-                for seq in range(head, head + control.queue_len)]
+    def _load_lists(self, scope: str, control: codec.Control) -> dict[str, tuple[int, list]]:
+        """Read the scope's LISTS into its state; returns them as stored (name -> (first seq, items))."""
+        out = {}
+        for name, (head, length) in control.spans.items():
+            items = [codec.decode_item(self._lists.get(codec.list_key(scope, name, seq)))
+                     for seq in range(head, head + length)]
+            setattr(control.state, name, items)
+            out[name] = (head, list(items))
+        return out
 
     def _is_legacy(self, scope: str) -> bool:
         control = codec.decode_control(self._scopes.get(scope))
@@ -312,3 +318,8 @@ class ScopeStore:
 
     def _put(self, table, key: str, scope: str, value: bytes) -> None:
         self._writes.put(table, key, value, self._partition_of(scope))
+
+
+def _same(a, b) -> bool:
+    """The same list item: queued inputs by identity (two equal flushes are two items), ids by value."""
+    return a is b or (isinstance(a, str) and a == b)

@@ -30,9 +30,9 @@ CHANGELOG_CONFIGS = {
     "cleanup.policy": "compact", "segment.ms": "600000", "min.cleanable.dirty.ratio": "0.1",
     "delete.retention.ms": "86400000",
 }
-# scopes: control values; entries: one key per entry; queue: inputs waiting for an LLM result;
-# history: entries' journal events; seen: duplicate marks
-TABLES = ("scopes", "entries", "queue", "history", "seen")
+# scopes: control values; entries: one key per entry; lists: long lists of a scope's state, one key per
+# item (queued inputs, processed fact ids); history: entries' journal events; seen: duplicate marks
+TABLES = ("scopes", "entries", "lists", "history", "seen")
 
 
 @dataclass(frozen=True)

@@ -32,7 +32,7 @@ def make_context(scope: str, now: datetime, powerful: bool) -> StepContext:
 
 
 def new_tables() -> StateTables:
-    return StateTables(scopes={}, entries={}, queue={}, history={}, seen={})
+    return StateTables(scopes={}, entries={}, lists={}, history={}, seen={})
 
 
 @pytest.fixture
