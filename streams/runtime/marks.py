@@ -79,8 +79,10 @@ class Marks:
         """Partitions moved: rebuild the horizon from the table when next needed."""
         self._heaps, self._newest = None, {}
 
-    def count(self) -> int:
-        return sum(len(h) for h in self._heaps_now().values())
+    def count(self) -> int | None:
+        """Marks held (None until the first batch after an assignment has read them: a status page must
+        not scan a table that is still recovering)."""
+        return None if self._heaps is None else sum(len(h) for h in self._heaps.values())
 
     def _push(self, partition: int, seconds: float, key: str) -> None:
         heapq.heappush(self._heaps.setdefault(partition, []), (seconds, key))

@@ -78,3 +78,4 @@ def test_the_table_holds_only_marks_within_the_horizon_of_the_newest(hours, batc
             assert {k for k, at in times.items() if newest - at <= 3 * DAY
                     and int(k.rsplit("t", 1)[1]) <= i} <= kept
     assert marks.count() == len(table)
+    assert marks_over(table)[0].count() is None  # not read until a batch needs the marks
