@@ -103,6 +103,13 @@ class ScopeAgent:
         fut = await getattr(self.topics, topic).send(key=scope.encode(), value=encode_record(record))
         await fut
 
+    async def send_many(self, topic: str, records: list[tuple[str, dict]]) -> None:
+        """(scope, record) pairs, all queued first, then every acknowledgement awaited."""
+        channel = getattr(self.topics, topic)
+        futures = [await channel.send(key=scope.encode(), value=encode_record(record)) for scope, record in records]
+        for fut in futures:
+            await fut
+
     def context(self, scope: str, now: datetime, powerful: bool) -> StepContext:
         return StepContext(now=now, powerful=powerful, boot=self.boot, memory=self.settings.memory,
                            pipeline=self.settings.pipeline)

@@ -37,17 +37,23 @@ async def tick_once(credence) -> int:
     now = format_instant(datetime.now(UTC)) if advance else None
     ownership = credence.ownership
     # A timed tick moves every scope's clock (sweeps, windows, fallback); an untimed one only re-issues
-    # lost or failed requests, so only scopes with work in flight need it.
-    scopes = list(credence.store.scopes()) if advance else list(ownership.busy)
-    sent = 0
+    # lost or failed requests, so only scopes with a request open need it.
+    if advance:
+        scopes = [s for s in credence.store.scopes() if ownership.owns(s)]
+    else:
+        scopes = [s for s in list(ownership.busy) if ownership.owns(s) and _has_requests(credence.store, s)]
+    ticks = []
     for scope in scopes:
-        if not ownership.owns(scope):
-            continue
         tenant, user, character = scope.split("/")
-        await credence.send("control", scope, {"v": 1, "type": "tick", "tenant": tenant, "user": user,
-                                               "character": character, "now": now})
-        sent += 1
-    return sent
+        ticks.append((scope, {"v": 1, "type": "tick", "tenant": tenant, "user": user, "character": character,
+                              "now": now}))
+    await credence.agent.send_many("control", ticks)
+    return len(ticks)
+
+
+def _has_requests(store, scope: str) -> bool:
+    state = store.control(scope)
+    return bool(state and state.requests)
 
 
 def register(credence) -> None:
