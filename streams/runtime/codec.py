@@ -53,10 +53,10 @@ def _version(obj: dict, what: str) -> int:
 # -- the control value: everything of a scope but its entries ----------------------------------------
 
 # Fields of the state stored outside the control value, one key per item (`list_key`): lists that
-# steps only append to and pop from the front of, and that can grow long — inputs queued behind an LLM
-# request (hundreds of turns while a scope waits) and the ids of processed facts (up to 500). Rewriting
-# them with every batch would dominate what a batch writes.
-LISTS = ("queue", "done_facts")
+# steps only append to and pop from the front of (or clear), and that can grow long — inputs queued behind
+# an LLM request (hundreds of turns while a scope waits), the Stage-1 window's turns and the ids of
+# processed facts (up to 500). Rewriting them with every batch would dominate what a batch writes.
+LISTS = ("queue", "buffer", "done_facts")
 
 
 def list_key(scope: str, name: str, seq: int) -> str:
@@ -84,7 +84,8 @@ def decode_control(raw: bytes | str | None) -> Control | None:
     if not isinstance(obj, dict) or "scope" not in obj:
         raise StateError("stored scope value is not a scope state")
     legacy = _version(obj, "scope") == 1
-    spans = {name: tuple(obj.get("lists", {}).get(name, (0, 0))) for name in LISTS}
+    # A list missing from `lists` (a value written before it joined LISTS) is still inline in the value.
+    spans = {name: tuple(span) for name, span in obj.get("lists", {}).items() if name in LISTS}
     return Control(ScopeState.from_dict(obj), legacy, spans)
 
 

@@ -26,7 +26,7 @@ def test_control_round_trip_leaves_entries_out_and_carries_the_schema():
     assert orjson.loads(raw)["v"] == codec.SCHEMA and "entries" not in orjson.loads(raw)
     control = codec.decode_control(raw)
     assert not control.legacy and control.state.entries == {}
-    assert control.state.control_dict() == state.control_dict() | {"queue": [], "done_facts": []}
+    assert control.state.control_dict() == state.control_dict() | {"queue": [], "buffer": [], "done_facts": []}
 
 
 def test_a_schema_1_scope_value_is_read_whole_and_flagged_for_migration():
@@ -69,3 +69,13 @@ def test_history_item_is_taken_from_a_journal_record():
     item = codec.history_item(record)
     assert item["reinforcement"] == entry.evidence.reinforcement and item["version"] == entry.version
     assert item["cause"] == "user_confirm" and item["tier"] == "confirmed"
+
+
+def test_a_list_still_inline_in_a_schema_2_value_is_kept():
+    """A value written before a field joined LISTS keeps that field inline; it is read, not dropped."""
+    state = _state()
+    value = orjson.loads(codec.encode_control(state))
+    value["buffer"] = [{"id": "t9"}]
+    value["lists"].pop("buffer")
+    control = codec.decode_control(orjson.dumps(value))
+    assert control.state.buffer == [{"id": "t9"}] and "buffer" not in control.spans
