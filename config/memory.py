@@ -81,6 +81,9 @@ class MemorySettings(BaseModel):
     mention_window_hours: float = Field(default=5.0, gt=0)
     suppress_after_mentions: int = Field(default=3, ge=1)
     suppression_hours: float = Field(default=5.0, gt=0)
+    # When an AI turn carries no surfaced_ids, an entry counts as mentioned if at least this share of its
+    # content words appears in the AI text (lexical fallback; surfaced_ids win when present).
+    ai_mention_min_overlap: float = Field(default=0.75, gt=0, le=1)
 
     # Stage-2 signal mapping limits.
     stage2_max_facts_per_batch: int = Field(default=20, ge=1)

@@ -38,7 +38,8 @@ from credence.tables.lifecycle import (
     sweep_entry,
     unblock_promotion,
 )
-from credence.tables.mentions import lift_suppression, record_mention
+from credence.tables.mentions import lift_suppression, mentioned_in, record_mention
+from credence.tables.rendering import renderable
 
 def event_now(state: ScopeState, at: datetime | None) -> datetime:
     """Event time never runs backwards for a scope."""
@@ -203,7 +204,8 @@ def _on_turn(state: ScopeState, turn: dict, ctx: StepContext) -> None:
 
 def _on_ai_turn(state: ScopeState, turn: dict, ctx: StepContext) -> None:
     surfaced = []
-    for entry_id in turn.get("surfaced_ids") or []:
+    ids = turn.get("surfaced_ids") or _mentioned_ids(state, turn["text"], ctx)
+    for entry_id in ids:
         entry = state.entries.get(entry_id)
         if entry is None:
             continue  # surfaced ids name entries of this scope only; others are ignored, never trusted
@@ -211,6 +213,14 @@ def _on_ai_turn(state: ScopeState, turn: dict, ctx: StepContext) -> None:
         if entry.kind == "reflection":
             surfaced.append(entry_id)
     state.surfaced = surfaced
+
+
+def _mentioned_ids(state: ScopeState, text: str, ctx: StepContext) -> list[str]:
+    """No surfaced_ids from the client: the renderable entries the AI text names (lexical fallback), so
+    repetition control and surfaced feedback work without client cooperation."""
+    candidates = [e for e in sorted(state.entries.values(), key=lambda e: e.id)
+                  if not e.protected and renderable(e, ctx.now, settings=ctx.memory)]
+    return [e.id for e in mentioned_in(text, candidates, settings=ctx.memory)]
 
 
 def _has_negative_keyword(text: str, ctx: StepContext) -> bool:
