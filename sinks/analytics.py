@@ -39,6 +39,11 @@ class FunnelRow:
     merged: int
     denied: int
     archived: int
+    # Merge-on-promote outcomes besides promoted/merged (defaults keep older callers' rows comparable).
+    rejected: int = 0
+    blocked: int = 0
+    unblocked: int = 0
+    dropped: int = 0
 
 
 STAGES = tuple(f.name for f in fields(FunnelRow))[2:]
@@ -47,11 +52,15 @@ STAGES = tuple(f.name for f in fields(FunnelRow))[2:]
 FUNNEL_SELECT = """
 SELECT tenant, "date" AS day,
        count(*) FILTER (WHERE event = 'created')       AS created,
-       count(*) FILTER (WHERE to_status = 'confirmed') AS confirmed,
+       count(*) FILTER (WHERE to_status = 'confirmed' AND event <> 'promotion_unblocked') AS confirmed,
        count(*) FILTER (WHERE to_status = 'promoted')  AS promoted,
        count(*) FILTER (WHERE event = 'merged')        AS merged,
        count(*) FILTER (WHERE to_status = 'denied')    AS denied,
-       count(*) FILTER (WHERE event = 'archived')      AS archived
+       count(*) FILTER (WHERE event = 'archived')      AS archived,
+       count(*) FILTER (WHERE event = 'promotion_rejected')      AS rejected,
+       count(*) FILTER (WHERE to_status = 'promote_blocked')     AS blocked,
+       count(*) FILTER (WHERE event = 'promotion_unblocked')     AS unblocked,
+       count(*) FILTER (WHERE event = 'promotion_dropped')       AS dropped
 """
 
 

@@ -8,11 +8,17 @@ from datetime import datetime
 
 from credence.config.memory import MemorySettings
 from credence.deadletter import dead_letter
+from credence.errors import CredenceError
 from credence.config.pipeline import PipelineSettings
 from credence.streams.scope.state import Request, ScopeState
 from credence.tables.clock import format_instant
 from credence.tables.entries import Entry
 from credence.tables.evidence import derived_tier
+
+
+# Every journal event a step can emit; docs/records.md lists each one (tests/unit/scope/test_records_doc.py).
+JOURNAL_EVENTS = ("created", "signal", "transition", "merged", "promote_attempt", "promotion_rejected",
+                  "promotion_unblocked", "promotion_dropped", "archived", "mention", "sweep", "suppression_lifted")
 
 
 @dataclass
@@ -44,6 +50,8 @@ class StepContext:
         self.journal(entry, event, cause, before)
 
     def journal(self, entry: Entry, event: str, cause: str, before: Entry | None = None) -> None:
+        if event not in JOURNAL_EVENTS:
+            raise CredenceError(f"journal event {event!r} is not one of {JOURNAL_EVENTS} (docs/records.md)")
         score = entry.score(self.now, settings=self.memory)
         finite = score if score not in (float("inf"), float("-inf")) else None
         self.emits.append(Emit("evidence", {
