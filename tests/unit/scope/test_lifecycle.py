@@ -338,3 +338,20 @@ def test_a_blocked_reflection_stays_in_the_prompt_and_takes_feedback(driver_fact
     assert [e.id for e in block.reflections] == [HIKING]
     d.feedback(HIKING, "deny", now + MIN, feedback_id="fb-deny")
     assert d.state.entries[HIKING].status == "denied"
+
+
+def test_a_promotion_result_waiting_in_the_queue_is_not_asked_again_after_a_restart(driver_factory):
+    from credence.streams.scope.state import ScopeState
+
+    d, req = promotion_in_flight(driver_factory)
+    d.turn("I like tea", T0 + 3 * MIN)
+    d.flush()  # Stage-1 in flight: the scope is held
+    d.result(req, CREATE)
+    assert [q["record"]["request_id"] for q in d.state.queue] == [req.id]
+    d.state, d.boot = ScopeState.from_dict(d.state.to_dict()), "boot-2"
+    d.outbox.clear()
+    d.tick(T0 + 3 * MIN)
+    assert [r.task for r in d.outbox] == ["stage1"]  # re-sent: lost with the old run; the merge was answered
+    d.auto = True
+    d.pump()
+    assert d.state.entries[HIKING].status == "promoted" and d.state.queue == []
