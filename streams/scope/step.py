@@ -169,10 +169,16 @@ def _fallback(state: ScopeState, ctx: StepContext) -> None:
         if entry.kind != "reflection" or entry.id not in state.entries:
             continue
         personas = [e for e in state.entries.values() if e.kind == "persona"]
+        blocked = entry if entry.status == "promote_blocked" else None
+        if blocked is not None:
+            # Still the confirmed reflection it was: the age-driven path may promote it without the LLM.
+            entry = unblock_promotion(blocked, ctx.now)
         step_ = fallback_tick(entry, ctx.now, personas=personas, switched_off_at=state.switched_off_at,
                               settings=ctx.memory)
         if step_ is None:
             continue
+        if blocked is not None:
+            ctx.put(state, entry, "promotion_unblocked", "fallback", blocked)
         if step_.persona is not None:
             ctx.put(state, step_.persona, "merged", "fallback_merge", state.entries.get(step_.persona.id))
         ctx.put(state, step_.reflection, "transition", "fallback", entry)
