@@ -61,7 +61,8 @@ def register(credence) -> None:
     async def status(web, request):
         return web.json({
             "service": "credence", "version": __version__, "app_id": settings.app_id,
-            "ready": is_ready(app), "stats": asdict(credence.stats), "busy_scopes": len(credence.busy),
+            "ready": is_ready(app) and (credence.api is None or credence.api.directory.ready.is_set()),
+            "stats": asdict(credence.stats), "busy_scopes": len(credence.busy),
             "llm": {"backend": credence.backend.label, "stats": credence.backend.stats.as_dict(),
                     "inflight": credence.runner.inflight},
             "tokenizer": default_tokenizer_name(),
