@@ -31,13 +31,13 @@ def cmd_broker(args) -> int:
     data_dir = Path(args.data_dir) if args.data_dir else embedded_broker_dir(settings)
     broker = EmbeddedBroker(data_dir, settings.kafka_version, settings.broker_cache_dir,
                             port=args.port or settings.broker_port)
+    stop = {"now": False}
+    signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))  # before anyone learns we are up
     started = time.monotonic()
     broker.start()
     print(f"Kafka {settings.kafka_version} ready at {broker.bootstrap} in {time.monotonic() - started:.1f}s "
           f"(data {broker.data_dir}); Ctrl-C stops it", flush=True)
     print(f"export CREDENCE_KAFKA_BOOTSTRAP={broker.bootstrap}", flush=True)
-    stop = {"now": False}
-    signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
     try:
         while not stop["now"] and broker.proc.poll() is None:
             time.sleep(0.5)
