@@ -77,6 +77,7 @@ def cmd_demo(args) -> int:
 
 
 def cmd_sink(args) -> int:
+    from credence.outage import exit_after, quiet_kafka_logs
     from credence.sinks.consumer import drain, run_sinks
     from credence.sinks.schema import ARCHIVE, EVIDENCE
     from credence.streams.ops.worker import bootstrap_for
@@ -90,12 +91,17 @@ def cmd_sink(args) -> int:
                                       kafka=settings.kafka))
             print(f"{topic} -> {settings.archive.root}/{table}: {stats}")
         return 0
+    quiet_kafka_logs(settings.kafka.outage_warning_interval_s)
     stop = asyncio.Event()
+
+    def stopping() -> None:
+        stop.set()
+        exit_after(settings.worker_stop_grace_s, "the sink")
 
     async def main():
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, stopping)
         return await run_sinks(bootstrap, archive, evidence, settings.archive, stop, dead_letter_topic=dlq,
                                kafka=settings.kafka)
 
