@@ -23,13 +23,13 @@ from credence.kafka import client_options
 from credence.streams.ops.broker import EmbeddedBroker
 from credence.streams.ops.process import WorkerProcess, settings_env, wait_until
 from tests.support.pipeline import (
-    collect, entry_digest, flush_and_wait_idle, pipeline_settings, produce_lines, run_pipeline, sample_lines,
-    scopes_of, valid_turn_counts, wait_turns,
+    CLUSTER_LINES, collect, entry_digest, flush_and_wait_idle, pipeline_settings, produce_lines, scopes_of,
+    valid_turn_counts, wait_turns,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster, pytest.mark.timeout(600)]
 
-LINES = sample_lines(["acme/bob/barista", "globex/dan/coach", "acme/alice/barista"])
+LINES = CLUSTER_LINES
 SCOPES = scopes_of(LINES)
 OUTAGE_S = 20.0
 LINES_PER_MINUTE = 100  # the bound for one process over a 60 s outage
@@ -76,9 +76,7 @@ def start_sink(settings, bootstrap: str, log: Path) -> subprocess.Popen:
                             env=settings_env(settings, bootstrap), stdout=open(log, "ab"), stderr=subprocess.STDOUT)
 
 
-def test_outage_is_calm_resumes_by_itself_and_stops_promptly(broker, tmp_path):
-    reference = run_pipeline(pipeline_settings(broker.bootstrap, tmp_path / "ref", f"r{uuid.uuid4().hex[:8]}"),
-                             broker.bootstrap, LINES, tmp_path / "ref.log")
+def test_outage_is_calm_resumes_by_itself_and_stops_promptly(broker, reference, tmp_path):
     settings = pipeline_settings(broker.bootstrap, tmp_path, f"o{uuid.uuid4().hex[:8]}",
                                  archive={"root": str(tmp_path / "archive")})
     worker_log, sink_log = tmp_path / "worker.log", tmp_path / "sink.log"

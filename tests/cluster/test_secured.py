@@ -18,14 +18,14 @@ from credence.streams.ops.broker import EmbeddedBroker, SecureListeners
 from credence.streams.ops.process import WorkerProcess, settings_env, wait_until
 from tests.support.certs import make_pki
 from tests.support.pipeline import (
-    collect, entry_digest, flush_and_wait_idle, fold_journal, pipeline_settings, sample_lines, scopes_of,
+    CLUSTER_LINES, collect, entry_digest, flush_and_wait_idle, fold_journal, pipeline_settings, scopes_of,
     valid_turn_counts, wait_turns,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster, pytest.mark.timeout(600)]
 
 USER, PASSWORD = "credence-worker", "scram-Pa55-only-in-tests"
-LINES = sample_lines(["acme/bob/barista", "acme/alice/tutor", "acme/alice/barista", "globex/carol/coach"])
+LINES = CLUSTER_LINES
 SCOPES = scopes_of(LINES)
 FORGOTTEN = ("acme", "alice")
 
