@@ -8,6 +8,7 @@ from pathlib import Path
 from pydantic import Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from credence.config.api import ApiSettings
 from credence.config.archive import ArchiveSettings
 from credence.config.kafka import KafkaSettings
 from credence.config.llm import LLMSettings
@@ -59,6 +60,7 @@ class Settings(BaseSettings):
     llm: LLMSettings = LLMSettings()
     archive: ArchiveSettings = ArchiveSettings()
     pipeline: PipelineSettings = PipelineSettings()
+    api: ApiSettings = ApiSettings()
 
     @model_validator(mode="after")
     def _replicas(self) -> "Settings":
