@@ -12,6 +12,7 @@ import logging
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from credence.kafka import client_options
 from credence.config import Settings
 from credence.errors import RecordError
 from credence.streams.api.cards import Card, card_key, decode_card
@@ -70,8 +71,8 @@ async def follow(directory: Directory, bootstrap: str, settings: Settings, stop:
     """Read the tenants and cards topics from the start into `directory`; keep following unless
     `until_caught_up` (what the CLI uses to list tenants)."""
     names = {settings.topic("tenants"): "tenants", settings.topic("cards"): "cards"}
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
-                                auto_offset_reset="earliest")
+    consumer = AIOKafkaConsumer(**client_options(bootstrap, settings.kafka, group_id=None, enable_auto_commit=False,
+                                                 auto_offset_reset="earliest"))
     await consumer.start()
     try:
         parts = [TopicPartition(t, p) for t in names for p in range(settings.topic_partitions)]

@@ -7,6 +7,7 @@ from datetime import datetime, timezone
 from aiokafka import AIOKafkaProducer
 from pydantic import ValidationError
 
+from credence.kafka import client_options
 from credence.config import Settings
 from credence.errors import RecordError, TenantError
 from credence.streams.api.directory import Directory, follow
@@ -23,7 +24,7 @@ async def current(bootstrap: str, settings: Settings) -> Directory:
 
 
 async def _write(bootstrap: str, settings: Settings, name: str, value: bytes | None) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    producer = AIOKafkaProducer(**client_options(bootstrap, settings.kafka, acks="all"))
     await producer.start()
     try:
         await producer.send_and_wait(settings.topic("tenants"), value, key=name.encode())

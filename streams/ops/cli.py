@@ -86,7 +86,8 @@ def cmd_sink(args) -> int:
     archive, evidence, dlq = (settings.topic(n) for n in ("archive", "evidence", "dlq"))
     if args.drain:
         for topic, table in ((archive, ARCHIVE), (evidence, EVIDENCE)):
-            stats = asyncio.run(drain(bootstrap, topic, table, settings.archive, dead_letter_topic=dlq))
+            stats = asyncio.run(drain(bootstrap, topic, table, settings.archive, dead_letter_topic=dlq,
+                                      kafka=settings.kafka))
             print(f"{topic} -> {settings.archive.root}/{table}: {stats}")
         return 0
     stop = asyncio.Event()
@@ -95,7 +96,8 @@ def cmd_sink(args) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        return await run_sinks(bootstrap, archive, evidence, settings.archive, stop, dead_letter_topic=dlq)
+        return await run_sinks(bootstrap, archive, evidence, settings.archive, stop, dead_letter_topic=dlq,
+                               kafka=settings.kafka)
 
     print(f"sinking {archive} and {evidence} into {settings.archive.root}; Ctrl-C stops", flush=True)
     print(asyncio.run(main()))

@@ -52,9 +52,11 @@ def store_url(settings: Settings) -> str:
 
 
 def create_app(settings: Settings, bootstrap: str) -> Credence:
+    from credence.kafka import faust_options
+
     app = faust.App(
         settings.app_id,
-        broker=f"kafka://{bootstrap}",
+        **faust_options(bootstrap, settings.kafka),
         store=store_url(settings),
         datadir=str(settings.data_dir / "worker"),
         topic_partitions=settings.topic_partitions,
