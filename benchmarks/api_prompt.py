@@ -29,6 +29,7 @@ from aiokafka import AIOKafkaProducer
 from aiokafka.partitioner import DefaultPartitioner
 
 from credence.config import load_settings
+from credence.kafka import client_options
 from credence.streams.api import reads, tenant_admin
 from credence.streams.api.tenants import TenantSettings
 from credence.streams.ops.admin import changelog_topic, ensure_topics
@@ -60,8 +61,8 @@ def scope_state(scope: str, n: int) -> ScopeState:
 
 async def seed(bootstrap: str, settings, states: list[ScopeState]) -> None:
     await ensure_topics(bootstrap, settings, changelogs=True)
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", max_request_size=50_000_000,
-                                compression_type="gzip")
+    producer = AIOKafkaProducer(**client_options(bootstrap, settings.kafka, acks="all",
+                                                 max_request_size=50_000_000, compression_type="gzip"))
     await producer.start()
     parts = list(range(settings.topic_partitions))
     try:
