@@ -157,6 +157,8 @@ class Handlers:
         applied = await self._wait_applied(scope.key, feedback_id, meta.partition, meta.offset)
         after = self.store.get(scope.key)
         entry = after.entries.get(body.entry_id) if after else None
+        if entry is not None and entry.merged_into_id in after.entries:
+            entry = after.entries[entry.merged_into_id]  # feedback on a promoted reflection lands on its persona
         view = reads.entry_view(entry, after.clock, self._memory(call)) if entry is not None and applied else None
         return 202, models.FeedbackResponse(feedback_id=feedback_id, applied=applied, entry=view)
 
