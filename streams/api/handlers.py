@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
@@ -18,6 +19,7 @@ from credence.streams.runtime.records import decode_feedback, decode_turn, iso
 from credence.tables.scope import Scope
 from credence.tables.tokens import default_token_counter
 
+PROMPT_CACHE = 1024  # rendered prompts kept per worker (least recently used dropped first)
 POLL_S = 0.05  # how often a bounded wait re-reads this worker's own store (memory, no Kafka)
 
 
@@ -40,6 +42,7 @@ class Handlers:
         self.store = credence.store
         self.count_tokens = default_token_counter()
         self._recall = None
+        self._prompts: OrderedDict[tuple, object] = OrderedDict()
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -88,14 +91,39 @@ class Handlers:
         return 202, models.TurnsResponse(accepted=len(accepted), rejected=rejected)
 
     async def get_prompt(self, call: Call):
+        stamp = self._stamp(call)
+        cached = self._prompts.get(stamp) if stamp else None
+        if cached is not None:
+            self._prompts.move_to_end(stamp)
+            return 200, cached
         scope, state, entries, card = self._scope_data(call)
         now = reads.read_instant(call.query, state.clock if state else None)
-        return 200, reads.prompt(scope, entries, card, now, self._memory(call), self.count_tokens)
+        # Rendering a large scope takes milliseconds of CPU: off the event loop, so the worker's Kafka
+        # heartbeats and other requests are not held up behind it.
+        result = await asyncio.to_thread(reads.prompt, scope, entries, card, now, self._memory(call),
+                                         self.count_tokens)
+        if stamp:
+            self._prompts[stamp] = result
+            while len(self._prompts) > PROMPT_CACHE:
+                self._prompts.popitem(last=False)
+        return 200, result
+
+    def _stamp(self, call: Call) -> tuple | None:
+        """What a scope's prompt depends on: entries version, clock, card, the tenant's settings and `at`.
+        None when the store cannot say its version cheaply (then every read renders)."""
+        control = getattr(self.store, "control", None)
+        if control is None or not hasattr(self.store, "version"):
+            return None
+        scope = call.scope
+        state = control(scope.key)
+        card = self.directory.card(scope.tenant, scope.character)
+        return (scope.key, self.store.version(scope.key), state.clock if state else None,
+                card.updated_at if card else None, call.tenant.settings, call.query.get("at"))
 
     async def get_entries(self, call: Call):
         scope, state, entries, card = self._scope_data(call)
         now = reads.read_instant(call.query, state.clock if state else None)
-        return 200, reads.entries(entries, card, now, self._memory(call), call.query)
+        return 200, await asyncio.to_thread(reads.entries, entries, card, now, self._memory(call), call.query)
 
     async def get_entry(self, call: Call):
         scope, state, entries, card = self._scope_data(call)
@@ -129,6 +157,8 @@ class Handlers:
         applied = await self._wait_applied(scope.key, feedback_id, meta.partition, meta.offset)
         after = self.store.get(scope.key)
         entry = after.entries.get(body.entry_id) if after else None
+        if entry is not None and entry.merged_into_id in after.entries:
+            entry = after.entries[entry.merged_into_id]  # feedback on a promoted reflection lands on its persona
         view = reads.entry_view(entry, after.clock, self._memory(call)) if entry is not None and applied else None
         return 202, models.FeedbackResponse(feedback_id=feedback_id, applied=applied, entry=view)
 

@@ -3,6 +3,7 @@ method through auth, path checks, body parsing, owner routing and the handler, i
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from faust.web import View
@@ -83,7 +84,18 @@ def register(credence, bootstrap: str) -> Api:
 
     @app.task
     async def follow_directory():
-        await follow(api.directory, bootstrap, credence.settings)
+        # A broken connection must not leave the worker with a frozen key list: read again from the
+        # start (applying a record twice is harmless, the latest per key wins).
+        delay = 1.0
+        while True:
+            try:
+                await follow(api.directory, bootstrap, credence.settings)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001
+                log.exception("following the tenants and cards topics failed; again in %.0f s", delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
 
     credence.switch = TenantSwitch(credence.switch, api.directory)
     credence.api = api
