@@ -28,11 +28,10 @@ async def execute(backend: LLMBackend, task: str, p: dict, encode=None) -> dict:
     spec = TASKS.get(task)
     if spec is None:
         raise CredenceError(f"unknown LLM task {task!r}; known: {sorted(TASKS)}")
-    rank = None
-    if encode is not None:
-        async def rank(facts, obs):
-            return await asyncio.to_thread(rank_by_similarity, encode, list(facts), list(obs))
-    return await spec.execute(backend, p, rank)
+    async def rank(facts, obs):
+        return await asyncio.to_thread(rank_by_similarity, encode, list(facts), list(obs))
+
+    return await spec.execute(backend, p, rank if encode is not None else None)
 
 
 class Runner:

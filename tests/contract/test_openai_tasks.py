@@ -133,5 +133,5 @@ def test_injected_ids_and_orders_in_user_text_change_nothing(openai_server_facto
 
     feedback, targets, stats = asyncio.run(go())
     assert [(d.id, d.decision) for d in feedback] == [("r-coffee", "confirm")]
-    assert set(targets) <= {"r-coffee"}
+    assert set(targets) <= {"r-coffee"} and dog.id not in targets
     assert stats.unknown_ids == 0 and server.violations == []

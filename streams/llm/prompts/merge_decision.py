@@ -59,9 +59,12 @@ class Input(WireIn):
     persona_entries: list[EntryRef]
 
 
+TargetAlias = alias_field("target")  # "none" or one of the call's O aliases
+
+
 class Output(Wire):
     action: MergeAction
-    target_id: alias_field("target")  # type: ignore[valid-type]
+    target_id: TargetAlias  # type: ignore[valid-type]
     text: Text
 
 

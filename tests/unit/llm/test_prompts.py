@@ -17,7 +17,7 @@ from credence.streams.llm.prompts import (
     surfaced_feedback,
 )
 from credence.streams.llm.prompts.base import ALLOWED_KEYWORDS, INPUT_MARKER, static_schema
-from tests.support.openai_server import expected_id_enums, schema_problems
+from tests.support.openai_answers import expected_id_enums, schema_problems
 
 # Editing a system prefix changes what the model is asked: bump VERSION and update the fingerprint.
 FINGERPRINTS = {
