@@ -35,7 +35,7 @@ FACTS = [Fact(id="f1", text="The user loves coffee.", subject="coffee", importan
 texts = st.text(alphabet=st.sampled_from("ab cd\u4f60\u597d\u3053\u3093"), max_size=1500)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(
     obs_texts=st.lists(texts, max_size=40),
     observation_cap=st.integers(min_value=1, max_value=300),
@@ -56,7 +56,7 @@ def test_fitted_prompt_always_fits(obs_texts, observation_cap, prompt_cap):
         assert stage2_prompt_tokens(FACTS, [*kept, nxt]) > prompt_cap
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=40, deadline=None)
 @given(
     obs_texts=st.lists(texts, max_size=40),
     limit=st.integers(min_value=1, max_value=30),
