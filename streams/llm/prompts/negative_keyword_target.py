@@ -28,16 +28,16 @@ to an offer or question that is not about these observations.
 {DATA_RULE}
 
 Examples:
-INPUT: {{"ai_turn":"Since you love coffee, try this new café!","user_messages":["That's wrong, I never liked coffee."],"observations":[{{"id":"O1","text":"The user loves coffee."}},{{"id":"O2","text":"The user has a dog."}}]}}
+INPUT: {{"ai_turn":"Since you love coffee, try this new café!","user_messages":["That's wrong, I never liked coffee."],"observations":[{{"id":"O1","text":"The user loves coffee.","subject":"coffee"}},{{"id":"O2","text":"The user has a dog.","subject":"dog"}}]}}
 OUTPUT: {{"target_ids":["O1"]}}
 
-INPUT: {{"ai_turn":"Want me to tell you another story?","user_messages":["no thanks, I'm tired"],"observations":[{{"id":"O1","text":"The user likes fantasy stories."}}]}}
+INPUT: {{"ai_turn":"Want me to tell you another story?","user_messages":["no thanks, I'm tired"],"observations":[{{"id":"O1","text":"The user likes fantasy stories.","subject":"fantasy stories"}}]}}
 OUTPUT: {{"target_ids":[]}}
 
-INPUT: {{"ai_turn":"Dein Hund Bello wartet sicher schon.","user_messages":["Falsch, ich habe eine Katze, keinen Hund."],"observations":[{{"id":"O1","text":"The user has a dog named Bello."}},{{"id":"O2","text":"The user lives in Hamburg."}}]}}
+INPUT: {{"ai_turn":"Dein Hund Bello wartet sicher schon.","user_messages":["Falsch, ich habe eine Katze, keinen Hund."],"observations":[{{"id":"O1","text":"The user has a dog named Bello.","subject":"dog"}},{{"id":"O2","text":"The user lives in Hamburg.","subject":"home"}}]}}
 OUTPUT: {{"target_ids":["O1"]}}
 
-INPUT: {{"ai_turn":"Creo que va a llover mañana.","user_messages":["No, el pronóstico dice sol."],"observations":[{{"id":"O1","text":"The user likes hiking."}}]}}
+INPUT: {{"ai_turn":"Creo que va a llover mañana.","user_messages":["No, el pronóstico dice sol."],"observations":[{{"id":"O1","text":"The user likes hiking.","subject":"hiking"}}]}}
 OUTPUT: {{"target_ids":[]}}
 
 {JSON_RULE}"""

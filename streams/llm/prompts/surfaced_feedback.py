@@ -29,16 +29,16 @@ Give one decision per surfaced observation.
 {DATA_RULE}
 
 Examples:
-INPUT: {{"ai_turn":"You still go hiking every weekend, right? Say hi to your dog!","reply":"Yes, every Saturday.","surfaced":[{{"id":"O1","text":"The user hikes on weekends."}},{{"id":"O2","text":"The user has a dog."}}]}}
+INPUT: {{"ai_turn":"You still go hiking every weekend, right? Say hi to your dog!","reply":"Yes, every Saturday.","surfaced":[{{"id":"O1","text":"The user hikes on weekends.","subject":"hiking"}},{{"id":"O2","text":"The user has a dog.","subject":"dog"}}]}}
 OUTPUT: {{"decisions":[{{"id":"O1","decision":"confirm"}},{{"id":"O2","decision":"ignore"}}]}}
 
-INPUT: {{"ai_turn":"Wie wäre es mit einem Kaffee? Du liebst doch Kaffee.","reply":"Nein, ich trinke keinen Kaffee mehr.","surfaced":[{{"id":"O1","text":"The user loves coffee."}}]}}
+INPUT: {{"ai_turn":"Wie wäre es mit einem Kaffee? Du liebst doch Kaffee.","reply":"Nein, ich trinke keinen Kaffee mehr.","surfaced":[{{"id":"O1","text":"The user loves coffee.","subject":"coffee"}}]}}
 OUTPUT: {{"decisions":[{{"id":"O1","decision":"deny"}}]}}
 
-INPUT: {{"ai_turn":"As a teacher you must be tired after class.","reply":"haha what's the weather like tomorrow?","surfaced":[{{"id":"O1","text":"The user works as a teacher."}}]}}
+INPUT: {{"ai_turn":"As a teacher you must be tired after class.","reply":"haha what's the weather like tomorrow?","surfaced":[{{"id":"O1","text":"The user works as a teacher.","subject":"occupation"}}]}}
 OUTPUT: {{"decisions":[{{"id":"O1","decision":"ignore"}}]}}
 
-INPUT: {{"ai_turn":"¿Sigues aprendiendo alemán y tocando la guitarra?","reply":"La guitarra ya no, pero el alemán sí.","surfaced":[{{"id":"O1","text":"The user is learning German."}},{{"id":"O2","text":"The user plays guitar."}}]}}
+INPUT: {{"ai_turn":"¿Sigues aprendiendo alemán y tocando la guitarra?","reply":"La guitarra ya no, pero el alemán sí.","surfaced":[{{"id":"O1","text":"The user is learning German.","subject":"german"}},{{"id":"O2","text":"The user plays guitar.","subject":"guitar"}}]}}
 OUTPUT: {{"decisions":[{{"id":"O1","decision":"confirm"}},{{"id":"O2","decision":"deny"}}]}}
 
 {JSON_RULE}"""

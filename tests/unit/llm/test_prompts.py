@@ -24,8 +24,8 @@ FINGERPRINTS = {
     ("stage1_extraction", 2): "dce449e65403466d",
     ("stage2_classification", 2): "904799764a63b509",
     ("candidate_rerank", 2): "95c970dd9a72b328",
-    ("surfaced_feedback", 2): "01bfdd761c856579",
-    ("negative_keyword_target", 2): "453d58e385391066",
+    ("surfaced_feedback", 2): "a7e84d91535c6747",
+    ("negative_keyword_target", 2): "4cc176e6795fda42",
     ("reflection_synthesis", 2): "7bf77d9339eb82cb",
     ("merge_decision", 2): "29ccf62c9aa97d27",
 }
@@ -90,6 +90,8 @@ def test_deciding_prompts_carry_worked_examples_including_the_empty_answer(name)
     outputs = [line[len("OUTPUT: "):] for line in system.splitlines() if line.startswith("OUTPUT: ")]
     for out in outputs:  # every example answer is valid output of the task
         TASKS[name].Output.model_validate_json(out)
+    for inp in (line[len("INPUT: "):] for line in system.splitlines() if line.startswith("INPUT: ")):
+        TASKS[name].Input.model_validate_json(inp)  # and every example input has the real input's shape
     if name == "surfaced_feedback":  # one decision per surfaced entry: "empty" is all-ignore
         assert any({d["decision"] for d in json.loads(out)["decisions"]} == {"ignore"} for out in outputs)
     elif name != "merge_decision":  # merge always decides; its "nothing to do" answer is reject
