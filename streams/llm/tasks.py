@@ -28,7 +28,8 @@ from credence.streams.llm.prompts import (
     surfaced_feedback,
 )
 
-STAGE1, STAGE2, SYNTHESIS, FEEDBACK, TARGET, PROMOTION = "stage1", "stage2", "synthesis", "feedback", "target", "promotion"
+STAGE1, STAGE2, SYNTHESIS = "stage1", "stage2", "synthesis"
+FEEDBACK, TARGET, PROMOTION = "feedback", "target", "promotion"
 
 # Re-orders Stage-2 candidates (e.g. by embedding similarity) before the token caps cut the list.
 Rank = Callable[[Sequence[Fact], Sequence[Observation]], Awaitable[list[Observation]]]

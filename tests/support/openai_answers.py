@@ -127,7 +127,7 @@ UNKNOWN_ID: dict[str, Callable[[dict, Any], dict]] = {
 
 def expected_id_enums(module: ModuleType, inp: Any) -> list[list[str]]:
     """The id lists the schema's enums must be: exactly the ids this input carries, per kind."""
-    ids = lambda items: [i.id for i in items]  # noqa: E731
+    ids = lambda items: list(dict.fromkeys(i.id for i in items))  # noqa: E731
     return {
         stage1_extraction.NAME: lambda: [ids(inp.turns)],
         stage2_classification.NAME: lambda: [ids(inp.facts), ids(inp.observations)],

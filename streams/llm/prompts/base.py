@@ -126,6 +126,11 @@ class Call:
     max_items: dict[str, int] = field(default_factory=dict)
 
 
+def unique(items: Any) -> list:
+    """Items with distinct ids, first kept: the model sees each entry once, under one alias."""
+    return list({item.id: item for item in reversed(list(items))}.values())[::-1]
+
+
 def real_ids(reader: Reader, aliases: Aliases, names: list[str]) -> list[str]:
     """The known real ids among names, in order, without repeats; the unknown ones dropped."""
     found = (reader.real(aliases, n) for n in dict.fromkeys(names))

@@ -8,7 +8,7 @@ from pydantic import Field
 
 from credence.streams.llm.aliases import Aliases, Reader
 from credence.streams.llm.models import Fact, Observation
-from credence.streams.llm.prompts.base import DATA_RULE, JSON_RULE, Call, ObsAlias, Wire, WireIn, render_json
+from credence.streams.llm.prompts.base import DATA_RULE, JSON_RULE, Call, ObsAlias, Wire, WireIn, render_json, unique
 from credence.streams.llm.prompts.stage2_classification import FactRef, ObservationRef, fact_refs, observation_refs
 
 NAME = "candidate_rerank"
@@ -49,6 +49,7 @@ def render_user(payload: Input) -> str:
 
 
 def build(facts: Sequence[Fact], observations: Sequence[Observation], limit: int) -> Call:
+    facts, observations = unique(facts), unique(observations)
     f_ids = Aliases("F", [f.id for f in facts])
     o_ids = Aliases("O", [o.id for o in observations])
     payload = Input(facts=fact_refs(facts, f_ids), observations=observation_refs(observations, o_ids), limit=limit)

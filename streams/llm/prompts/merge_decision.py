@@ -6,7 +6,17 @@ from collections.abc import Sequence
 
 from credence.streams.llm.aliases import Aliases, Reader
 from credence.streams.llm.models import MergeAction, MergeDecision, Observation, ReflectionDraft
-from credence.streams.llm.prompts.base import DATA_RULE, JSON_RULE, Call, Text, Wire, WireIn, alias_field, render_json
+from credence.streams.llm.prompts.base import (
+    DATA_RULE,
+    JSON_RULE,
+    Call,
+    Text,
+    Wire,
+    WireIn,
+    alias_field,
+    render_json,
+    unique,
+)
 
 NAME = "merge_decision"
 VERSION = 2
@@ -77,6 +87,7 @@ def _score(value: float | None) -> float:
 
 
 def build(reflection: ReflectionDraft, persona_entries: Sequence[Observation]) -> Call:
+    persona_entries = unique(persona_entries)
     ids = Aliases("O", [e.id for e in persona_entries])
     payload = Input(
         reflection=ReflectionRef(text=reflection.text, subject=reflection.subject, score=_score(reflection.score)),

@@ -8,7 +8,7 @@ from pydantic import Field
 
 from credence.streams.llm.aliases import Aliases, Reader
 from credence.streams.llm.models import Observation
-from credence.streams.llm.prompts.base import DATA_RULE, JSON_RULE, Call, ObsAlias, Wire, WireIn, render_json
+from credence.streams.llm.prompts.base import DATA_RULE, JSON_RULE, Call, ObsAlias, Wire, WireIn, render_json, unique
 from credence.streams.llm.prompts.surfaced_feedback import MAX_AI_CHARS, SurfacedRef
 
 NAME = "negative_keyword_target"
@@ -61,7 +61,7 @@ def build(last_user_messages: Sequence[str], observations: Sequence[Observation]
     ids = Aliases("O", [o.id for o in observations])
     payload = Input(ai_turn=ai_text[-MAX_AI_CHARS:], user_messages=list(last_user_messages[-MAX_MESSAGES:]),
                     observations=[SurfacedRef(id=ids.alias(o.id), text=o.text, subject=o.subject)
-                                  for o in observations])
+                                  for o in unique(observations)])
 
     def read(out: Output, reader: Reader) -> list[str]:
         found = (reader.real(ids, a) for a in dict.fromkeys(out.target_ids))

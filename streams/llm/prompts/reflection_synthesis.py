@@ -9,6 +9,7 @@ from pydantic import Field
 from credence.streams.llm.aliases import Aliases, Reader
 from credence.streams.llm.models import Fact, Observation, ReflectionDraft
 from credence.streams.llm.prompts.base import (
+    unique,
     DATA_RULE,
     JSON_RULE,
     Call,
@@ -78,6 +79,7 @@ def render_user(payload: Input) -> str:
 
 
 def build(facts: Sequence[Fact], related: Sequence[Observation] = ()) -> Call:
+    facts = unique(facts)
     ids = Aliases("F", [f.id for f in facts])
     payload = Input(facts=fact_refs(facts, ids),
                     existing=[ExistingRef(text=o.text, subject=o.subject) for o in related[:MAX_EXISTING]])

@@ -10,6 +10,7 @@ from pydantic import Field
 from credence.streams.llm.aliases import Aliases, Reader
 from credence.streams.llm.models import Fact, Polarity, Turn, fact_id
 from credence.streams.llm.prompts.base import (
+    unique,
     DATA_RULE,
     JSON_RULE,
     Call,
@@ -94,6 +95,7 @@ def render_user(payload: Input) -> str:
 
 
 def build(turns: Sequence[Turn]) -> Call:
+    turns = unique(turns)
     ids = Aliases("T", [t.id for t in turns])
     payload = Input(turns=[TurnRef(id=ids.alias(t.id), role=t.role, text=t.text[:MAX_TURN_CHARS]) for t in turns])
     roles = {t.id: t.role for t in turns}

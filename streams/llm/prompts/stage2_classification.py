@@ -9,6 +9,7 @@ from pydantic import Field
 from credence.streams.llm.aliases import Aliases, Reader
 from credence.streams.llm.models import Classification, Fact, Observation, Polarity, Relation
 from credence.streams.llm.prompts.base import (
+    unique,
     DATA_RULE,
     JSON_RULE,
     Call,
@@ -99,6 +100,7 @@ def render_user(payload: Input) -> str:
 
 def build(facts: Sequence[Fact], observations: Sequence[Observation]) -> Call:
     """facts and observations already fitted to the Stage-2 caps (token_budget.fit_stage2)."""
+    facts, observations = unique(facts), unique(observations)
     f_ids = Aliases("F", [f.id for f in facts])
     o_ids = Aliases("O", [o.id for o in observations])
     payload = Input(facts=fact_refs(facts, f_ids), observations=observation_refs(observations, o_ids))

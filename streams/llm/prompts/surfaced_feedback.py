@@ -8,7 +8,7 @@ from pydantic import Field
 
 from credence.streams.llm.aliases import Aliases, Reader
 from credence.streams.llm.models import Feedback, FeedbackDecision, Observation
-from credence.streams.llm.prompts.base import DATA_RULE, JSON_RULE, Call, ObsAlias, Wire, WireIn, render_json
+from credence.streams.llm.prompts.base import DATA_RULE, JSON_RULE, Call, ObsAlias, Wire, WireIn, render_json, unique
 
 NAME = "surfaced_feedback"
 VERSION = 2
@@ -72,7 +72,7 @@ def render_user(payload: Input) -> str:
 def build(reply_text: str, surfaced: Sequence[Observation], ai_text: str = "") -> Call:
     ids = Aliases("O", [o.id for o in surfaced])
     payload = Input(ai_turn=ai_text[-MAX_AI_CHARS:], reply=reply_text,
-                    surfaced=[SurfacedRef(id=ids.alias(o.id), text=o.text, subject=o.subject) for o in surfaced])
+                    surfaced=[SurfacedRef(id=ids.alias(o.id), text=o.text, subject=o.subject) for o in unique(surfaced)])
 
     def read(out: Output, reader: Reader) -> list[FeedbackDecision]:
         given: dict[str, str] = {}

@@ -133,3 +133,10 @@ def test_a_retry_is_never_byte_identical_to_an_earlier_attempt(failure):
 def test_retry_temperature_rises_and_stays_bounded():
     temps = [attempt_temperature(n) for n in range(1, 20)]
     assert temps[0] == 0 and temps == sorted(temps) and max(temps) <= 1
+
+
+def test_an_entry_offered_twice_is_shown_once_and_answered_for_each_mention():
+    call = surfaced_feedback.build("no", [OBS[1], OBS[1]], "You have a dog?")
+    assert [s.id for s in call.payload.surfaced] == ["O1"] and call.enums == {"O": ["O1"]}
+    decisions, _ = _read(call, {"decisions": [{"id": "O1", "decision": "deny"}]})
+    assert [(d.id, d.decision) for d in decisions] == [("r-dog", "deny"), ("r-dog", "deny")]
