@@ -51,6 +51,7 @@ class ScopeState:
     requests: dict[str, Request] = field(default_factory=dict)
     surfaced: list[str] = field(default_factory=list)  # reflections the last AI turn surfaced
     recent_user_messages: list[str] = field(default_factory=list)
+    last_ai_text: str = ""  # the AI's last turn (tail): what a reply or rebuttal answers
     powerful: bool | None = None  # the switch as last seen by this scope
     switched_off_at: datetime | None = None
     last_sweep_at: datetime | None = None
@@ -72,6 +73,7 @@ class ScopeState:
             "buffer": self.buffer, "window_started_at": format_instant(self.window_started_at),
             "facts": self.facts, "requests": {k: r.to_dict() for k, r in self.requests.items()},
             "surfaced": self.surfaced, "recent_user_messages": self.recent_user_messages,
+            "last_ai_text": self.last_ai_text,
             "powerful": self.powerful, "switched_off_at": format_instant(self.switched_off_at),
             "last_sweep_at": format_instant(self.last_sweep_at), "applied": self.applied, "seq": self.seq,
             "queue": self.queue, "turns": self.turns,
@@ -88,6 +90,7 @@ class ScopeState:
             facts={k: dict(v) for k, v in d.get("facts", {}).items()},
             requests={k: Request.from_dict(v) for k, v in d.get("requests", {}).items()},
             surfaced=list(d.get("surfaced", [])), recent_user_messages=list(d.get("recent_user_messages", [])),
+            last_ai_text=d.get("last_ai_text", ""),
             powerful=d.get("powerful"), switched_off_at=parse_instant(d.get("switched_off_at")),
             last_sweep_at=parse_instant(d.get("last_sweep_at")), applied=dict(d.get("applied", {})),
             seq=d.get("seq", 0), queue=list(d.get("queue", [])), turns=d.get("turns", 0),

@@ -18,11 +18,13 @@ from datetime import datetime, timedelta
 from credence.streams.scope import results
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import (
+    AI_TEXT_CHARS,
     OPEN_REFLECTION_STATUSES,
     observation,
     promotion_payload,
     stage2_batch,
     stage2_payload,
+    synthesis_payload,
 )
 from credence.streams.scope.state import ScopeState
 from credence.tables.clock import parse_instant
@@ -196,7 +198,7 @@ def _on_turn(state: ScopeState, turn: dict, ctx: StepContext) -> None:
     surfaced = [e for e in surfaced if e.kind == "reflection" and e.status in OPEN_REFLECTION_STATUSES]
     state.surfaced = []
     if surfaced:
-        ctx.request(state, "feedback", {"reply_text": turn["text"],
+        ctx.request(state, "feedback", {"reply_text": turn["text"], "ai_text": state.last_ai_text,
                                         "surfaced": [observation(e) for e in surfaced]})
     elif _has_negative_keyword(turn["text"], ctx):
         # A rebuttal answers what the character said lately: entries it mentioned inside the window.
@@ -204,12 +206,13 @@ def _on_turn(state: ScopeState, turn: dict, ctx: StepContext) -> None:
         mentioned = [e for e in state.entries.values() if not e.protected and any(m > since for m in e.recent_mentions)
                      and e.status in (*OPEN_REFLECTION_STATUSES, "active")]
         if mentioned:
-            ctx.request(state, "target", {"messages": list(state.recent_user_messages),
+            ctx.request(state, "target", {"messages": list(state.recent_user_messages), "ai_text": state.last_ai_text,
                                           "observations": [observation(e) for e in
                                                            sorted(mentioned, key=lambda e: e.id)]})
 
 
 def _on_ai_turn(state: ScopeState, turn: dict, ctx: StepContext) -> None:
+    state.last_ai_text = turn["text"][-AI_TEXT_CHARS:]
     surfaced = []
     ids = turn.get("surfaced_ids") or _mentioned_ids(state, turn["text"], ctx)
     for entry_id in ids:
@@ -266,7 +269,7 @@ def _settle(state: ScopeState, ctx: StepContext, flush: bool = False) -> None:
             return
     pending = [f["fact"] for f in state.facts.values() if f["synthesis"] == "pending"]
     if len(pending) >= ctx.pipeline.synthesis_min_facts or (pending and flush):
-        ctx.request(state, "synthesis", {"facts": pending})
+        ctx.request(state, "synthesis", synthesis_payload(state, ctx, pending))
 
 
 def _stage1_due(state: ScopeState, ctx: StepContext, flush: bool) -> bool:
@@ -300,6 +303,6 @@ def _score_transitions(state: ScopeState, ctx: StepContext) -> None:
         elif decision == ATTEMPT:
             attempted, ticket = record_promote_attempt(entry, ctx.now)
             ctx.put(state, attempted, "promote_attempt", "threshold", entry)
-            payload = promotion_payload(state, attempted)
+            payload = promotion_payload(state, attempted, ctx)
             payload["ticket"] = {"version": ticket.version, "attempt": ticket.attempt}
             ctx.request(state, "promotion", payload)

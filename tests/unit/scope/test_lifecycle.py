@@ -86,7 +86,7 @@ def test_promotion_result_merges_into_an_existing_persona_entry(driver_factory):
     d.state.entries[existing.id] = existing
     d.feedback(HIKING, "confirm", T0 + 2 * MIN, feedback_id="fb2")
     (req,) = d.requests_of("promotion")
-    assert req.payload["personas"] == [{"id": "p-hike", "text": "The user enjoys hiking.", "subject": "hiking"}]
+    assert req.payload["personas"] == [{"id": "p-hike", "text": "The user enjoys hiking.", "subject": "hiking", "score": 0.0}]
     assert [p.id for p in d.personas()] == ["p-hike"]
     persona = d.state.entries["p-hike"]
     assert persona.merged_from_ids == (HIKING,) and persona.version == 2
