@@ -12,6 +12,7 @@ from credence.config.archive import ArchiveSettings
 from credence.config.llm import LLMSettings
 from credence.config.memory import MemorySettings
 from credence.config.pipeline import PipelineSettings
+from credence.config.usage import BridgeSettings, UsageSettings
 from credence.errors import ConfigError
 
 
@@ -51,12 +52,14 @@ class Settings(BaseSettings):
     llm: LLMSettings = LLMSettings()
     archive: ArchiveSettings = ArchiveSettings()
     pipeline: PipelineSettings = PipelineSettings()
+    usage: UsageSettings = UsageSettings()
+    bridge: BridgeSettings = BridgeSettings()
 
     def retention_hours(self, name: str) -> int:
         """Retention of a logical topic in hours (-1 = forever)."""
         if name == "dlq":
             return self.dlq_retention_hours
-        if name in ("evidence", "archive"):
+        if name in ("evidence", "archive", "fact-candidates"):
             return self.journal_retention_hours
         return self.topic_retention_hours
 

@@ -27,3 +27,12 @@ class ArchiveError(CredenceError):
 
 class DomainError(CredenceError, ValueError):
     """A domain rule was given input it cannot apply (unknown signal kind, invalid entry, wrong status)."""
+
+
+class BridgeError(CredenceError):
+    """The bridge from memory to verified facts refused a nomination or approval."""
+
+
+class BridgeRetired(BridgeError):
+    """The bridge is switched off (bridge_enabled is false): nothing is nominated or approved, nothing is
+    emitted, existing candidates stay as they are. Set CREDENCE_BRIDGE__BRIDGE_ENABLED=true to open it."""
