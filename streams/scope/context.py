@@ -11,6 +11,7 @@ from credence.streams.scope.state import Request, ScopeState
 from credence.tables.clock import format_instant
 from credence.tables.entries import Entry
 from credence.tables.evidence import derived_tier
+from credence.tables.validity import means_differently, supersede
 
 
 @dataclass
@@ -38,6 +39,10 @@ class StepContext:
             # Re-created after archival under its deterministic id: continue the archived version line, so
             # "<id>@<version>" never names two snapshots and a newest-version-wins replay keeps the live one.
             entry = replace(entry, version=state.archived.pop(entry.id) + entry.version)
+        if before is not None and means_differently(before, entry):
+            # Seed 002: a change of meaning never overwrites — the old meaning is journalled closed first.
+            closed, entry = supersede(before, entry, self.now)
+            self.journal(closed, "invalidated", "superseded", before)
         state.entries[entry.id] = entry
         self.journal(entry, event, cause, before)
 
