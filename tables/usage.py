@@ -41,6 +41,9 @@ class Usage:
     since: datetime | None = None
     reinforced_day: date | None = None
     reinforced_sources: tuple[str, ...] = ()
+    # The status an entry had when the daily sweep soft-archived it (None = not soft-archived): what
+    # an operator's restore puts back.
+    soft_archived_from: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("last_reinforced_at", "since"):
@@ -67,6 +70,7 @@ class Usage:
             "since": format_instant(self.since),
             "reinforced_day": format_day(self.reinforced_day),
             "reinforced_sources": list(self.reinforced_sources),
+            "soft_archived_from": self.soft_archived_from,
         }
 
     @classmethod
@@ -90,6 +94,7 @@ class Usage:
             since=parse_instant(d.get("since")) or since,
             reinforced_day=parse_day(d.get("reinforced_day")),
             reinforced_sources=tuple(sources),
+            soft_archived_from=d.get("soft_archived_from") or None,
         )
 
 

@@ -18,6 +18,9 @@ TOPICS: dict[str, bool] = {
     "archive": False,
     "control": False,
     "dlq": False,
+    # seed 002: recall hits (input of the scope agent) and the bridge's fact candidates (output only)
+    "usage": False,
+    "fact-candidates": False,
 }
 
 CHANGELOG_CONFIGS = {
@@ -38,6 +41,8 @@ class Topics:
     archive: faust.TopicT
     control: faust.TopicT
     dlq: faust.TopicT
+    usage: faust.TopicT
+    fact_candidates: faust.TopicT
 
 
 def declare_topics(app: faust.App, settings: Settings) -> Topics:
@@ -51,4 +56,4 @@ def declare_topics(app: faust.App, settings: Settings) -> Topics:
             compacting=TOPICS[name] or None,
         )
 
-    return Topics(**{name: topic(name) for name in TOPICS})
+    return Topics(**{name.replace("-", "_"): topic(name) for name in TOPICS})

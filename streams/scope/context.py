@@ -7,6 +7,7 @@ from datetime import datetime
 
 from credence.config.memory import MemorySettings
 from credence.config.pipeline import PipelineSettings
+from credence.config.usage import DEFAULT_USAGE_SETTINGS, UsageSettings
 from credence.streams.scope.state import Request, ScopeState
 from credence.tables.clock import format_instant
 from credence.tables.entries import Entry
@@ -30,6 +31,7 @@ class StepContext:
     emits: list[Emit] = field(default_factory=list)
     requests: list[Request] = field(default_factory=list)  # to run after the state is saved
     log: list[str] = field(default_factory=list)
+    usage: UsageSettings = DEFAULT_USAGE_SETTINGS
 
     # -- the journal: every evidence or lifecycle change goes out with the entry's full snapshot --------
     def put(self, state: ScopeState, entry: Entry, event: str, cause: str, before: Entry | None = None) -> None:
