@@ -23,7 +23,7 @@ def _record(entry, event, offset):
         "score": 0.0, "tier": "pending", "entry": entry.to_dict()}, 0, offset)
 
 
-def test_valid_at_reads_the_version_that_held(archive_settings_factory):
+def test_valid_at_reads_the_version_that_held(archive_settings_factory, capsys):
     settings = archive_settings_factory()
     v1 = new_persona_entry("p1", Scope("acme", "u1", "aria"), "enjoys hiking", T0)
     closed, v3 = supersede(v1, changed(v1, T0 + H, text="loves hiking"), T0 + H)
@@ -48,3 +48,10 @@ def test_valid_at_reads_the_version_that_held(archive_settings_factory):
     assert texts(T0 + 2 * H) == {"p0": "old", "p2": "drinks tea"}
     csv = query(settings.root, VALID_AT_SQL, [T0 + H], "csv")
     assert "loves hiking" in csv and "enjoys hiking" not in csv
+    capsys.readouterr()
+    from credence.streams.ops.cli import main as cli
+
+    assert cli(["archive", "query", VALID_AT_SQL, "--param", "2026-03-01T13:00:00Z", "--root", settings.root,
+                "--format", "csv"]) == 0
+    printed = capsys.readouterr().out
+    assert "loves hiking" in printed and "enjoys hiking" not in printed and "drinks tea" in printed
