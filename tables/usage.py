@@ -31,8 +31,9 @@ class Usage:
 
     ``strength`` is the value at the anchor (the later of ``last_reinforced_at`` and ``since``); None
     means the initial strength from settings. ``since`` is when the usage started counting (the entry's
-    creation, or its restoration): an entry never recalled decays from there. ``reinforced_day``/``reinforced_sources`` are the latest
-    UTC day with a reinforcement and the sources already applied on it (daily idempotency).
+    creation, or its restoration): an entry never recalled decays from there. ``reinforced_day`` and
+    ``reinforced_sources`` are the latest UTC day with a reinforcement and the sources already applied on
+    it (daily idempotency).
     """
 
     strength: float | None = None
@@ -51,7 +52,8 @@ class Usage:
             if value is not None:
                 object.__setattr__(self, name, as_utc(value))
         object.__setattr__(self, "reinforced_sources", tuple(sorted(set(self.reinforced_sources))))
-        if isinstance(self.reinforce_count, bool) or not isinstance(self.reinforce_count, int) or self.reinforce_count < 0:
+        count = self.reinforce_count
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise DomainError(f"usage reinforce_count must be an int >= 0, got {self.reinforce_count!r}")
         if self.strength is not None and not (isinstance(self.strength, int | float) and self.strength >= 0):
             raise DomainError(f"usage strength must be a number >= 0 or null, got {self.strength!r}")
@@ -94,8 +96,14 @@ class Usage:
             since=parse_instant(d.get("since")) or since,
             reinforced_day=parse_day(d.get("reinforced_day")),
             reinforced_sources=tuple(sources),
-            soft_archived_from=d.get("soft_archived_from") or None,
+            soft_archived_from=_status(d.get("soft_archived_from")),
         )
+
+
+def _status(value: Any) -> str | None:
+    if value is None or (isinstance(value, str) and value):
+        return value
+    raise DomainError(f"usage soft_archived_from must be an entry status or null, got {value!r}")
 
 
 def usage_strength(u: Usage, now: datetime, *, settings: UsageSettings = DEFAULT_USAGE_SETTINGS) -> float:
@@ -119,7 +127,8 @@ def reinforce(u: Usage, at: datetime, source: str, *, settings: UsageSettings = 
         raise DomainError(f"a usage source must be a non-empty string, got {source!r}")
     at = as_utc(at)
     day = at.date()
-    if u.reinforced_day is not None and (day < u.reinforced_day or (day == u.reinforced_day and source in u.reinforced_sources)):
+    latest = u.reinforced_day
+    if latest is not None and (day < latest or (day == latest and source in u.reinforced_sources)):
         return u
     # Event time never runs backwards for a usage: a hit stamped before its anchor counts at the anchor.
     anchor = u.anchor
