@@ -17,7 +17,7 @@ from aiokafka.partitioner import DefaultPartitioner
 from credence.config import Settings
 from credence.errors import CredenceError
 from credence.streams.ops.admin import ensure_topics
-from credence.streams.runtime.records import iso
+from credence.streams.runtime.records import restore_record, usage_record
 from credence.tables.bridge import nominate
 from credence.tables.entries import Entry
 from credence.tables.scope import Scope
@@ -37,23 +37,15 @@ async def _send(bootstrap: str, settings: Settings, name: str, scope: str, recor
         await producer.stop()
 
 
-def usage_record(scope: Scope, entry_ids: list[str], source: str, at: datetime) -> dict:
-    """credence.usage v1: the hits one recall returned to its caller (docs/records.md)."""
-    return {"v": 1, "tenant": scope.tenant, "user": scope.user, "character": scope.character,
-            "entry_ids": list(entry_ids), "source": source, "ts": iso(at)}
-
-
 async def send_usage(bootstrap: str, settings: Settings, scope: Scope, entry_ids: list[str], source: str,
                      at: datetime) -> None:
-    await _send(bootstrap, settings, "usage", scope.key, usage_record(scope, entry_ids, source, at))
+    await _send(bootstrap, settings, "usage", scope.key, usage_record(scope.key, entry_ids, source, at))
 
 
 async def send_restore(bootstrap: str, settings: Settings, scope: Scope, entry_id: str, by: str,
                        at: datetime) -> None:
     """Ask the scope's owner to restore a soft-archived entry (a control record, applied in order)."""
-    await _send(bootstrap, settings, "control", scope.key, {
-        "v": 1, "type": "restore", "tenant": scope.tenant, "user": scope.user, "character": scope.character,
-        "entry_id": entry_id, "by": by, "ts": iso(at)})
+    await _send(bootstrap, settings, "control", scope.key, restore_record(scope.key, entry_id, by, at))
 
 
 async def journal_of(bootstrap: str, settings: Settings, entry_id: str, scope: Scope | None = None) -> list[dict]:

@@ -198,3 +198,17 @@ def decode_usage(raw: bytes | None) -> dict:
     _encodable(source, "source")
     return {"tenant": _part(obj, "tenant"), "user": _part(obj, "user"), "character": _part(obj, "character"),
             "entry_ids": list(dict.fromkeys(ids)), "source": source, "ts": iso(parse_utc(obj.get("ts"), "ts"))}
+
+
+def usage_record(scope: str, entry_ids: list[str], source: str, at: datetime) -> dict:
+    """A credence.usage v1 record for the hits one recall returned to its caller (source "recall")."""
+    tenant, user, character = scope.split("/")
+    return {"v": 1, "tenant": tenant, "user": user, "character": character, "entry_ids": list(entry_ids),
+            "source": source, "ts": iso(at)}
+
+
+def restore_record(scope: str, entry_id: str, by: str, at: datetime) -> dict:
+    """A credence.control v1 restore request for a soft-archived entry."""
+    tenant, user, character = scope.split("/")
+    return {"v": 1, "type": "restore", "tenant": tenant, "user": user, "character": character,
+            "entry_id": entry_id, "by": by, "ts": iso(at)}

@@ -43,3 +43,15 @@ def test_restore_control_record():
     assert decode_control(json.dumps(body).encode())["entry_id"] == "p1"
     with pytest.raises(RecordError, match="entry_id"):
         decode_control(json.dumps({**body, "entry_id": 3}).encode())
+
+
+def test_the_builders_write_what_the_decoders_read():
+    from datetime import UTC, datetime
+
+    from credence.streams.runtime.records import restore_record, usage_record
+
+    at = datetime(2026, 3, 2, 11, 0, tzinfo=UTC)
+    rec = decode_usage(json.dumps(usage_record("acme/u1/aria", ["p1"], "recall", at)).encode())
+    assert rec["entry_ids"] == ["p1"] and rec["ts"] == "2026-03-02T11:00:00Z"
+    ctl = decode_control(json.dumps(restore_record("acme/u1/aria", "p1", "ops", at)).encode())
+    assert (ctl["type"], ctl["entry_id"], ctl["by"]) == ("restore", "p1", "ops")
