@@ -60,6 +60,7 @@ SNAPSHOT_FIELDS: tuple[tuple[str, str, pa.DataType], ...] = (
     ("version", "version", pa.int64()),
     ("updated_at", "updated_at", TS),
     ("archived_at", "entry_archived_at", TS),
+    ("promotion_rejected_at", "promotion_rejected_at", TS),
     ("valid_from", "valid_from", TS),
     ("invalidated_at", "invalidated_at", TS),
     ("usage.strength", "usage_strength", pa.float64()),

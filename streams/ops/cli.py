@@ -13,6 +13,7 @@ from pathlib import Path
 
 from credence import __version__
 from credence.errors import CredenceError
+from credence.streams.ops.operator_cli import add_operator_parsers
 
 log = logging.getLogger("credence")
 
@@ -86,7 +87,8 @@ def cmd_sink(args) -> int:
     archive, evidence, dlq = (settings.topic(n) for n in ("archive", "evidence", "dlq"))
     if args.drain:
         for topic, table in ((archive, ARCHIVE), (evidence, EVIDENCE)):
-            stats = asyncio.run(drain(bootstrap, topic, table, settings.archive, dead_letter_topic=dlq))
+            stats = asyncio.run(drain(bootstrap, topic, table, settings.archive, dead_letter_topic=dlq,
+                                      kafka=settings.kafka))
             print(f"{topic} -> {settings.archive.root}/{table}: {stats}")
         return 0
     stop = asyncio.Event()
@@ -95,7 +97,8 @@ def cmd_sink(args) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        return await run_sinks(bootstrap, archive, evidence, settings.archive, stop, dead_letter_topic=dlq)
+        return await run_sinks(bootstrap, archive, evidence, settings.archive, stop, dead_letter_topic=dlq,
+                               kafka=settings.kafka)
 
     print(f"sinking {archive} and {evidence} into {settings.archive.root}; Ctrl-C stops", flush=True)
     print(asyncio.run(main()))
@@ -140,56 +143,71 @@ def cmd_forget(args) -> int:
     return 0
 
 
-def _operator(args) -> str:
-    import getpass
-
-    by = (args.by or getpass.getuser() or "").strip()
-    if not by:
-        raise CredenceError("say who is acting: --by NAME")
-    return by
-
-
-def _scope_arg(args):
-    from credence.tables.scope import Scope
-
-    return Scope.parse(args.scope) if args.scope else None
+OVERRIDES = (  # (flag, TenantSettings field, type, help)
+    ("--persona-token-budget", "persona_token_budget", int, "prompt tokens for persona entries"),
+    ("--reflection-token-budget", "reflection_token_budget", int, "prompt tokens for reflections"),
+    ("--powerful-memory", "powerful_memory", lambda v: _on_off(v), "on or off"),
+    ("--time-zone", "time_zone", str, "IANA zone whose days the archive sweep counts"),
+    ("--requests-per-second", "requests_per_second", float, "API rate per worker"),
+    ("--burst", "burst", int, "API requests allowed at once above the rate"),
+    ("--max-body-bytes", "max_body_bytes", int, "largest API request body"),
+)
 
 
-def cmd_memory_restore(args) -> int:
-    from datetime import datetime, timezone
+def _on_off(value: str) -> bool:
+    if value not in ("on", "off"):
+        raise argparse.ArgumentTypeError(f"expected on or off, got {value!r}")
+    return value == "on"
 
-    from credence.streams.ops.operator import journal_of, scope_of, send_restore
+
+def _overrides(args) -> dict:
+    return {field: getattr(args, field) for _, field, _, _ in OVERRIDES if getattr(args, field) is not None}
+
+
+def cmd_tenants(args) -> int:
+    from credence.streams.api import tenant_admin
     from credence.streams.ops.worker import bootstrap_for
 
     settings = _settings(args)
     bootstrap = bootstrap_for(settings)
-    scope = _scope_arg(args) or scope_of(asyncio.run(journal_of(bootstrap, settings, args.entry_id)), args.entry_id)
-    asyncio.run(send_restore(bootstrap, settings, scope, args.entry_id, _operator(args), datetime.now(timezone.utc)))
-    print(f"asked the owner of {scope.key} to restore {args.entry_id} (applied in order; a soft-archived entry "
-          "returns to the status it had, anything else is left as it is)")
+    action = args.tenants_command
+    if action == "add":
+        key = asyncio.run(tenant_admin.add(bootstrap, settings, args.tenant, tenant_admin.overrides(_overrides(args))))
+        print(f"tenant {args.tenant} created; its API key (shown once, stored only as a hash):")
+        print(key)
+    elif action == "rotate-key":
+        key = asyncio.run(tenant_admin.rotate_key(bootstrap, settings, args.tenant))
+        print(f"tenant {args.tenant} has a new API key; the old one no longer works:")
+        print(key)
+    elif action == "set":
+        tenant = asyncio.run(tenant_admin.configure(bootstrap, settings, args.tenant, _overrides(args)))
+        print(json.dumps(tenant.public()))
+    elif action == "remove":
+        asyncio.run(tenant_admin.remove(bootstrap, settings, args.tenant))
+        print(f"tenant {args.tenant} removed; its key no longer works")
+    else:
+        directory = asyncio.run(tenant_admin.current(bootstrap, settings))
+        for name in sorted(directory.tenants):
+            print(json.dumps(directory.tenants[name].public()))
     return 0
 
 
-def cmd_bridge_nominate(args) -> int:
-    from datetime import datetime, timezone
-
-    from credence.errors import BridgeRetired
-    from credence.streams.ops.operator import candidate_from_journal, journal_of, send_candidate
-    from credence.streams.ops.worker import bootstrap_for
-
-    settings = _settings(args)
-    if not settings.bridge.bridge_enabled:  # refuse before touching the cluster: nothing is read or emitted
-        raise BridgeRetired("the bridge to verified facts is retired (bridge_enabled is false): nothing was "
-                            "nominated; set CREDENCE_BRIDGE__BRIDGE_ENABLED=true to open it")
-    by = _operator(args)
-    bootstrap = bootstrap_for(settings)
-    events = asyncio.run(journal_of(bootstrap, settings, args.entry_id, _scope_arg(args)))
-    candidate = candidate_from_journal(events, args.entry_id, datetime.now(timezone.utc), by, settings)
-    asyncio.run(send_candidate(bootstrap, settings, candidate))
-    print(f"nominated {candidate['candidate_id']} ({candidate['tenant']}/{candidate['user']}/"
-          f"{candidate['character']}) to {settings.topic('fact-candidates')} with "
-          f"{len(candidate['provenance']['versions'])} versions and {len(candidate['provenance']['signals'])} events")
-    return 0
+def _tenants_parser(sub) -> None:
+    p = sub.add_parser("tenants", help="API tenants: add, list, set, rotate-key, remove",
+                       description="Tenants live on the compacted <prefix>.tenants topic that every worker reads; "
+                                   "keys are shown once and stored only as SHA-256 hashes.")
+    tsub = p.add_subparsers(dest="tenants_command", required=True, metavar="SUBCOMMAND")
+    for action, text in (("add", "create a tenant; prints its key alone on the last line"),
+                         ("set", "change a tenant's settings overrides")):
+        a = tsub.add_parser(action, help=text)
+        a.add_argument("tenant")
+        for flag, field, kind, help_text in OVERRIDES:
+            a.add_argument(flag, dest=field, type=kind, help=help_text)
+    tsub.add_parser("list", help="tenants and their overrides (never keys)")
+    for action, text in (("rotate-key", "replace the tenant's key; prints the new one on the last line"),
+                         ("remove", "delete the tenant (its key stops working)")):
+        tsub.add_parser(action, help=text).add_argument("tenant")
+    p.set_defaults(func=cmd_tenants)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -265,27 +283,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--archive-only", action="store_true", help="only rewrite the Parquet shards")
     p.add_argument("--root", help="archive root (default: CREDENCE_ARCHIVE__ROOT)")
     p.set_defaults(func=cmd_forget)
-
-    p = sub.add_parser("memory", help="operator actions on memory entries (seed 002)")
-    msub = p.add_subparsers(dest="memory_command", required=True, metavar="SUBCOMMAND")
-    r = msub.add_parser("restore", help="bring a soft-archived entry back into the active view",
-                        description="Sends a restore control record to the scope's owner; the entry returns to "
-                                    "the status it had before the usage-decay sweep soft-archived it.")
-    r.add_argument("entry_id")
-    r.add_argument("--scope", help="tenant/user/character (default: looked up in the journal)")
-    r.add_argument("--by", help="who restores (default: the OS user)")
-    r.set_defaults(func=cmd_memory_restore)
-
-    p = sub.add_parser("bridge", help="the gated, manual bridge from memory to verified facts (seed 002)")
-    bsub = p.add_subparsers(dest="bridge_command", required=True, metavar="SUBCOMMAND")
-    n = bsub.add_parser("nominate", help="nominate one ripe entry as a fact candidate (a human action)",
-                        description="Refuses (exit 2) while CREDENCE_BRIDGE__BRIDGE_ENABLED is false. Reads the "
-                                    "entry's history from the journal, checks it is ripe, and emits one candidate "
-                                    "record with full provenance to <prefix>.fact-candidates.")
-    n.add_argument("entry_id")
-    n.add_argument("--scope", help="tenant/user/character (default: looked up in the journal)")
-    n.add_argument("--by", help="who nominates (default: the OS user)")
-    n.set_defaults(func=cmd_bridge_nominate)
+    _tenants_parser(sub)
+    add_operator_parsers(sub)
     return parser
 
 

@@ -15,6 +15,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.partitioner import DefaultPartitioner
 
 from credence.config import Settings
+from credence.kafka import client_options
 from credence.errors import CredenceError
 from credence.streams.ops.admin import ensure_topics
 from credence.streams.runtime.records import restore_record, usage_record
@@ -29,7 +30,7 @@ def _body(record: dict) -> bytes:
 
 async def _send(bootstrap: str, settings: Settings, name: str, scope: str, record: dict) -> None:
     await ensure_topics(bootstrap, settings)
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    producer = AIOKafkaProducer(**client_options(bootstrap, settings.kafka, acks="all"))
     await producer.start()
     try:
         await producer.send_and_wait(settings.topic(name), _body(record), key=scope.encode())
@@ -51,7 +52,8 @@ async def send_restore(bootstrap: str, settings: Settings, scope: Scope, entry_i
 async def journal_of(bootstrap: str, settings: Settings, entry_id: str, scope: Scope | None = None) -> list[dict]:
     """Every journal event of ``entry_id`` (of ``scope``, when given: then only its partition is read)."""
     topic = settings.topic("evidence")
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, auto_offset_reset="earliest")
+    consumer = AIOKafkaConsumer(**client_options(bootstrap, settings.kafka, enable_auto_commit=False,
+                                                 auto_offset_reset="earliest"))
     await consumer.start()
     try:
         everyone = list(range(settings.topic_partitions))  # the worker refuses topics with another count

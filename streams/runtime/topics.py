@@ -18,6 +18,10 @@ TOPICS: dict[str, bool] = {
     "archive": False,
     "control": False,
     "dlq": False,
+    # Every worker reads these two whole into memory (streams/api/directory.py): tenants' key hashes and
+    # settings, keyed by tenant; character cards, keyed by tenant/character.
+    "tenants": True,
+    "cards": True,
     # seed 002: recall hits (input of the scope agent) and the bridge's fact candidates (output only)
     "usage": False,
     "fact-candidates": False,
@@ -41,6 +45,8 @@ class Topics:
     archive: faust.TopicT
     control: faust.TopicT
     dlq: faust.TopicT
+    tenants: faust.TopicT
+    cards: faust.TopicT
     usage: faust.TopicT
     fact_candidates: faust.TopicT
 

@@ -20,6 +20,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from credence.config.usage import UsageSettings
+from credence.kafka import client_options
 from credence.streams.ops.cli import main as cli
 from credence.streams.ops.process import WorkerProcess, settings_env, wait_until
 from credence.streams.scope.requests import reflection_id
@@ -44,7 +45,7 @@ def iso(at: datetime) -> str:
 
 def produce(settings, name: str, records: list[dict]) -> None:
     async def run():
-        producer = AIOKafkaProducer(bootstrap_servers=settings.kafka_bootstrap, acks="all")
+        producer = AIOKafkaProducer(**client_options(settings.kafka_bootstrap, settings.kafka, acks="all"))
         await producer.start()
         try:
             for r in records:
