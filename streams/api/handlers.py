@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from credence.errors import ApiError, RecordError
-from credence.streams.api import models, reads
+from credence.streams.api import memory_ops, models, reads
 from credence.streams.api.cards import Card, card_key, check_card_entries
 from credence.streams.api.openapi import document
 from credence.streams.api.tenants import Tenant
@@ -147,7 +147,16 @@ class Handlers:
         scope, state, entries, card = self._scope_data(call)
         now = state.clock if state and state.clock else datetime.now(timezone.utc)
         version = self.store.version(scope.key) if hasattr(self.store, "version") else None
-        return 200, await recall(self, scope, version, [*card, *entries], now, call.body, self._memory(call))
+        entries = memory_ops.recallable(entries)
+        response = await recall(self, scope, version, [*card, *entries], now, call.body, self._memory(call))
+        await memory_ops.record_recall(self, scope, response, entries, now)  # seed 002: hits reinforce
+        return 200, response
+
+    async def post_restore(self, call: Call):
+        return await memory_ops.restore(self, call)
+
+    async def post_nominate(self, call: Call):
+        return await memory_ops.nominate(self, call)
 
     async def put_card(self, call: Call):
         body: models.CardRequest = call.body

@@ -52,6 +52,12 @@ ROUTES: tuple[Route, ...] = (
           query=(Query("tier", "string", "only this tier"), Query("kind", "string", "persona or reflection"), AT)),
     Route("GET", SCOPE + "/entries/{entry_id}", "get_entry", "One entry and the ordered signals that made its "
           "score", models.EntryDetail, scope=True, query=(AT,)),
+    Route("POST", SCOPE + "/entries/{entry_id}/restore", "post_restore", "Bring an entry the usage-decay sweep "
+          "soft-archived back into the active view (applied by the stream in order)", models.MemoryActionResponse,
+          202, models.MemoryActionRequest, scope=True),
+    Route("POST", SCOPE + "/entries/{entry_id}/nominate", "post_nominate", "Nominate one ripe entry as a fact "
+          "candidate (a human action; 409 while the bridge is retired)", models.MemoryActionResponse, 202,
+          models.MemoryActionRequest, scope=True),
     Route("PUT", T + "/characters/{character}/card", "put_card", "Replace the character card's protected "
           "entries (rendered for every user, outside budgets)", models.CardResponse, 200, models.CardRequest),
     Route("DELETE", T + "/users/{user}", "delete_user", "Forget a user everywhere (tables and changelogs)",

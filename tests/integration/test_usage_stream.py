@@ -19,13 +19,16 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from credence.config.usage import UsageSettings
+import httpx
+
+from credence.config.usage import BridgeSettings, TopicFilter, UsageSettings
 from credence.kafka import client_options
 from credence.streams.ops.cli import main as cli
 from credence.streams.ops.process import WorkerProcess, settings_env, wait_until
 from credence.streams.scope.requests import reflection_id
 from credence.tables.entries import Entry
 from credence.tables.validity import as_of
+from tests.support.api import add_tenant
 from tests.support.pipeline import DEADLINE_S, FAST_GROUP_ENV, flush_and_wait_idle, idle_status, pipeline_settings, \
     topic_values
 
@@ -74,9 +77,16 @@ def hit(entry_id: str, at: datetime, source: str = "recall") -> dict:
     return {**scope_part(), "entry_ids": [entry_id], "source": source, "ts": iso(at)}
 
 
+ENTRIES = "/v1/tenants/acme/users/ivy/characters/guide/entries"
+
+
 class Run:
-    def __init__(self, settings, root):
-        self.settings, self.root, self.worker = settings, root, None
+    def __init__(self, settings, root, key):
+        self.settings, self.root, self.worker, self.key = settings, root, None, key
+
+    def post(self, path: str, body: dict) -> httpx.Response:
+        return httpx.post(self.worker.url + path, json=body, headers={"Authorization": f"Bearer {self.key}"},
+                          timeout=30.0)
 
     def start(self) -> None:
         self.worker = WorkerProcess(self.settings, self.settings.kafka_bootstrap, self.root / "worker.log",
@@ -104,9 +114,11 @@ class Run:
 def run(kafka_bootstrap, tmp_path_factory):
     """A scope whose persona entry was superseded: Berlin promoted, then Paris merged into it."""
     root = tmp_path_factory.mktemp("usage")
+    bridge = BridgeSettings(bridge_enabled=True, ripe_min_age_days=1, ripe_min_reinforce_count=3,
+                            topic_filters={"acme": TopicFilter(subjects=("home",))})
     settings = pipeline_settings(kafka_bootstrap, root, f"u{uuid.uuid4().hex[:10]}",
-                                 usage=UsageSettings(decay_enabled=True))
-    r = Run(settings, root)
+                                 usage=UsageSettings(decay_enabled=True), bridge=bridge)
+    r = Run(settings, root, add_tenant(kafka_bootstrap, settings, "acme"))
     r.start()
     try:
         produce(settings, "turns", [turn("I live in Berlin.", T0)])
@@ -169,29 +181,38 @@ def test_usage_is_applied_once_per_source_and_day_through_duplicates_and_sigkill
     assert len(usage_events) == 3
 
 
-def test_the_sweep_soft_archives_and_memory_restore_brings_it_back(run, monkeypatch):
-    tick = {**scope_part(), "type": "tick", "now": iso(T0 + timedelta(days=120))}
-    produce(run.settings, "control", [tick])
+def test_the_sweep_soft_archives_and_the_api_and_cli_restore_it(run, monkeypatch):
+    assert run.post(f"{ENTRIES}/{PERSONA}/restore", {"by": "ops"}).status_code == 409  # it is active
+    produce(run.settings, "control", [{**scope_part(), "type": "tick", "now": iso(T0 + timedelta(days=120))}])
     gone = run.wait_entry(PERSONA, lambda e: e.status == "archived", "soft-archived")
     assert gone.usage.soft_archived_from == "active" and gone.archived_at.hour == 3
+    assert run.post(f"{ENTRIES}/{PERSONA}/restore", {"by": "ops"}).status_code == 202
+    back = run.wait_entry(PERSONA, lambda e: e.status == "active", "restored through the API")
+    assert back.usage.reinforce_count == 3 and back.archived_at is None
+    # never recalled again: the sweep takes it once more, and the CLI brings it back
+    produce(run.settings, "control", [{**scope_part(), "type": "tick", "now": iso(T0 + timedelta(days=240))}])
+    run.wait_entry(PERSONA, lambda e: e.status == "archived", "soft-archived again")
     for key, value in settings_env(run.settings, run.settings.kafka_bootstrap).items():
         monkeypatch.setenv(key, value)
     assert cli(["memory", "restore", PERSONA, "--by", "ops"]) == 0  # the scope is found in the journal
-    back = run.wait_entry(PERSONA, lambda e: e.status == "active", "restored")
-    assert back.usage.reinforce_count == 3 and back.archived_at is None
+    run.wait_entry(PERSONA, lambda e: e.status == "active", "restored by the CLI")
+
+
+def candidates(run) -> list[dict]:
+    return topic_values(run.settings.kafka_bootstrap, run.settings, "fact-candidates")
 
 
 def test_the_bridge_refuses_while_off_and_emits_one_candidate_per_nomination(run, monkeypatch, capsys):
-    for key, value in settings_env(run.settings, run.settings.kafka_bootstrap).items():
+    env = settings_env(run.settings, run.settings.kafka_bootstrap)
+    for key, value in env.items():
         monkeypatch.setenv(key, value)
+    monkeypatch.setenv("CREDENCE_BRIDGE", json.dumps({"bridge_enabled": False}))
     assert cli(["bridge", "nominate", PERSONA, "--by", "ana"]) == 2
     assert "retired" in capsys.readouterr().err
-    assert topic_values(run.settings.kafka_bootstrap, run.settings, "fact-candidates") == []
-    monkeypatch.setenv("CREDENCE_BRIDGE", json.dumps({
-        "bridge_enabled": True, "ripe_min_age_days": 1, "ripe_min_reinforce_count": 3,
-        "topic_filters": {"acme": {"subjects": ["home"]}}}))
+    assert candidates(run) == []
+    monkeypatch.setenv("CREDENCE_BRIDGE", env["CREDENCE_BRIDGE"])  # the worker's: open, ripe after 1 day and 3 recalls
     assert cli(["bridge", "nominate", PERSONA, "--by", "ana", "--scope", SCOPE]) == 0
-    (candidate,) = topic_values(run.settings.kafka_bootstrap, run.settings, "fact-candidates")
+    (candidate,) = candidates(run)
     live = run.entry(PERSONA)
     assert candidate["candidate_id"] == f"{PERSONA}@{live.version}" and candidate["nominated_by"] == "ana"
     texts = [v["text"] for v in candidate["provenance"]["versions"]]
@@ -200,5 +221,8 @@ def test_the_bridge_refuses_while_off_and_emits_one_candidate_per_nomination(run
     assert candidate["provenance"]["usage"]["reinforce_count"] == 3
     assert cli(["bridge", "nominate", PARIS, "--by", "ana"]) == 2  # a promoted reflection is not ripe
     assert "not ripe" in capsys.readouterr().err
-    assert cli(["bridge", "nominate", PERSONA, "--by", "bo"]) == 0
-    assert len(topic_values(run.settings.kafka_bootstrap, run.settings, "fact-candidates")) == 2
+    assert len(candidates(run)) == 1
+    answer = run.post(f"{ENTRIES}/{PERSONA}/nominate", {"by": "bo"})
+    assert answer.status_code == 202 and answer.json()["candidate_id"] == candidate["candidate_id"]
+    assert run.post(f"{ENTRIES}/{PARIS}/nominate", {"by": "bo"}).status_code == 409
+    assert [c["nominated_by"] for c in candidates(run)] == ["ana", "bo"]
