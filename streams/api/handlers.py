@@ -90,11 +90,13 @@ class Handlers:
     async def get_prompt(self, call: Call):
         scope, state, entries, card = self._scope_data(call)
         now = reads.read_instant(call.query, state.clock if state else None)
+        entries, now = await self._as_of(call, scope, entries, now)
         return 200, reads.prompt(scope, entries, card, now, self._memory(call), self.count_tokens)
 
     async def get_entries(self, call: Call):
         scope, state, entries, card = self._scope_data(call)
         now = reads.read_instant(call.query, state.clock if state else None)
+        entries, now = await self._as_of(call, scope, entries, now)
         return 200, reads.entries(entries, card, now, self._memory(call), call.query)
 
     async def get_entry(self, call: Call):
@@ -106,6 +108,13 @@ class Handlers:
         history = [] if found.protected else self.store.history(scope.key, found.id)
         return 200, models.EntryDetail(entry=reads.entry_view(found, now, self._memory(call)),
                                        history=[models.HistoryEvent.model_validate(h) for h in history], clock=now)
+
+    async def _as_of(self, call: Call, scope, entries, now):
+        """Seed 002: ?as_of=T answers with what was valid at T (from the journal), read at T."""
+        if "as_of" not in call.query:
+            return entries, now
+        at = reads.read_instant({"at": call.query["as_of"]}, None)
+        return await memory_ops.entries_as_of(self, scope, at), at
 
     async def post_feedback(self, call: Call):
         body: models.FeedbackRequest = call.body

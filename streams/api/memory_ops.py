@@ -12,6 +12,7 @@ from credence.streams.api import models
 from credence.streams.runtime.records import restore_record, usage_record
 from credence.tables.entries import ARCHIVED, Entry
 from credence.tables.usage import RECALL
+from credence.tables.validity import as_of
 
 
 def _raw(record: dict) -> bytes:
@@ -71,3 +72,17 @@ async def nominate(handlers, call) -> tuple[int, models.MemoryActionResponse]:
     await handlers._send("fact_candidates", scope.key, _raw(candidate))
     return 202, models.MemoryActionResponse(entry_id=entry_id, requested="nominate",
                                             candidate_id=candidate["candidate_id"])
+
+
+async def entries_as_of(handlers, scope, at: datetime) -> list[Entry]:
+    """What was valid in ``scope`` at ``at``: its journal (one partition of credence.evidence) folded by
+    tables.validity.as_of. A scan per request: as-of reads are for audits, not for serving prompts."""
+    from credence.streams.ops.operator import journal_of
+
+    settings = handlers.credence.settings
+    bootstrap = getattr(handlers, "bootstrap", None) or settings.kafka_bootstrap
+    try:
+        events = await journal_of(bootstrap, settings, None, scope)
+    except Exception as exc:  # noqa: BLE001 - the journal could not be read: say so, never answer half
+        raise ApiError(503, f"could not read the journal for as_of ({type(exc).__name__}); retry") from None
+    return list(as_of((Entry.from_dict(e["entry"]) for e in events), at).values())

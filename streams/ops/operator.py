@@ -49,8 +49,9 @@ async def send_restore(bootstrap: str, settings: Settings, scope: Scope, entry_i
     await _send(bootstrap, settings, "control", scope.key, restore_record(scope.key, entry_id, by, at))
 
 
-async def journal_of(bootstrap: str, settings: Settings, entry_id: str, scope: Scope | None = None) -> list[dict]:
-    """Every journal event of ``entry_id`` (of ``scope``, when given: then only its partition is read)."""
+async def journal_of(bootstrap: str, settings: Settings, entry_id: str | None, scope: Scope | None = None) -> list[dict]:
+    """Every journal event of ``entry_id`` (of ``scope``, when given: then only its partition is read);
+    with no ``entry_id``, every event of ``scope``."""
     topic = settings.topic("evidence")
     consumer = AIOKafkaConsumer(**client_options(bootstrap, settings.kafka, enable_auto_commit=False,
                                                  auto_offset_reset="earliest"))
@@ -69,7 +70,7 @@ async def journal_of(bootstrap: str, settings: Settings, entry_id: str, scope: S
                     if r.offset >= ends[TopicPartition(r.topic, r.partition)] or not r.value:
                         continue
                     event = json.loads(r.value)
-                    if event.get("entry_id") == entry_id and (
+                    if (entry_id is None or event.get("entry_id") == entry_id) and (
                             scope is None or (event.get("tenant"), event.get("user"), event.get("character"))
                             == (scope.tenant, scope.user, scope.character)):
                         events.append(event)

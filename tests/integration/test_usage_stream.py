@@ -160,6 +160,22 @@ def test_a_supersede_keeps_both_meanings_and_as_of_reads_the_right_one(run):
     live = run.entry(PERSONA)
     assert live.invalidated_at is None and live.text == "The user lives in Paris."
 
+    def api_text(route: str, at: datetime) -> str:
+        answer = httpx.get(f"{run.worker.url}/v1/tenants/acme/users/ivy/characters/guide/{route}",
+                           params={"as_of": iso(at)}, headers={"Authorization": f"Bearer {run.key}"}, timeout=30)
+        assert answer.status_code == 200, answer.text
+        if route == "prompt":
+            return answer.json()["text"]
+        return {e["id"]: e["text"] for e in answer.json()["entries"]}.get(PERSONA, "")
+
+    before = switched - timedelta(microseconds=1)
+    assert api_text("entries", before) == "The user lives in Berlin." == as_of(versions, before)[PERSONA].text
+    assert api_text("entries", switched) == "The user lives in Paris."
+    # the prompt at an instant before the suppression (mentions at T0+20h), and one after it ended
+    early, late = api_text("prompt", T0 + timedelta(hours=1)), api_text("prompt", T0 + timedelta(hours=30))
+    assert "lives in Berlin" in early and "Paris" not in early
+    assert "lives in Paris" in late and "Berlin" not in late
+
 
 def test_usage_is_applied_once_per_source_and_day_through_duplicates_and_sigkill(run):
     day = T0 + timedelta(hours=22)  # 2026-05-02 10:00 UTC
