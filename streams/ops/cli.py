@@ -13,6 +13,7 @@ from pathlib import Path
 
 from credence import __version__
 from credence.errors import CredenceError
+from credence.streams.ops.operator_cli import add_operator_parsers
 
 log = logging.getLogger("credence")
 
@@ -292,6 +293,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--root", help="archive root (default: CREDENCE_ARCHIVE__ROOT)")
     p.set_defaults(func=cmd_forget)
     _tenants_parser(sub)
+    add_operator_parsers(sub)
     return parser
 
 

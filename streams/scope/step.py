@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from credence.streams.scope import results
+from credence.streams.scope import results, usage
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import (
     AI_TEXT_CHARS,
@@ -56,7 +56,7 @@ def _is_promotion_result(state: ScopeState, record: dict) -> bool:
 
 
 def step(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
-    """Apply one input. `kind`: turn | feedback | result | failed | tick | flush."""
+    """Apply one input. `kind`: turn | feedback | usage | restore | result | failed | tick | flush."""
     _housekeeping(state, ctx)
     if kind in ("result", "failed"):
         if _is_promotion_result(state, record) and (state.blocked or state.queue):
@@ -88,6 +88,8 @@ def _run(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
         _on_turn(state, record, ctx)
     elif kind == "feedback":
         _on_feedback(state, record, ctx)
+    elif kind in usage.KINDS:
+        usage.apply(state, kind, record, ctx)
     _settle(state, ctx, flush=(kind == "flush"))
 
 
@@ -133,7 +135,9 @@ def _advance(state: ScopeState, ctx: StepContext) -> None:
         state.last_sweep_at = now
     every = timedelta(hours=ctx.memory.archive_sweep_interval_hours)
     for at in _sweep_times(state.last_sweep_at, now, ctx.pipeline.sweep_hourly_catchup_days, every):
+        usage.sweep_until(state, ctx, at)
         _sweep(state, ctx, at)
+    usage.sweep_until(state, ctx, now)
     if state.clock is None or now > state.clock:
         state.clock = now
 
