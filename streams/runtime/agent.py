@@ -1,6 +1,6 @@
 """The scope agent: the one owner of every scope on its partitions.
 
-It reads turns, feedback, facts and control records (all keyed by scope, co-partitioned) in batches
+It reads turns, feedback, usage, facts and control records (all keyed by scope, co-partitioned) in batches
 (`state.batch_max_records`, `state.batch_within_seconds`). Each record is applied in order to its
 scope's live state by the pure step; then, once per batch: every record the batch emitted (journal,
 archive hand-off, dead letters) is sent and acknowledged by the broker, then each changed key is written
@@ -29,7 +29,7 @@ from credence.errors import RecordError
 from credence.streams.runtime.batch import RELEASE, Applied, ScopeWork, Sends, apply, is_idle_tick, rebuild
 from credence.streams.runtime.marks import Marks
 from credence.streams.runtime.ownership import Ownership
-from credence.streams.runtime.records import Turn, decode_control, decode_feedback, decode_turn
+from credence.streams.runtime.records import Turn, decode_control, decode_feedback, decode_turn, decode_usage
 from credence.streams.runtime.store import ScopeStore
 from credence.streams.runtime.switch import PowerSwitch
 from credence.streams.runtime.topics import Topics
@@ -39,7 +39,7 @@ from credence.streams.scope.step import event_now
 from credence.tables.clock import parse_instant
 
 log = logging.getLogger(__name__)
-INPUTS = ("turns", "feedback", "facts", "control")
+INPUTS = ("turns", "feedback", "facts", "control", "usage")
 
 
 def encode_record(record: dict) -> bytes:
@@ -65,10 +65,14 @@ def decode_input(name: str, raw: bytes) -> Input:
         fb = decode_feedback(raw)
         return Input(name, f"{fb['tenant']}/{fb['user']}/{fb['character']}", "feedback", fb,
                      parse_instant(fb["ts"]))
+    if name == "usage":
+        hit = decode_usage(raw)
+        return Input(name, f"{hit['tenant']}/{hit['user']}/{hit['character']}", "usage", hit,
+                     parse_instant(hit["ts"]))
     ctl = decode_control(raw)
     if ctl["type"] == "forget":
         return Input(name, f"{ctl['tenant']}/{ctl['user']}/", "forget", ctl, None)
-    at = parse_instant(ctl.get("now")) if ctl["type"] == "tick" else None
+    at = parse_instant(ctl.get("now") if ctl["type"] == "tick" else ctl.get("ts"))
     return Input(name, f"{ctl['tenant']}/{ctl['user']}/{ctl['character']}", ctl["type"], ctl, at)
 
 
@@ -112,7 +116,7 @@ class ScopeAgent:
 
     def context(self, scope: str, now: datetime, powerful: bool) -> StepContext:
         return StepContext(now=now, powerful=powerful, boot=self.boot, memory=self.settings.memory,
-                           pipeline=self.settings.pipeline)
+                           pipeline=self.settings.pipeline, usage=self.settings.usage)
 
     # -- a batch ------------------------------------------------------------------------------------
     async def run(self, stream) -> None:
