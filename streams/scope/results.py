@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from credence.streams.llm import tasks
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import reflection_id
 from credence.streams.scope.state import ScopeState
@@ -220,5 +221,6 @@ def _promotion(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
             f"promotion_{decision.action}", stored)
 
 
-HANDLERS = {"stage1": _stage1, "stage2": _stage2, "synthesis": _synthesis, "feedback": _feedback,
-            "target": _target, "promotion": _promotion}
+# Keyed by the task registry's names (credence.streams.llm.tasks.TASKS), the one place they are spelled.
+HANDLERS = {tasks.STAGE1: _stage1, tasks.STAGE2: _stage2, tasks.SYNTHESIS: _synthesis, tasks.FEEDBACK: _feedback,
+            tasks.TARGET: _target, tasks.PROMOTION: _promotion}

@@ -15,14 +15,16 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from credence.streams.scope import results
+from credence.streams.scope import results, usage
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import (
+    AI_TEXT_CHARS,
     OPEN_REFLECTION_STATUSES,
     observation,
     promotion_payload,
     stage2_batch,
     stage2_payload,
+    synthesis_payload,
 )
 from credence.streams.scope.state import ScopeState
 from credence.tables.clock import parse_instant
@@ -54,7 +56,7 @@ def _is_promotion_result(state: ScopeState, record: dict) -> bool:
 
 
 def step(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
-    """Apply one input. `kind`: turn | feedback | result | failed | tick | flush."""
+    """Apply one input. `kind`: turn | feedback | usage | restore | result | failed | tick | flush."""
     _housekeeping(state, ctx)
     if kind in ("result", "failed"):
         if _is_promotion_result(state, record) and (state.blocked or state.queue):
@@ -86,6 +88,8 @@ def _run(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
         _on_turn(state, record, ctx)
     elif kind == "feedback":
         _on_feedback(state, record, ctx)
+    elif kind in usage.KINDS:
+        usage.apply(state, kind, record, ctx)
     _settle(state, ctx, flush=(kind == "flush"))
 
 
@@ -131,7 +135,9 @@ def _advance(state: ScopeState, ctx: StepContext) -> None:
         state.last_sweep_at = now
     every = timedelta(hours=ctx.memory.archive_sweep_interval_hours)
     for at in _sweep_times(state.last_sweep_at, now, ctx.pipeline.sweep_hourly_catchup_days, every):
+        usage.sweep_until(state, ctx, at)
         _sweep(state, ctx, at)
+    usage.sweep_until(state, ctx, now)
     if state.clock is None or now > state.clock:
         state.clock = now
 
@@ -196,7 +202,7 @@ def _on_turn(state: ScopeState, turn: dict, ctx: StepContext) -> None:
     surfaced = [e for e in surfaced if e.kind == "reflection" and e.status in OPEN_REFLECTION_STATUSES]
     state.surfaced = []
     if surfaced:
-        ctx.request(state, "feedback", {"reply_text": turn["text"],
+        ctx.request(state, "feedback", {"reply_text": turn["text"], "ai_text": state.last_ai_text,
                                         "surfaced": [observation(e) for e in surfaced]})
     elif _has_negative_keyword(turn["text"], ctx):
         # A rebuttal answers what the character said lately: entries it mentioned inside the window.
@@ -204,12 +210,13 @@ def _on_turn(state: ScopeState, turn: dict, ctx: StepContext) -> None:
         mentioned = [e for e in state.entries.values() if not e.protected and any(m > since for m in e.recent_mentions)
                      and e.status in (*OPEN_REFLECTION_STATUSES, "active")]
         if mentioned:
-            ctx.request(state, "target", {"messages": list(state.recent_user_messages),
+            ctx.request(state, "target", {"messages": list(state.recent_user_messages), "ai_text": state.last_ai_text,
                                           "observations": [observation(e) for e in
                                                            sorted(mentioned, key=lambda e: e.id)]})
 
 
 def _on_ai_turn(state: ScopeState, turn: dict, ctx: StepContext) -> None:
+    state.last_ai_text = turn["text"][-AI_TEXT_CHARS:]
     surfaced = []
     ids = turn.get("surfaced_ids") or _mentioned_ids(state, turn["text"], ctx)
     for entry_id in ids:
@@ -266,7 +273,7 @@ def _settle(state: ScopeState, ctx: StepContext, flush: bool = False) -> None:
             return
     pending = [f["fact"] for f in state.facts.values() if f["synthesis"] == "pending"]
     if len(pending) >= ctx.pipeline.synthesis_min_facts or (pending and flush):
-        ctx.request(state, "synthesis", {"facts": pending})
+        ctx.request(state, "synthesis", synthesis_payload(state, ctx, pending))
 
 
 def _stage1_due(state: ScopeState, ctx: StepContext, flush: bool) -> bool:
@@ -300,6 +307,6 @@ def _score_transitions(state: ScopeState, ctx: StepContext) -> None:
         elif decision == ATTEMPT:
             attempted, ticket = record_promote_attempt(entry, ctx.now)
             ctx.put(state, attempted, "promote_attempt", "threshold", entry)
-            payload = promotion_payload(state, attempted)
+            payload = promotion_payload(state, attempted, ctx)
             payload["ticket"] = {"version": ticket.version, "attempt": ticket.attempt}
             ctx.request(state, "promotion", payload)

@@ -95,7 +95,8 @@ def test_reflection_ids_are_deterministic_and_never_duplicated(driver_factory):
 
 
 @pytest.mark.parametrize("text, seed", [("I love hiking", 0.4), ("I really love hiking", 0.6),
-                                         ("My name is Sam", 0.8), ("I have a dog", 0.2), ("I like tea", 0.0)])
+                                         ("My name is Sam", 0.6), ("I have a dog", 0.2), ("I like tea", 0.0),
+                                         ("Remember this: I love hiking", 0.8)])
 def test_new_reflection_is_seeded_by_its_source_importance(driver_factory, text, seed):
     d = driver_factory()
     d.turn(text, T0)
