@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import time
 from dataclasses import asdict
 
 from credence import __version__
@@ -60,11 +61,27 @@ def reflection_counts(states) -> dict[str, int]:
     return dict(sorted(counts.items()))
 
 
+class Refreshed:
+    """A value recomputed at most every `seconds` (wall clock): /status is polled often, and counting
+    reflections reads every scope this worker holds."""
+
+    def __init__(self, compute, seconds: float = 5.0, clock=time.monotonic) -> None:
+        self.compute, self.seconds, self.clock = compute, seconds, clock
+        self.value, self.at = None, None
+
+    def __call__(self):
+        now = self.clock()
+        if self.at is None or now - self.at >= self.seconds:
+            self.value, self.at = self.compute(), now
+        return self.value
+
+
 def register(credence) -> None:
     app, settings = credence.app, credence.settings
     count_tokens = default_token_counter()
 
     store = credence.store
+    reflections = Refreshed(lambda: reflection_counts(store.states()))
 
     @app.page("/status")
     async def status(web, request):
@@ -77,7 +94,7 @@ def register(credence) -> None:
             "llm": {"backend": credence.backend.label, "stats": credence.backend.stats.as_dict(),
                     "inflight": credence.runner.inflight},
             "tokenizer": default_tokenizer_name(),
-            "reflections": reflection_counts(store.states()),
+            "reflections": reflections(),  # per stored status, refreshed every few seconds
             "broker": broker_text(credence.stats.broker_unreachable_since),
         })
 

@@ -25,3 +25,15 @@ def test_reflection_counts_per_status_over_every_scope():
         states.append(state)
     assert reflection_counts(states) == {"confirmed": 2, "pending": 2, "promote_blocked": 4}
     assert reflection_counts([]) == {}
+
+
+def test_the_status_counts_are_recomputed_at_most_every_few_seconds():
+    from credence.streams.runtime.views import Refreshed
+
+    now, calls = [0.0], []
+    value = Refreshed(lambda: calls.append(1) or len(calls), seconds=5.0, clock=lambda: now[0])
+    assert value() == 1 and value() == 1
+    now[0] = 4.9
+    assert value() == 1
+    now[0] = 5.0
+    assert value() == 2 and len(calls) == 2
