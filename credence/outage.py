@@ -115,21 +115,26 @@ def iso(ts: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
-def exit_after(grace_s: float, what: str) -> threading.Timer:
-    """Exit the process `grace_s` from now, whatever still waits on the brokers (called when a stop is
-    asked for). Safe because nothing uncommitted is ever needed: offsets are committed only for applied
-    records (worker) or durable shards (sink), and the worker's RocksDB store has its write-ahead log in
-    the OS already."""
+def exit_after(grace_s: float, what: str, broker_away: Callable[[], bool] = lambda: True,
+               cap_s: float = 120.0) -> threading.Thread:
+    """Exit the process `grace_s` from now if the brokers are away (`broker_away`), else as soon as they
+    are, at the latest `cap_s` from now (called when a stop is asked for; a stop with the brokers present
+    commits and closes normally). Safe because nothing uncommitted is ever needed: offsets are committed
+    only for applied records (worker) or durable shards (sink), and the worker's RocksDB store has its
+    write-ahead log in the OS already."""
     log = logging.getLogger("credence")
+    started = time.monotonic()
 
     def expire() -> None:
+        time.sleep(grace_s)  # the grace period itself, on a daemon thread
+        while not broker_away() and time.monotonic() - started < cap_s:
+            time.sleep(0.5)  # a normal stop is still running against reachable brokers
         log.warning("%s took longer than %.0fs to stop (Kafka unreachable?); exiting without further commits",
-                    what, grace_s)
+                    what, time.monotonic() - started)
         for handler in logging.getLogger().handlers:
             handler.flush()
         os._exit(0)
 
-    timer = threading.Timer(grace_s, expire)
-    timer.daemon = True
-    timer.start()
-    return timer
+    thread = threading.Thread(target=expire, name="stop-grace", daemon=True)
+    thread.start()
+    return thread

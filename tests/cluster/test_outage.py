@@ -106,7 +106,8 @@ def test_outage_is_calm_resumes_by_itself_and_stops_promptly(broker, reference, 
         resumed = collect(worker, broker.bootstrap, settings, SCOPES, status, read_topics=False)
         assert entry_digest(resumed.entries) == entry_digest(reference.entries)
 
-        outage(broker, [], 3.0)  # the worker and the sink now lose the broker, then are told to stop
+        broker.stop()  # the worker and the sink lose the broker again, then are told to stop
+        wait_until(lambda: worker.get("/status")["broker"] != "reachable", 30, "the worker to miss the broker")
         for proc in (worker.proc, sink):
             proc.send_signal(signal.SIGTERM)
         for proc in (worker.proc, sink):
