@@ -18,6 +18,9 @@ from collections.abc import Awaitable, Callable
 
 # Logger names whose warnings and errors are all about reaching the cluster.
 NOISY = ("aiokafka", "faust.transport", "faust.tables.recovery")
+# Info lines those loggers repeat for every blocked batch while the brokers are away (Faust logs each
+# "producer buffer full" warning's flush time).
+NOISY_INFO = ("producer flush took",)
 
 
 class QuietOutage(logging.Filter):
@@ -31,9 +34,10 @@ class QuietOutage(logging.Filter):
         self._held: dict[str, int] = {}
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno < logging.WARNING:
+        repeated_info = record.levelno < logging.WARNING and str(record.msg).startswith(NOISY_INFO)
+        if record.levelno < logging.WARNING and not repeated_info:
             return True
-        now, name = self.clock(), record.name
+        now, name = self.clock(), f"{record.name}:info" if repeated_info else record.name
         last = self._last.get(name)
         if last is not None and now - last < self.interval_s:
             self._held[name] = self._held.get(name, 0) + 1
@@ -43,7 +47,8 @@ class QuietOutage(logging.Filter):
         if held:
             record.msg = f"{record.getMessage()} (and {held} similar messages in the last {now - last:.0f}s)"
             record.args = ()
-        record.levelno, record.levelname = logging.WARNING, "WARNING"
+        if not repeated_info:
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
         return True
 
 
