@@ -13,6 +13,7 @@ from pathlib import Path
 
 from credence import __version__
 from credence.errors import CredenceError
+from credence.streams.ops.operator_cli import add_operator_parsers
 
 log = logging.getLogger("credence")
 
@@ -73,7 +74,7 @@ def cmd_demo(args) -> int:
     from credence.streams.ops.demo import default_input, run_demo
 
     path = Path(args.input) if args.input else default_input()
-    return run_demo(_settings(args), path, timeout_s=args.timeout)
+    return run_demo(_settings(args), path, timeout_s=args.timeout, serve=args.serve, port=args.port)
 
 
 def cmd_sink(args) -> int:
@@ -256,6 +257,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "per-scope summary. Runs offline.")
     p.add_argument("--input", help="JSON-lines file of turns (default: the shipped sample)")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for processing")
+    p.add_argument("--serve", action="store_true", help="keep broker and worker running after the summary, "
+                   "create the sample's tenants and print a key and a curl line for the HTTP API")
+    p.add_argument("--port", type=int, default=0, help="with --serve: the API's port (default CREDENCE_WEB_PORT)")
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("sink", help="write credence.archive and credence.evidence to Parquet shards",
@@ -289,6 +293,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--root", help="archive root (default: CREDENCE_ARCHIVE__ROOT)")
     p.set_defaults(func=cmd_forget)
     _tenants_parser(sub)
+    add_operator_parsers(sub)
     return parser
 
 
