@@ -41,8 +41,8 @@ class Settings(BaseSettings):
     journal_retention_hours: int = Field(default=-1, ge=-1)
     # How soon a crashed worker's partitions move to a live one (Kafka's group session timeout).
     kafka_session_timeout_s: float = Field(default=10.0, ge=6.0, le=300.0)
-    # A worker told to stop exits at most this long after (its Kafka consumer can otherwise wait out a
-    # broker that is gone); it commits nothing it did not apply either way.
+    # A worker or sink told to stop while the brokers are unreachable exits at most this long after (its
+    # Kafka consumer would otherwise wait them out); it commits nothing it did not apply either way.
     worker_stop_grace_s: float = Field(default=10.0, gt=0, le=300.0)
 
     # Worker.

@@ -18,6 +18,9 @@ from collections.abc import Awaitable, Callable
 
 # Logger names whose warnings and errors are all about reaching the cluster.
 NOISY = ("aiokafka", "faust.transport", "faust.tables.recovery")
+# Info lines those loggers repeat for every blocked batch while the brokers are away (Faust logs each
+# "producer buffer full" warning's flush time).
+NOISY_INFO = ("producer flush took",)
 
 
 class QuietOutage(logging.Filter):
@@ -31,9 +34,10 @@ class QuietOutage(logging.Filter):
         self._held: dict[str, int] = {}
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if record.levelno < logging.WARNING:
+        repeated_info = record.levelno < logging.WARNING and str(record.msg).startswith(NOISY_INFO)
+        if record.levelno < logging.WARNING and not repeated_info:
             return True
-        now, name = self.clock(), record.name
+        now, name = self.clock(), f"{record.name}:info" if repeated_info else record.name
         last = self._last.get(name)
         if last is not None and now - last < self.interval_s:
             self._held[name] = self._held.get(name, 0) + 1
@@ -43,7 +47,8 @@ class QuietOutage(logging.Filter):
         if held:
             record.msg = f"{record.getMessage()} (and {held} similar messages in the last {now - last:.0f}s)"
             record.args = ()
-        record.levelno, record.levelname = logging.WARNING, "WARNING"
+        if not repeated_info:
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
         return True
 
 
@@ -115,21 +120,26 @@ def iso(ts: float) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(ts))
 
 
-def exit_after(grace_s: float, what: str) -> threading.Timer:
-    """Exit the process `grace_s` from now, whatever still waits on the brokers (called when a stop is
-    asked for). Safe because nothing uncommitted is ever needed: offsets are committed only for applied
-    records (worker) or durable shards (sink), and the worker's RocksDB store has its write-ahead log in
-    the OS already."""
+def exit_after(grace_s: float, what: str, broker_away: Callable[[], bool] = lambda: True,
+               cap_s: float = 120.0) -> threading.Thread:
+    """Exit the process `grace_s` from now if the brokers are away (`broker_away`), else as soon as they
+    are, at the latest `cap_s` from now (called when a stop is asked for; a stop with the brokers present
+    commits and closes normally). Safe because nothing uncommitted is ever needed: offsets are committed
+    only for applied records (worker) or durable shards (sink), and the worker's RocksDB store has its
+    write-ahead log in the OS already."""
     log = logging.getLogger("credence")
+    started = time.monotonic()
 
     def expire() -> None:
+        time.sleep(grace_s)  # the grace period itself, on a daemon thread
+        while not broker_away() and time.monotonic() - started < cap_s:
+            time.sleep(0.5)  # a normal stop is still running against reachable brokers
         log.warning("%s took longer than %.0fs to stop (Kafka unreachable?); exiting without further commits",
-                    what, grace_s)
+                    what, time.monotonic() - started)
         for handler in logging.getLogger().handlers:
             handler.flush()
         os._exit(0)
 
-    timer = threading.Timer(grace_s, expire)
-    timer.daemon = True
-    timer.start()
-    return timer
+    thread = threading.Thread(target=expire, name="stop-grace", daemon=True)
+    thread.start()
+    return thread

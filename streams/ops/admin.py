@@ -46,14 +46,14 @@ async def ensure_topics(bootstrap: str, settings: Settings, changelogs: bool = F
         wanted = {settings.topic(n): topic_configs(settings, n) for n in TOPICS}
         if changelogs:
             wanted |= {changelog_topic(settings, t): changelog_configs(settings) for t in TABLES}
-        existing = set(await admin.list_topics())
+        existing = set(await _ask(admin.list_topics))
         missing = [
             NewTopic(full, settings.topic_partitions, settings.topic_replicas, topic_configs=configs)
             for full, configs in wanted.items() if full not in existing
         ]
         if missing:
             try:
-                await admin.create_topics(missing)
+                await _ask(admin.create_topics, missing)
             except TopicAlreadyExistsError:
                 pass  # another process declared it first; the partition check below still applies
         partitions = await _partition_counts(admin, list(wanted))
@@ -67,19 +67,25 @@ async def ensure_topics(bootstrap: str, settings: Settings, changelogs: bool = F
         await admin.close()
 
 
+async def _ask(call, *args, deadline_s: float = 30.0):
+    """One admin request, asked again while it meets a broker that just went away and that the cluster's
+    metadata still names (the admin client sends to one node and does not move on by itself)."""
+    end = asyncio.get_running_loop().time() + deadline_s
+    while True:
+        try:
+            return await call(*args)
+        except (KafkaConnectionError, NodeNotReadyError, RequestTimedOutError):
+            if asyncio.get_running_loop().time() > end:
+                raise
+            await asyncio.sleep(0.5)  # retry interval while the metadata catches up
+
+
 async def _partition_counts(admin: AIOKafkaAdminClient, names: list[str], deadline_s: float = 30.0):
     """Partition counts as the cluster reports them; a topic created a moment ago reports none until
     its metadata has propagated, so ask again until every topic shows partitions or the deadline passes."""
     end = asyncio.get_running_loop().time() + deadline_s
     while True:
-        try:
-            described = await admin.describe_topics(names)
-        except (KafkaConnectionError, NodeNotReadyError, RequestTimedOutError):
-            # a broker of a replicated cluster just went away and metadata still names it: ask another
-            if asyncio.get_running_loop().time() > end:
-                raise
-            await asyncio.sleep(0.5)  # retry interval while the cluster's metadata catches up
-            continue
+        described = await _ask(admin.describe_topics, names)
         counts = {t["topic"]: len(t.get("partitions") or []) for t in described}
         # A partition without a leader yet makes the first produce fail with NotLeaderForPartition.
         led = all(p.get("leader", -1) >= 0 for t in described for p in t.get("partitions") or [])

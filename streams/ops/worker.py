@@ -42,11 +42,13 @@ def run_worker(settings: Settings, loglevel: str = "INFO") -> None:
     asyncio.run(ensure_topics(bootstrap, settings, changelogs=True))
     (settings.data_dir / "worker").mkdir(parents=True, exist_ok=True)
     credence = create_app(settings, bootstrap)
-    watch_broker(credence, bootstrap)
+    watch = watch_broker(credence, bootstrap)
     quiet_kafka_logs(settings.kafka.outage_warning_interval_s)
     log.info("credence worker %s on %s (store %s, data %s)", settings.app_id, bootstrap,
              settings.table_store, settings.data_dir)
-    worker_class()(credence.app, settings.worker_stop_grace_s, loglevel=loglevel, quiet=True).execute_from_commandline()
+    worker = worker_class()(credence.app, settings.worker_stop_grace_s, lambda: watch.since is not None,
+                            loglevel=loglevel, quiet=True)
+    worker.execute_from_commandline()
 
 
 def watch_broker(credence, bootstrap: str) -> BrokerWatch:
@@ -76,15 +78,15 @@ def worker_class():
         """Faust's worker, bounded in how long a stop may take (its consumer can wait ~30-90 s on a
         broker that is gone)."""
 
-        def __init__(self, app, stop_grace_s: float, **kwargs):
+        def __init__(self, app, stop_grace_s: float, broker_away, **kwargs):
             super().__init__(app, **kwargs)
-            self._stop_grace_s = stop_grace_s
+            self._stop_grace_s, self._broker_away = stop_grace_s, broker_away
             self._watchdog = False
 
         def _schedule_shutdown(self, signal) -> None:
             if not self._watchdog:
                 self._watchdog = True
-                exit_after(self._stop_grace_s, "the worker")
+                exit_after(self._stop_grace_s, "the worker", self._broker_away)
             super()._schedule_shutdown(signal)
 
     return Worker

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections import Counter
 import uuid
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from credence.streams.ops.broker import EmbeddedBroker, SecureListeners
 from credence.streams.ops.process import WorkerProcess, settings_env, wait_until
 from tests.support.certs import make_pki
 from tests.support.pipeline import (
-    CLUSTER_LINES, collect, entry_digest, flush_and_wait_idle, fold_journal, pipeline_settings, scopes_of,
+    CLUSTER_LINES, collect, entry_digest, flush_and_wait_idle, fold_archive, fold_journal, pipeline_settings, scopes_of,
     valid_turn_counts, wait_turns,
 )
 
@@ -92,26 +93,35 @@ def whole_pipeline(bootstrap: str, root: Path, kafka: dict) -> dict:
     assert all(o.returncode == 0 for o in outputs), [o.stderr for o in outputs]
     logs = (root / "worker.log").read_text(errors="replace") + "".join(o.stdout + o.stderr for o in outputs)
     return {"entries": entry_digest(before.entries), "journal": entry_digest(fold_journal(before.journal)),
-            "archived": len(before.archive), "remaining": remaining, "forgotten": forgotten,
-            "archive_rows": outputs[-1].stdout, "text": logs + status_text}
+            "archived": entry_digest(fold_archive(before.archive)), "remaining": remaining, "forgotten": forgotten,
+            "archive_rows": csv_counts(outputs[-1].stdout), "expected_rows": evidence_rows(before.journal),
+            "text": logs + status_text}
 
 
-@pytest.fixture(scope="module")
-def plaintext_run(kafka_bootstrap, tmp_path_factory) -> dict:
-    return whole_pipeline(kafka_bootstrap, tmp_path_factory.mktemp("plain"), {})
+def evidence_rows(journal: list[dict]) -> dict[tuple[str, str], int]:
+    """Rows per (tenant, user) the evidence archive must hold after `forget`: one per distinct event."""
+    events = {e["event_id"]: e for e in journal}.values()
+    counts = Counter((e["tenant"], e["user"]) for e in events)
+    return {key: n for key, n in counts.items() if key != FORGOTTEN}
+
+
+def csv_counts(text: str) -> dict[tuple[str, str], int]:
+    rows = [line.split(",") for line in text.strip().splitlines()[1:]]
+    return {(tenant, user): int(n) for tenant, user, n in rows}
 
 
 @pytest.mark.parametrize("variant", ["scram", "mtls"])
-def test_the_whole_pipeline_on_a_secured_listener_matches_plaintext(variant, secured, pki, plaintext_run, tmp_path):
+def test_the_whole_pipeline_on_a_secured_listener_matches_plaintext(variant, secured, pki, reference, tmp_path):
+    """`reference` is the same input through the same pipeline on the suite's PLAINTEXT broker."""
     bootstrap, kafka = ((secured.sasl_bootstrap, scram(pki)) if variant == "scram"
                         else (secured.ssl_bootstrap, mtls(pki)))
     assert bootstrap != secured.bootstrap  # never the broker's internal PLAINTEXT listener
     run = whole_pipeline(bootstrap, tmp_path, kafka)
-    assert run["entries"] and run["entries"] == plaintext_run["entries"]
-    assert run["journal"] == plaintext_run["journal"] and run["archived"] == plaintext_run["archived"]
-    assert run["forgotten"] and not set(run["forgotten"]) & run["remaining"]
-    assert run["remaining"] == plaintext_run["remaining"]
-    assert run["archive_rows"] == plaintext_run["archive_rows"] and "alice" not in run["archive_rows"]
+    assert run["entries"] and run["entries"] == entry_digest(reference.entries)
+    assert run["journal"] == entry_digest(fold_journal(reference.journal))
+    assert run["archived"] == entry_digest(fold_archive(reference.archive))
+    assert len(run["forgotten"]) == 2 and run["remaining"] == set(SCOPES) - set(run["forgotten"])
+    assert run["archive_rows"] == run["expected_rows"] and run["archive_rows"]
     assert PASSWORD not in run["text"] and "BEGIN PRIVATE KEY" not in run["text"]
 
 

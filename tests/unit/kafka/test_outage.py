@@ -55,3 +55,11 @@ def test_backoff_is_jittered_and_capped(seed, base, cap):
     values = [next(delays) for _ in range(40)]
     assert all(0 <= d <= max(cap, 0) for d in values)
     assert all(d <= base * 2 ** i for i, d in enumerate(values))
+
+
+def test_the_flush_time_faust_logs_for_every_blocked_batch_is_throttled_too():
+    quiet = QuietOutage(10.0, clock=lambda: 0.0)
+    passed = [quiet.filter(record("faust.transport.producer", logging.INFO, "producer flush took 4.2"))
+              for _ in range(50)]
+    assert passed.count(True) == 1
+    assert quiet.filter(record("faust.transport.producer", logging.INFO, "Creating topic x"))
