@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from credence.errors import ApiError, RecordError
-from credence.streams.api import models, reads
+from credence.streams.api import memory_ops, models, reads
 from credence.streams.api.cards import Card, card_key, check_card_entries
 from credence.streams.api.openapi import document
 from credence.streams.api.tenants import Tenant
@@ -98,6 +98,7 @@ class Handlers:
             return 200, cached
         scope, state, entries, card = self._scope_data(call)
         now = reads.read_instant(call.query, state.clock if state else None)
+        entries, now = await self._as_of(call, scope, entries, now)
         # Rendering a large scope takes milliseconds of CPU: off the event loop, so the worker's Kafka
         # heartbeats and other requests are not held up behind it.
         result = await asyncio.to_thread(reads.prompt, scope, entries, card, now, self._memory(call),
@@ -110,9 +111,9 @@ class Handlers:
 
     def _stamp(self, call: Call) -> tuple | None:
         """What a scope's prompt depends on: entries version, clock, card, the tenant's settings and `at`.
-        None when the store cannot say its version cheaply (then every read renders)."""
+        None when the store cannot say its version cheaply, or for an `as_of` read (then it renders)."""
         control = getattr(self.store, "control", None)
-        if control is None or not hasattr(self.store, "version"):
+        if control is None or not hasattr(self.store, "version") or "as_of" in call.query:
             return None
         scope = call.scope
         state = control(scope.key)
@@ -123,6 +124,7 @@ class Handlers:
     async def get_entries(self, call: Call):
         scope, state, entries, card = self._scope_data(call)
         now = reads.read_instant(call.query, state.clock if state else None)
+        entries, now = await self._as_of(call, scope, entries, now)
         return 200, await asyncio.to_thread(reads.entries, entries, card, now, self._memory(call), call.query)
 
     async def get_entry(self, call: Call):
@@ -134,6 +136,13 @@ class Handlers:
         history = [] if found.protected else self.store.history(scope.key, found.id)
         return 200, models.EntryDetail(entry=reads.entry_view(found, now, self._memory(call)),
                                        history=[models.HistoryEvent.model_validate(h) for h in history], clock=now)
+
+    async def _as_of(self, call: Call, scope, entries, now):
+        """Seed 002: ?as_of=T answers with what was valid at T (from the journal), read at T."""
+        if "as_of" not in call.query:
+            return entries, now
+        at = reads.read_instant({"at": call.query["as_of"]}, None)
+        return await memory_ops.entries_as_of(self, scope, at), at
 
     async def post_feedback(self, call: Call):
         body: models.FeedbackRequest = call.body
@@ -177,7 +186,16 @@ class Handlers:
         scope, state, entries, card = self._scope_data(call)
         now = state.clock if state and state.clock else datetime.now(timezone.utc)
         version = self.store.version(scope.key) if hasattr(self.store, "version") else None
-        return 200, await recall(self, scope, version, [*card, *entries], now, call.body, self._memory(call))
+        entries = memory_ops.recallable(entries)
+        response = await recall(self, scope, version, [*card, *entries], now, call.body, self._memory(call))
+        await memory_ops.record_recall(self, scope, response, entries, now)  # seed 002: hits reinforce
+        return 200, response
+
+    async def post_restore(self, call: Call):
+        return await memory_ops.restore(self, call)
+
+    async def post_nominate(self, call: Call):
+        return await memory_ops.nominate(self, call)
 
     async def put_card(self, call: Call):
         body: models.CardRequest = call.body

@@ -31,6 +31,7 @@ class Api:
         self.router = OwnerRouter(credence.app, credence.tables["scopes"].name, credence.settings.topic_partitions,
                                   credence.settings.api.forward_timeout_seconds)
         self.handlers = Handlers(credence, self.directory)
+        self.handlers.bootstrap = bootstrap  # the bridge's nominate route reads the journal
 
     def authenticate(self, request, tenant: str | None = None):
         """The tenant of the request's key (401/404/429 as ApiError); what the browser and /metrics use."""
