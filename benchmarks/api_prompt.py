@@ -105,7 +105,10 @@ def main() -> int:
                                  data_dir=root / "data", web_port=free_port(), topic_partitions=2,
                                  table_store="memory", core_config_path=root / "core.json")
         api_defaults = settings.api.model_copy(update={"requests_per_second": 1e6, "burst": 10**6})
-        settings = settings.model_copy(update={"api": api_defaults})
+        # No ticks: nothing rewrites the seeded scopes while they are read (a 1,000-entry scope is ~1 MB as
+        # one value on the schema-1 layout, at the producer's size limit).
+        settings = settings.model_copy(update={"api": api_defaults, "pipeline": settings.pipeline.model_copy(
+            update={"tick_interval_seconds": 0.0})})
         states = [scope_state(f"bench/u{n}/c", n) for n in sizes]
         asyncio.run(seed(bootstrap, settings, states))
         key = asyncio.run(tenant_admin.add(bootstrap, settings, "bench", TenantSettings()))
