@@ -5,10 +5,10 @@ measured in the same run.
 
 A worker on the embedded broker (or CREDENCE_KAFKA_BOOTSTRAP) recovers scopes of N entries from its
 `scopes` changelog (written up front in the table's own format), then one keep-alive HTTP client times
-  status:  GET /status (the web server's floor: no key, no scope)
+  empty:   GET /v1/…/prompt of a scope with no state (the floor: HTTP, key check, owner lookup, store miss)
   prompt:  GET /v1/…/prompt with a tenant key (auth, store read, rendering, JSON)
   core:    the same scope rendered in-process by the handler's pure part (no HTTP, no store read)
-and prints p50/p99 per size and the ratios prompt/status and prompt/core at the median.
+and prints p50/p99 per size and the ratios prompt/empty and prompt/core at the median.
 """
 
 from __future__ import annotations
@@ -105,7 +105,10 @@ def main() -> int:
                                  data_dir=root / "data", web_port=free_port(), topic_partitions=2,
                                  table_store="memory", core_config_path=root / "core.json")
         api_defaults = settings.api.model_copy(update={"requests_per_second": 1e6, "burst": 10**6})
-        settings = settings.model_copy(update={"api": api_defaults})
+        # No ticks: nothing rewrites the seeded scopes while they are read (a 1,000-entry scope is ~1 MB as
+        # one value on the schema-1 layout, at the producer's size limit).
+        settings = settings.model_copy(update={"api": api_defaults, "pipeline": settings.pipeline.model_copy(
+            update={"tick_interval_seconds": 0.0})})
         states = [scope_state(f"bench/u{n}/c", n) for n in sizes]
         asyncio.run(seed(bootstrap, settings, states))
         key = asyncio.run(tenant_admin.add(bootstrap, settings, "bench", TenantSettings()))
@@ -116,6 +119,7 @@ def main() -> int:
             run(worker, key, states, settings, args.requests)
         except BaseException:
             print((root / "worker.log").read_text(errors="replace")[-3000:], file=sys.stderr)
+            Path("/tmp/bench-worker.log").write_bytes((root / "worker.log").read_bytes())
             raise
         finally:
             worker.stop()
@@ -126,8 +130,8 @@ def main() -> int:
 
 def run(worker: WorkerProcess, key: str, states: list[ScopeState], settings, n: int) -> None:
     count = default_token_counter()
-    print(f"{'entries':>8} {'status p50/p99 ms':>18} {'prompt p50/p99 ms':>18} {'core p50/p99 ms':>16} "
-          f"{'prompt/status':>13} {'prompt/core':>11}")
+    print(f"{'entries':>8} {'empty p50/p99 ms':>18} {'prompt p50/p99 ms':>18} {'core p50/p99 ms':>16} "
+          f"{'prompt/empty':>13} {'prompt/core':>11}")
     with httpx.Client(base_url=worker.url, headers={"Authorization": f"Bearer {key}"}, timeout=30) as http:
         for state in states:
             _, user, character = state.scope.split("/")
@@ -135,13 +139,14 @@ def run(worker: WorkerProcess, key: str, states: list[ScopeState], settings, n: 
             assert http.get(path).json()["entries"], "the prompt is empty: the scope did not recover"
             entries = list(state.entries.values())
             scope = Scope.parse(state.scope)
-            rounds = {"status": [], "prompt": [], "core": []}
+            rounds = {"empty": [], "prompt": [], "core": []}
+            empty = "/v1/tenants/bench/users/nobody/characters/c/prompt"
             for _ in range(3):  # interleaved, so drift hits every variant alike
-                rounds["status"] += timed(lambda: http.get("/status").raise_for_status(), n // 3)
+                rounds["empty"] += timed(lambda: http.get(empty).raise_for_status(), n // 3)
                 rounds["prompt"] += timed(lambda: http.get(path).raise_for_status(), n // 3)
                 rounds["core"] += timed(lambda: reads.prompt(scope, entries, [], state.clock, settings.memory,
                                                              count).model_dump_json(), max(3, n // 30))
-            s, p, c = (rounds[k] for k in ("status", "prompt", "core"))
+            s, p, c = (rounds[k] for k in ("empty", "prompt", "core"))
             print(f"{len(entries):>8} {pct(s, .5):>8.2f}/{pct(s, .99):<8.2f} {pct(p, .5):>8.2f}/{pct(p, .99):<8.2f}"
                   f" {pct(c, .5):>7.2f}/{pct(c, .99):<7.2f} {statistics.median(p) / statistics.median(s):>13.1f}"
                   f" {statistics.median(p) / statistics.median(c):>11.2f}")

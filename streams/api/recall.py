@@ -47,5 +47,7 @@ def _service(handlers):
             from credence.streams.serving.recall import RecallService
         except ImportError:
             raise ApiError(501, "recall is not available in this build (credence.streams.serving missing)") from None
-        handlers._recall = RecallService(encoder=getattr(handlers.credence.runner, "encode", None))
+        # The worker's own service (serving.register): its index cache, and cosine per recall_cosine.
+        handlers._recall = getattr(handlers.credence, "recall", None) or RecallService(
+            encoder=getattr(handlers.credence.runner, "encode", None))
     return handlers._recall

@@ -15,6 +15,7 @@ from credence.streams.api.handlers import Call, Handlers
 from credence.streams.api.http import error_response, json_response, parse_body, path_parts, read_body
 from credence.streams.api.routes import ROUTES, Route
 from credence.streams.api.routing import OwnerRouter
+from credence.streams.runtime.views import is_ready
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +52,8 @@ class Api:
                 forwarded = await self.router.forward(request, scope, raw)
                 if forwarded is not None:
                     return forwarded
+                if not is_ready(self.credence.app):  # an owner still recovering its tables has no answer yet
+                    raise ApiError(503, "this worker is recovering its tables; retry shortly", {"Retry-After": "1"})
             status, result = await getattr(self.handlers, route.name)(
                 Call(tenant=caller, params=params, body=body, query=request.query))
             return json_response(status, result)

@@ -36,9 +36,11 @@ def served(kafka_bootstrap, tmp_path_factory):
     keys = {name: add_tenant(kafka_bootstrap, settings, name) for name in ("acme", "globex")}
     keys["tiny"] = add_tenant(kafka_bootstrap, settings, "tiny", max_body_bytes=2048, requests_per_second=0.2,
                               burst=2)
+    keys["lean"] = add_tenant(kafka_bootstrap, settings, "lean", persona_token_budget=8, reflection_token_budget=12)
     worker = WorkerProcess(settings, kafka_bootstrap, root / "worker.log").start()
     try:
         lines = sample_lines(SCOPES)
+        lines += [line.replace(b'"tenant": "acme"', b'"tenant": "lean"') for line in sample_lines(SCOPES[:1])]
         rejected = 0
         for tenant, bodies in turn_bodies(lines).items():
             with client(worker, keys[tenant], tenant) as api:
@@ -79,6 +81,18 @@ def test_prompt_is_the_evidence_cores_rendering(served):
         assert (prompt.tokens.persona, prompt.tokens.reflections) == (block.persona_tokens, block.reflection_tokens)
         shown = {e.id for e in block.entries}
         assert {o.id for o in prompt.left_out} == {e.id for e in entries} - shown
+
+
+def test_a_tenants_budgets_override_the_defaults(served):
+    worker, settings, keys = served
+    with client(worker, keys["lean"], "lean") as lean, client(worker, keys["acme"], "acme") as acme:
+        entries, clock = core_entries(lean, "alice", "barista")
+        prompt, default = lean.prompt("alice", "barista"), acme.prompt("alice", "barista")
+    memory = settings.memory.model_copy(update={"persona_token_budget": 8, "reflection_token_budget": 12})
+    block = render_memory_block(Scope("lean", "alice", "barista"), entries, clock, settings=memory)
+    assert prompt.text == block.text and len(prompt.entries) < len(default.entries)
+    assert prompt.tokens.persona <= 8 and prompt.tokens.reflections <= 12
+    assert any(o.reason == "over the token budget" for o in prompt.left_out)
 
 
 def test_feedback_moves_the_score_exactly_as_the_core_says(served):
@@ -242,8 +256,11 @@ def test_cli_tenants_add_list_rotate_remove(served, tmp_path):
     key = added.stdout.strip().splitlines()[-1]
     assert key.startswith("cred_") and len(key) >= 43 + 5
     assert cli("add", "initech").returncode == 2
+    assert cli("add", "bad/name").returncode == 2 and cli("set", "initech", "--time-zone", "Mars/Base").returncode == 2
+    assert cli("set", "initech", "--powerful-memory", "off").returncode == 0
     listed = cli("list").stdout
     assert '"initech"' in listed and key not in listed and '"persona_token_budget": 5' in listed
+    assert '"powerful_memory": false' in listed
     with client(worker, key, "initech") as api:
         wait_until(lambda: api.prompt("erin", "tutor").text == "", 30, "the worker to learn the new key")
     new_key = cli("rotate-key", "initech").stdout.strip().splitlines()[-1]
