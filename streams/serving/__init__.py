@@ -1,0 +1,1 @@
+"""What a worker serves beyond the stream: explicit recall, /metrics and the read-only memory browser."""
