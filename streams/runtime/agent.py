@@ -182,5 +182,6 @@ def register(credence) -> None:
             credence.busy.discard(scope) if state.idle else credence.busy.add(scope)
             stats.journal_events += sum(1 for e in ctx.emits if e.topic == "evidence")
             stats.archived += sum(1 for e in ctx.emits if e.topic == "archive")
+            stats.count_step(scope, name, ctx.emits)
             for req in ctx.requests:
                 credence.runner.submit(scope, req)

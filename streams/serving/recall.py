@@ -77,6 +77,10 @@ class RecallService:
         self.embedded = 0  # entry texts embedded since start
 
     @property
+    def encoder(self) -> Encode | None:
+        return self._encode
+
+    @property
     def cosine_enabled(self) -> bool:
         return self._encode is not None
 
