@@ -149,7 +149,8 @@ async function showEntry(id) {
       : drawChart(points));
     const rows = detail.history.map((h) => {
       const row = el("tr");
-      for (const cell of [h.at, h.event, h.cause, formatScore(h.score), h.tier]) row.append(el("td", {}, cell ?? ""));
+      const at = h.at ? new Date(Date.parse(h.at)).toISOString().slice(0, 16).replace("T", " ") : "";
+      for (const cell of [at, h.event, h.cause, formatScore(h.score), h.tier]) row.append(el("td", {}, cell ?? ""));
       return row;
     });
     $("history").tBodies[0].replaceChildren(...rows);
