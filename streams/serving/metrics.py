@@ -146,8 +146,11 @@ def llm_latency(registry: CollectorRegistry) -> Histogram:
 
 
 def register(credence) -> CollectorRegistry:
-    """Mount GET /metrics; the registry is the worker's own (several workers may share a process)."""
-    registry = CollectorRegistry(auto_describe=False)
+    """Mount GET /metrics; the registry is the worker's own (several workers may share a process).
+    Registering twice returns the first registry (the app and the API may both ask for it)."""
+    if getattr(credence, "metrics_registry", None) is not None:
+        return credence.metrics_registry
+    registry = credence.metrics_registry = CollectorRegistry(auto_describe=False)
     registry.register(WorkerCollector(credence))
     latency = llm_latency(registry)
     credence.runner.observe = lambda task, outcome, seconds: latency.labels(task, outcome).observe(seconds)

@@ -109,13 +109,18 @@ class RecallService:
             if cached is not None and cached.version == version:
                 self._cache.move_to_end(scope)
                 return cached
-            index = build_index(version, entries, self._embed_entries if self._encode else None, cached)
+        # Built outside the lock: embedding a large scope must not hold up other scopes' queries. Two
+        # threads missing the same version at once both build it; either result is the same index.
+        index = build_index(version, entries, self._embed_entries if self._encode else None, cached)
+        with self._lock:
             self.builds += 1
-            self._cache[scope] = index
+            current = self._cache.get(scope)
+            if current is None or current.version <= version or current is cached:
+                self._cache[scope] = index
             self._cache.move_to_end(scope)
             while len(self._cache) > self._cache_scopes:
                 self._cache.popitem(last=False)
-            return index
+        return index
 
     def forget(self, scope: str) -> None:
         """Drop a scope's index (right to be forgotten: no copy of its texts or vectors stays here)."""
