@@ -10,6 +10,7 @@ from aiokafka import AIOKafkaProducer
 
 from credence.config import Settings
 from credence.errors import CredenceError
+from credence.kafka import client_options, start
 from credence.streams.ops.admin import ensure_topics
 from credence.streams.runtime.records import scope_key
 
@@ -45,8 +46,8 @@ async def replay(path: Path, bootstrap: str, settings: Settings, progress: bool 
     """Produce every non-blank line of `path` to the turns topic, keyed by scope. Returns the count."""
     lines = read_lines(path)
     await ensure_topics(bootstrap, settings)
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
-    await producer.start()
+    producer = AIOKafkaProducer(**client_options(bootstrap, settings.kafka, acks="all", linger_ms=5))
+    await start(producer, bootstrap, settings.kafka)
     try:
         topic = settings.topic("turns")
         futures = []
@@ -69,8 +70,8 @@ def scopes_in(path: Path) -> list[str]:
 
 async def send_control(bootstrap: str, settings: Settings, scopes: list[str], record_type: str) -> None:
     """One control record per scope (e.g. "flush": end of input, extract what the windows still hold)."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
-    await producer.start()
+    producer = AIOKafkaProducer(**client_options(bootstrap, settings.kafka, acks="all"))
+    await start(producer, bootstrap, settings.kafka)
     try:
         for scope in scopes:
             tenant, user, character = scope.split("/")
@@ -84,8 +85,8 @@ async def send_forget(bootstrap: str, settings: Settings, tenant: str, user: str
     """Ask every partition's owner to delete the user's scopes: one forget record per partition (a user's
     scopes — one per character — live on many partitions). Returns the partitions asked."""
     await ensure_topics(bootstrap, settings)
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
-    await producer.start()
+    producer = AIOKafkaProducer(**client_options(bootstrap, settings.kafka, acks="all"))
+    await start(producer, bootstrap, settings.kafka)
     try:
         topic = settings.topic("control")
         body = json.dumps({"v": 1, "type": "forget", "tenant": tenant, "user": user}).encode()

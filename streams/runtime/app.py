@@ -57,8 +57,9 @@ class Credence:
     backend: object = None
     send: object = None
     store: object = None  # ScopeStore: the one read path for scope state
+    api: object = None  # streams.api.server.Api: /v1, tenants and cards (authenticate() for other pages)
     encoder: object = None  # the Stage-2 pre-rank's sentence encoder, None = BM25 pre-rank
-    recall: object = None  # serving.recall.RecallService
+    recall: object = None  # serving.recall.RecallService (the /v1 recall route's)
 
 
 def store_url(settings: Settings) -> str:
@@ -66,9 +67,11 @@ def store_url(settings: Settings) -> str:
 
 
 def create_app(settings: Settings, bootstrap: str) -> Credence:
+    from credence.kafka import faust_options
+
     app = faust.App(
         settings.app_id,
-        broker=f"kafka://{bootstrap}",
+        **faust_options(bootstrap, settings.kafka),
         store=store_url(settings),
         datadir=str(settings.data_dir / "worker"),
         topic_partitions=settings.topic_partitions,
@@ -122,5 +125,19 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
     views.register(credence)
     from credence.streams import serving
 
-    serving.register(credence)
+    serving.register(credence)  # credence.recall, before the API that answers with it
+    from credence.streams.api.server import register as register_api
+
+    register_api(credence, bootstrap)
+    _register_serving(credence)
     return credence
+
+
+def _register_serving(credence: Credence) -> None:
+    """/metrics and the memory browser, when this build has them (credence.streams.serving)."""
+    for module in ("metrics", "browser"):
+        try:
+            mod = __import__(f"credence.streams.serving.{module}", fromlist=["register"])
+        except ImportError:
+            continue
+        mod.register(credence)

@@ -20,10 +20,8 @@ def recall_encoder(pipeline, shared: Encode | None = None) -> Encode | None:
 
 
 def register(credence) -> None:
-    """Attach the recall service and mount /metrics and /browser on the worker's web server."""
-    from credence.streams.serving import browser, metrics
+    """Attach the worker's recall service (one index cache, one model) as `credence.recall`. /metrics and
+    /browser are mounted by their own modules' `register` (streams/runtime/app.py)."""
     from credence.streams.serving.recall import RecallService
 
     credence.recall = RecallService(encoder=recall_encoder(credence.settings.pipeline, credence.encoder))
-    metrics.register(credence)
-    browser.register(credence)
