@@ -23,10 +23,11 @@ EmbedTexts = Callable[[list[str]], np.ndarray]  # texts -> (n, d) unit vectors
 
 
 def recallable(entry: Entry) -> bool:
-    """Active for recall: not archived, not denied by the user, not merged into a persona entry (its
-    content lives on there, so recalling both would say the same thing twice)."""
+    """Active for recall: not archived (soft-archived included), not invalidated (a meaning superseded,
+    seed 002), not denied by the user, not merged into a persona entry (its content lives on there, so
+    recalling both would say the same thing twice)."""
     return (entry.status not in (ARCHIVED, DENIED) and entry.archived_at is None
-            and entry.merged_into_id is None)
+            and entry.invalidated_at is None and entry.merged_into_id is None)
 
 
 def document(entry: Entry) -> str:

@@ -42,10 +42,11 @@ def test_hits_carry_the_score_and_tier_at_now(corpus, now):
     assert later.score == pytest.approx(0.75) and later.tier == "pending"  # decayed by one half-life
 
 
-def test_archived_denied_and_merged_entries_are_not_recalled(corpus, now):
+def test_archived_denied_merged_and_invalidated_entries_are_not_recalled(corpus, now):
     corpus += [make_entry("r-tea-old", "reflection", "drinks tea", status="archived"),
                make_entry("r-tea-no", "reflection", "hates tea", status="denied"),
-               make_entry("r-tea-merged", "reflection", "likes tea", status="promoted", merged_into_id="p-tea")]
+               make_entry("r-tea-merged", "reflection", "likes tea", status="promoted", merged_into_id="p-tea"),
+               make_entry("r-tea-was", "reflection", "liked tea once", invalidated_at=T0)]
     assert [h.id for h in search(RecallService(), corpus, "tea", now)] == ["p-tea"]
 
 
