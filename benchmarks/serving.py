@@ -156,7 +156,7 @@ def http_recall(sizes: list[int], n_queries: int, cosine: str) -> dict[int, dict
         key = asyncio.run(tenant_admin.add(bootstrap, settings, "bench", TenantSettings()))
         worker = WorkerProcess(settings, bootstrap, root / "worker.log")
         try:
-            worker.start()
+            worker.start(ready_timeout_s=300)  # recovering a 10,000-entry scope value takes a while
             wait_until(lambda: len(worker.get("/scopes")["scopes"]) == len(sizes), 300, "the scopes to recover")
             words = seeding.WORDS
             with httpx.Client(base_url=worker.url, headers={"Authorization": f"Bearer {key}"}, timeout=300) as http:
