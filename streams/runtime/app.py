@@ -38,6 +38,19 @@ class Stats:
     archived: int = 0
     forgotten_scopes: int = 0
     broker_unreachable_since: float = 0.0  # unix time the brokers were first found unreachable; 0 = reachable
+    turns_by_tenant: dict = field(default_factory=dict)  # tenant -> turns applied (/metrics)
+    signals_by_tenant: dict = field(default_factory=dict)  # tenant -> signal kind -> evidence signals applied
+
+    def count_step(self, scope: str, turns: int, emits) -> None:
+        """Per-tenant counters of a scope's applied records: its turns, and the evidence signals journaled."""
+        tenant = scope.split("/", 1)[0]
+        if turns:
+            self.turns_by_tenant[tenant] = self.turns_by_tenant.get(tenant, 0) + turns
+        for emit in emits:
+            if emit.topic == "evidence" and emit.record.get("event") == "signal":
+                kinds = self.signals_by_tenant.setdefault(tenant, {})
+                kind = emit.record["cause"].rsplit(":", 1)[-1]  # "<source>:<kind>" or the kind alone
+                kinds[kind] = kinds.get(kind, 0) + 1
 
 
 @dataclass
@@ -56,7 +69,9 @@ class Credence:
     agent: ScopeAgent
     runner: Runner
     stats: Stats = field(default_factory=Stats)
-    api: object = None  # streams.api.server.Api: /v1, tenants and cards (set by its register)
+    api: object = None  # streams.api.server.Api: /v1, tenants and cards (authenticate() for other pages)
+    encoder: object = None  # the Stage-2 pre-rank's sentence encoder, None = BM25 pre-rank
+    recall: object = None  # serving.recall.RecallService (the /v1 recall route's)
 
     @property
     def busy(self) -> set[str]:
@@ -123,8 +138,12 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
                         ownership=ownership, marks=marks, switch=switch, backend=backend, agent=agent,
                         runner=runner, stats=stats)
     register_agent(credence)
+    credence.encoder = encode
     timers.register(credence)
     views.register(credence)
+    from credence.streams import serving
+
+    serving.register(credence)  # credence.recall, before the API that answers with it
     from credence.streams.api.server import register as register_api
 
     register_api(credence, bootstrap)

