@@ -78,6 +78,8 @@ class OpenAICompatibleServer:
         observation_cap: int = 200,
         prompt_cap: int = 15_000,
         count_tokens: Callable[[str], int] = approx_tokens,
+        delay_tasks: Sequence[str] = (),
+        delay_timeout_s: float = 60.0,
     ) -> None:
         assert set(failure_kinds) <= set(FAILURE_KINDS), failure_kinds
         self.model = model
@@ -93,6 +95,11 @@ class OpenAICompatibleServer:
         self.observation_cap = observation_cap
         self.prompt_cap = prompt_cap
         self.count_tokens = count_tokens
+        # Answers of these tasks (e.g. merge_decision.NAME) wait until release_delayed(): a slow model,
+        # without a sleep in the test. Keep the client's timeout above delay_timeout_s.
+        self.delay_tasks = frozenset(delay_tasks)
+        self.delay_timeout_s = delay_timeout_s
+        self._delay_released = threading.Event()
         self.records: list[RequestRecord] = []
         self.violations: list[str] = []
         self.max_in_flight = 0
@@ -144,6 +151,10 @@ class OpenAICompatibleServer:
         return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
 
     # -- queries for assertions -----------------------------------------------------------------
+
+    def release_delayed(self) -> None:
+        """Let every delayed answer (held now or later) go out."""
+        self._delay_released.set()
 
     def outcomes(self, task: str | None = None) -> Counter[str]:
         with self._state:
@@ -319,6 +330,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._send(500, {"error": {"message": "injected server error"}})
             if failure == "http_429":
                 return self._send(429, {"error": {"message": "injected rate limit"}}, {"Retry-After": server.retry_after})
+            if task in server.delay_tasks:
+                server._delay_released.wait(server.delay_timeout_s)
             content = server._content(module, payload, failure)
             return self._send(200, server._completion(body["messages"], content))
         finally:
