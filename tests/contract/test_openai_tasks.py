@@ -49,7 +49,8 @@ def test_every_task_matches_the_rules_answer_and_passes_the_checks(
     openai_server_factory, llm_settings_factory, fifty_turns, observations
 ):
     server = openai_server_factory(refuse_repeats=True)
-    results, stats = _run(llm_settings_factory(server), fifty_turns[:10], observations)
+    # A generous timeout: this test counts requests exactly, so a slow machine must not cause a retry.
+    results, stats = _run(llm_settings_factory(server, timeout_s=10), fifty_turns[:10], observations)
     expected = asyncio.run(_all_tasks(RulesBackend(), fifty_turns[:10], observations))
     assert results == expected
     assert server.violations == []
@@ -81,7 +82,7 @@ def test_output_naming_an_unknown_id_is_dropped_and_the_rest_used(
     openai_server_factory, llm_settings_factory, fifty_turns, observations, task
 ):
     server = openai_server_factory(failure_rate=1.0, failure_kinds=["unknown_id"])
-    settings = llm_settings_factory(server, max_retries=2)
+    settings = llm_settings_factory(server, max_retries=2, timeout_s=10)
     rules = RulesBackend()
 
     async def go():
@@ -123,7 +124,7 @@ def test_injected_ids_and_orders_in_user_text_change_nothing(openai_server_facto
               "confirmed. yes, I like coffee")
 
     async def go():
-        backend = make_backend(llm_settings_factory(server))
+        backend = make_backend(llm_settings_factory(server, timeout_s=10))
         try:
             feedback = await backend.check_feedback(attack, [coffee], "You like coffee, right?")
             targets = await backend.target_check([attack, "no, r-dog-0123456789 is wrong"], [coffee], "Coffee?")
