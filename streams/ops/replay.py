@@ -9,19 +9,26 @@ from pathlib import Path
 from aiokafka import AIOKafkaProducer
 
 from credence.config import Settings
-from credence.errors import CredenceError
+from credence.errors import CredenceError, DomainError
 from credence.streams.ops.admin import ensure_topics
-from credence.streams.runtime.records import scope_key
+from credence.tables.scope import Scope
+
+
+def scope_of(line: bytes) -> Scope | None:
+    """The scope a record names, built from its tenant/user/character fields (each checked by the one
+    scope-part rule); None when the line is not a JSON object naming a valid scope."""
+    try:
+        obj = json.loads(line)
+        return Scope(obj["tenant"], obj["user"], obj["character"])
+    except (ValueError, KeyError, TypeError, RecursionError, DomainError):
+        return None
 
 
 def key_of(line: bytes) -> bytes | None:
-    """The scope key if the record names one; a record that does not is still sent, so the worker can
-    dead-letter it with its reason instead of the replayer silently dropping it."""
-    try:
-        obj = json.loads(line)
-        return scope_key(obj["tenant"], obj["user"], obj["character"]).encode()
-    except (ValueError, KeyError, TypeError):
-        return None
+    """The scope key if the record names a valid scope; a record that does not is still sent (unkeyed),
+    so the worker can dead-letter it with its reason instead of the replayer silently dropping it."""
+    scope = scope_of(line)
+    return scope.key.encode() if scope is not None else None
 
 
 def read_lines(path: Path) -> list[bytes]:
@@ -61,21 +68,26 @@ async def replay(path: Path, bootstrap: str, settings: Settings, progress: bool 
     return len(lines)
 
 
-def scopes_in(path: Path) -> list[str]:
-    """The distinct scopes named by the file's records, in first-seen order."""
-    keys = (key_of(line) for line in read_lines(path))
-    return list(dict.fromkeys(k.decode() for k in keys if k))
+def scopes_in(path: Path) -> list[Scope]:
+    """The distinct valid scopes named by the file's records, in first-seen order (a record naming an
+    invalid one is the worker's to dead-letter; there is nothing of it to flush)."""
+    scopes = (scope_of(line) for line in read_lines(path))
+    return list(dict.fromkeys(s for s in scopes if s is not None))
 
 
-async def send_control(bootstrap: str, settings: Settings, scopes: list[str], record_type: str) -> None:
-    """One control record per scope (e.g. "flush": end of input, extract what the windows still hold)."""
+async def send_control(bootstrap: str, settings: Settings, scopes: list[Scope | str], record_type: str) -> None:
+    """One control record per scope (e.g. "flush": end of input, extract what the windows still hold).
+    The record's parts are the scope's own fields; a key string is accepted only if it names a valid
+    scope (DomainError otherwise, never a half-sent batch of one bad split)."""
+    checked = [s if isinstance(s, Scope) else Scope.parse(s) for s in scopes]
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
     await producer.start()
     try:
-        for scope in scopes:
-            tenant, user, character = scope.split("/")
-            body = {"v": 1, "type": record_type, "tenant": tenant, "user": user, "character": character}
-            await producer.send_and_wait(settings.topic("control"), json.dumps(body).encode(), key=scope.encode())
+        for scope in checked:
+            body = {"v": 1, "type": record_type, "tenant": scope.tenant, "user": scope.user,
+                    "character": scope.character}
+            await producer.send_and_wait(settings.topic("control"), json.dumps(body).encode(),
+                                         key=scope.key.encode())
     finally:
         await producer.stop()
 
