@@ -165,6 +165,7 @@ class OpenAICompatibleServer:
         observation_cap: int = 200,
         prompt_cap: int = 15_000,
         count_tokens: Callable[[str], int] = approx_tokens,
+        delay_s: tuple[float, float] = (0.0, 0.0),
     ) -> None:
         assert set(failure_kinds) <= set(FAILURE_KINDS), failure_kinds
         self.model = model
@@ -178,6 +179,7 @@ class OpenAICompatibleServer:
         self.observation_cap = observation_cap
         self.prompt_cap = prompt_cap
         self.count_tokens = count_tokens
+        self.delay_s = delay_s  # every answer is late by a seeded amount in this range: a slow server
         self.records: list[RequestRecord] = []
         self.violations: list[str] = []
         self.max_in_flight = 0
@@ -268,6 +270,12 @@ class OpenAICompatibleServer:
         if rng.random() < self.failure_rate:
             return rng.choice(self.failure_kinds)
         return None
+
+    def _pause(self, raw: bytes) -> None:
+        low, high = self.delay_s
+        if high > 0:
+            rng = random.Random(f"{self.seed}:delay:{hashlib.sha256(raw).hexdigest()}")
+            self._stop.wait(rng.uniform(low, high))
 
     def _check(self, body: Any) -> tuple[ModuleType, BaseModel]:
         if not isinstance(body, dict):
@@ -378,6 +386,7 @@ class _Handler(BaseHTTPRequestHandler):
                 server._record(task, "violation", in_flight, str(exc))
                 return self._send(400, {"error": {"message": str(exc)}})
             task = module.NAME
+            server._pause(raw)
             failure = server._failure_for(raw)
             server._record(task, failure or "ok", in_flight)
             if failure == "timeout":
