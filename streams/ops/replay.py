@@ -6,9 +6,12 @@ import json
 import sys
 from pathlib import Path
 
+from datetime import datetime, timezone
+
 from aiokafka import AIOKafkaProducer
 
 from credence.config import Settings
+from credence.deadletter import dead_letter
 from credence.errors import CredenceError, DomainError
 from credence.streams.ops.admin import ensure_topics
 from credence.tables.scope import Scope
@@ -22,6 +25,11 @@ def scope_of(line: bytes) -> Scope | None:
         return Scope(obj["tenant"], obj["user"], obj["character"])
     except (ValueError, KeyError, TypeError, RecursionError, DomainError):
         return None
+
+
+# Kafka's default record limit is 1 MiB (producer max.request.size / broker message.max.bytes); a line
+# bigger than this cannot go to the turns topic at all, so the replayer dead-letters it itself.
+MAX_RECORD_BYTES = 1_040_000
 
 
 def key_of(line: bytes) -> bytes | None:
@@ -48,8 +56,15 @@ def _progress(done: int, total: int, stream=sys.stderr) -> None:
     stream.flush()
 
 
+def _too_large(line: bytes, topic: str, line_no: int) -> bytes:
+    return dead_letter(topic=topic, partition=-1, offset=-1, original=line[:1000], at=datetime.now(timezone.utc),
+                       reason=f"line {line_no}: a record of {len(line)} bytes is larger than the {MAX_RECORD_BYTES} "
+                              f"bytes a turn record may have (kept: its first 1000 bytes)")
+
+
 async def replay(path: Path, bootstrap: str, settings: Settings, progress: bool = True) -> int:
-    """Produce every non-blank line of `path` to the turns topic, keyed by scope. Returns the count."""
+    """Produce every non-blank line of `path` to the turns topic, keyed by scope; a line too large for
+    Kafka goes to the dead-letter topic with its reason instead. Returns the count sent to turns."""
     lines = read_lines(path)
     await ensure_topics(bootstrap, settings)
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
@@ -57,7 +72,12 @@ async def replay(path: Path, bootstrap: str, settings: Settings, progress: bool 
     try:
         topic = settings.topic("turns")
         futures = []
+        sent = 0
         for i, line in enumerate(lines, 1):
+            if len(line) > MAX_RECORD_BYTES:
+                futures.append(await producer.send(settings.topic("dlq"), _too_large(line, topic, i)))
+                continue
+            sent += 1
             futures.append(await producer.send(topic, line, key=key_of(line)))
             if progress and (i % 50 == 0 or i == len(lines)):
                 _progress(i, len(lines))
@@ -65,7 +85,10 @@ async def replay(path: Path, bootstrap: str, settings: Settings, progress: bool 
             await fut  # every record acknowledged by the broker before we report success
     finally:
         await producer.stop()
-    return len(lines)
+    if sent < len(lines):
+        print(f"replay: {len(lines) - sent} line(s) too large for Kafka went to {settings.topic('dlq')}",
+              file=sys.stderr)
+    return sent
 
 
 def scopes_in(path: Path) -> list[Scope]:
