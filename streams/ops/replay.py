@@ -57,9 +57,9 @@ def _progress(done: int, total: int, stream=sys.stderr) -> None:
 
 
 def _too_large(line: bytes, topic: str, line_no: int) -> bytes:
-    return dead_letter(topic=topic, partition=-1, offset=-1, original=line[:1000], at=datetime.now(timezone.utc),
+    return dead_letter(topic=topic, partition=-1, offset=-1, original=line, at=datetime.now(timezone.utc),
                        reason=f"line {line_no}: a record of {len(line)} bytes is larger than the {MAX_RECORD_BYTES} "
-                              f"bytes a turn record may have (kept: its first 1000 bytes)")
+                              "bytes a turn record may have")
 
 
 async def replay(path: Path, bootstrap: str, settings: Settings, progress: bool = True) -> int:

@@ -33,3 +33,21 @@ def test_odd_but_valid_turns_are_their_own_scopes():
     scopes = [decode_turn(_enc(t)).scope for t in isolated_turns()]
     assert "acme/alice/barista" not in scopes
     assert len(set(scopes)) == len(set(map(str, scopes)))
+
+
+def test_a_huge_original_is_dead_lettered_truncated_and_says_so():
+    import base64
+    import json
+    from datetime import datetime, timezone
+
+    from credence.deadletter import MAX_ORIGINAL_BYTES, dead_letter
+
+    raw = b"y" * 3_000_000
+    envelope = dead_letter(topic="t", partition=1, offset=2, reason="r" * 10_000, original=raw,
+                           at=datetime(2026, 1, 1, tzinfo=timezone.utc))
+    assert len(envelope) < 1_000_000  # fits one Kafka record
+    d = json.loads(envelope)
+    assert base64.b64decode(d["original"]) == raw[:MAX_ORIGINAL_BYTES]
+    assert (d["original_bytes"], d["original_truncated"]) == (3_000_000, True)
+    small = json.loads(dead_letter(topic="t", partition=1, offset=2, reason="r", original=b"x", at=datetime.now(timezone.utc)))
+    assert "original_truncated" not in small

@@ -19,6 +19,7 @@ from collections import Counter
 import pytest
 from aiokafka import AIOKafkaProducer
 
+from credence.deadletter import MAX_ORIGINAL_BYTES
 from credence.streams.ops.admin import ensure_topics
 from credence.streams.ops.process import WorkerProcess, settings_env, wait_until
 from tests.faults.conversations import conversations
@@ -98,7 +99,8 @@ def test_hostile_records_on_every_topic_are_dead_lettered_and_good_ones_unharmed
                        f"{want} dead letters")
         except Exception:
             got = {base64.b64decode(d["original"]) for d in topic_values(kafka_bootstrap, settings, "dlq")}
-            print("not dead-lettered:", [(b.topic, b.kind) for b in bad_turns + others if (b.value or b"") not in got])
+            print("not dead-lettered:", [(b.topic, b.kind) for b in bad_turns + others
+                                         if (b.value or b"")[:MAX_ORIGINAL_BYTES] not in got])
             raise
         scopes = scopes_of(good)
         status = flush_and_wait_idle(worker, kafka_bootstrap, settings, scopes_of(good + isolated), deadline)
@@ -111,11 +113,13 @@ def test_hostile_records_on_every_topic_are_dead_lettered_and_good_ones_unharmed
     by_original = Counter(base64.b64decode(d["original"]) for d in letters)
     reasons = {base64.b64decode(d["original"]): d["reason"] for d in letters}
     for b in bad_turns + others:
-        value = b.value or b""
+        value = (b.value or b"")[:MAX_ORIGINAL_BYTES]  # a huge original is kept truncated, and says so
         assert by_original[value] >= 1, f"{b.topic}/{b.kind} was not dead-lettered"
         assert re.search(b.reason, reasons[value]), (b.topic, b.kind, reasons[value])
     assert len(letters) == want, "a record was dead-lettered twice, or a good one was"
     assert any("larger than" in d["reason"] for d in letters), "the oversize line was not dead-lettered"
+    assert all(d.get("original_truncated") for d in letters if d.get("original_bytes")), "a cut original not marked"
+    assert sum(1 for d in letters if d.get("original_truncated")) >= 2  # the 1 MB texts
     assert status["stats"]["turns_rejected"] == len(bad_turns) + sum(1 for b in others if b.topic == "turns")
 
     assert entry_digest(run.entries) == entry_digest(ref.entries), entry_diff(run.entries, ref.entries)
