@@ -68,6 +68,10 @@ class MemorySettings(BaseModel):
     # Merge-on-promote retry/dead-letter state.
     promote_retry_interval_minutes: float = Field(default=30.0, ge=0)
     max_promote_attempts: int = Field(default=5, ge=1)
+    # A promote_blocked reflection gets a fresh series of attempts this long (event time) after its last
+    # attempt, or sooner when the backend is healthy again: a later successful LLM result on its scope.
+    promote_blocked_retry_hours: float = Field(default=24.0, gt=0)
+    promote_blocked_retry_on_healthy_backend: bool = True
 
     # Weak-memory (powerful memory off) time-driven lifecycle.
     fallback_confirm_after_days: float = Field(default=7.0, ge=0)

@@ -17,6 +17,9 @@ class PipelineSettings(BaseModel):
     # Whether ticks carry the wall clock as event time. Off for replays of historical data, where ticks
     # only re-issue lost requests and event time comes from the records alone.
     ticks_advance_clock: bool = True
+    # An evidence request (Stage-1, Stage-2, synthesis, feedback, target check) that failed this many
+    # times is dead-lettered with its payload: its facts are marked failed and the scope moves on.
+    max_request_failures: int = Field(default=5, ge=1)
     # LLM calls running at once in one worker (the backend bounds its own HTTP concurrency too).
     max_inflight_llm: int = Field(default=16, ge=1)
     # Stage-2 candidate pre-rank by sentence embeddings (the `embeddings` extra); BM25 otherwise.

@@ -7,10 +7,12 @@ import re
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
+from credence.config.api import ApiSettings
 from credence.config.archive import ArchiveSettings
+from credence.config.kafka import KafkaSettings
 from credence.config.llm import LLMSettings
 from credence.config.memory import MemorySettings
 from credence.config.pipeline import PipelineSettings
@@ -29,7 +31,10 @@ class Settings(BaseSettings):
     kafka_bootstrap: str = ""
     topic_prefix: str = "credence"
     topic_partitions: int = Field(default=4, ge=1)
+    # Replicas per topic and how many must hold a write before acks=all counts it. Production: 3 and 2
+    # (one broker may be down for an upgrade, none loses an acknowledged write); the embedded broker: 1, 1.
     topic_replicas: int = Field(default=1, ge=1)
+    topic_min_insync_replicas: int = Field(default=1, ge=1)
     topic_retention_hours: int = Field(default=24 * 7, ge=1)
     dlq_retention_hours: int = Field(default=24 * 30, ge=1)
     # credence.evidence and credence.archive are the journal and the hand-off to the Parquet sink, which
@@ -52,10 +57,19 @@ class Settings(BaseSettings):
     broker_cache_dir: Path = Path.home() / ".cache" / "credence" / "kafka"
     broker_port: int = Field(default=0, ge=0, le=65535)  # 0 = pick a free port
 
+    kafka: KafkaSettings = KafkaSettings()
     memory: MemorySettings = MemorySettings()
     llm: LLMSettings = LLMSettings()
     archive: ArchiveSettings = ArchiveSettings()
     pipeline: PipelineSettings = PipelineSettings()
+    api: ApiSettings = ApiSettings()
+
+    @model_validator(mode="after")
+    def _replicas(self) -> "Settings":
+        if self.topic_min_insync_replicas > self.topic_replicas:
+            raise ValueError(f"topic_min_insync_replicas {self.topic_min_insync_replicas} exceeds topic_replicas "
+                             f"{self.topic_replicas}: no acks=all write could ever succeed")
+        return self
 
     @field_validator("topic_prefix", "app_id")
     @classmethod

@@ -27,3 +27,17 @@ class ArchiveError(CredenceError):
 
 class DomainError(CredenceError, ValueError):
     """A domain rule was given input it cannot apply (unknown signal kind, invalid entry, wrong status)."""
+
+
+class ApiError(CredenceError):
+    """An HTTP request is refused: `status` is the HTTP status, the message is the reason sent back."""
+
+    def __init__(self, status: int, reason: str, headers: dict[str, str] | None = None) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+        self.headers = headers or {}
+
+
+class TenantError(CredenceError):
+    """A tenant command or record is invalid (unknown tenant, duplicate, bad override)."""

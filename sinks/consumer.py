@@ -50,8 +50,10 @@ from datetime import datetime, timezone
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 
 from credence.config.archive import ArchiveSettings
+from credence.config.kafka import KafkaSettings
 from credence.deadletter import dead_letter
 from credence.errors import ArchiveError
+from credence.kafka import client_options, start
 from credence.sinks.forget import forgotten_users
 from credence.sinks.schema import ARCHIVE, EVIDENCE, IDENTITY, TABLES, Row, ShardKey, to_row
 from credence.sinks.dedup import IdentitySet, decide_duplicates, load_identities
@@ -107,6 +109,7 @@ class ArchiveSink:
         group_id: str | None = None,
         dead_letter_topic: str | None = None,
         clock: Callable[[], float] = time.monotonic,
+        kafka: KafkaSettings | None = None,
     ) -> None:
         if table not in TABLES:
             raise ArchiveError(f"unknown archive table {table!r}; use one of {TABLES}")
@@ -114,6 +117,7 @@ class ArchiveSink:
         self.group_id = group_id or f"{settings.group_id}.{table}"
         self.dead_letter_topic = dead_letter_topic
         self.clock = clock
+        self.kafka = kafka
         self.archive: Archive = open_archive(settings.root)
         self.stats = SinkStats()
         self._spans: dict[int, _Span] = {}
@@ -175,21 +179,21 @@ class ArchiveSink:
                 self._consumer.seek(tp, committed - committed % self.settings.max_rows_per_shard)
 
     def _new_consumer(self) -> AIOKafkaConsumer:
-        return AIOKafkaConsumer(
-            bootstrap_servers=self.bootstrap,
+        return AIOKafkaConsumer(**client_options(
+            self.bootstrap, self.kafka,
             group_id=self.group_id,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
             max_poll_records=min(self.settings.max_rows_per_shard, 5000),
-        )
+        ))
 
     async def _start(self, consumer: AIOKafkaConsumer) -> None:
         await asyncio.to_thread(remove_stale_temp_files, self.archive)
         self._consumer = consumer
-        await consumer.start()
+        await start(consumer, self.bootstrap, self.kafka)
         if self.dead_letter_topic:
-            self._producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all")
-            await self._producer.start()
+            self._producer = AIOKafkaProducer(**client_options(self.bootstrap, self.kafka, acks="all"))
+            await start(self._producer, self.bootstrap, self.kafka)
 
     async def _stop(self) -> None:
         if self._consumer is not None:
@@ -343,24 +347,28 @@ class _Rebalance(ConsumerRebalanceListener):
 
 async def drain(bootstrap: str, topic: str, table: str, settings: ArchiveSettings, *,
                 group_id: str | None = None, dead_letter_topic: str | None = None,
-                from_beginning: bool = False) -> SinkStats:
+                from_beginning: bool = False, kafka: KafkaSettings | None = None) -> SinkStats:
     """Sink ``topic`` into ``table`` until every partition is caught up; for tests and the demo."""
-    sink = ArchiveSink(bootstrap, topic, table, settings, group_id=group_id, dead_letter_topic=dead_letter_topic)
+    sink = ArchiveSink(bootstrap, topic, table, settings, group_id=group_id, dead_letter_topic=dead_letter_topic,
+                       kafka=kafka)
     return await sink.drain(from_beginning=from_beginning)
 
 
 async def run_sink(bootstrap: str, topic: str, table: str, settings: ArchiveSettings, stop: asyncio.Event, *,
-                   group_id: str | None = None, dead_letter_topic: str | None = None) -> SinkStats:
+                   group_id: str | None = None, dead_letter_topic: str | None = None,
+                   kafka: KafkaSettings | None = None) -> SinkStats:
     """Sink ``topic`` into ``table`` as a group member until ``stop`` is set."""
-    sink = ArchiveSink(bootstrap, topic, table, settings, group_id=group_id, dead_letter_topic=dead_letter_topic)
+    sink = ArchiveSink(bootstrap, topic, table, settings, group_id=group_id, dead_letter_topic=dead_letter_topic,
+                       kafka=kafka)
     return await sink.run(stop)
 
 
 async def run_sinks(bootstrap: str, archive_topic: str, evidence_topic: str, settings: ArchiveSettings,
-                    stop: asyncio.Event, *, dead_letter_topic: str | None = None) -> dict[str, SinkStats]:
+                    stop: asyncio.Event, *, dead_letter_topic: str | None = None,
+                    kafka: KafkaSettings | None = None) -> dict[str, SinkStats]:
     """Both sinks (credence.archive -> archive, credence.evidence -> evidence) until ``stop``."""
     archive, evidence = await asyncio.gather(
-        run_sink(bootstrap, archive_topic, ARCHIVE, settings, stop, dead_letter_topic=dead_letter_topic),
-        run_sink(bootstrap, evidence_topic, EVIDENCE, settings, stop, dead_letter_topic=dead_letter_topic),
+        run_sink(bootstrap, archive_topic, ARCHIVE, settings, stop, dead_letter_topic=dead_letter_topic, kafka=kafka),
+        run_sink(bootstrap, evidence_topic, EVIDENCE, settings, stop, dead_letter_topic=dead_letter_topic, kafka=kafka),
     )
     return {ARCHIVE: archive, EVIDENCE: evidence}

@@ -60,6 +60,7 @@ SNAPSHOT_FIELDS: tuple[tuple[str, str, pa.DataType], ...] = (
     ("version", "version", pa.int64()),
     ("updated_at", "updated_at", TS),
     ("archived_at", "entry_archived_at", TS),
+    ("promotion_rejected_at", "promotion_rejected_at", TS),
 )
 # Snapshot keys that repeat the record's own identity; checked, not stored twice.
 IDENTITY_KEYS = {"id": "entry_id", "kind": "entry_kind", "tenant": "tenant", "user": "user", "character": "character"}

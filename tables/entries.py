@@ -41,7 +41,7 @@ ENTRY_KEYS: Final = (
     "id", "kind", "tenant", "user", "character", "text", "subject", "importance", "source_fact_ids",
     "protected", "status", "evidence", "created_at", "confirmed_at", "promoted_at", "merged_from_ids",
     "merged_into_id", "promote_attempts", "last_promote_attempt_at", "recent_mentions", "suppressed_at",
-    "version", "updated_at", "archived_at",
+    "version", "updated_at", "archived_at", "promotion_rejected_at",
 )  # fmt: skip
 
 
@@ -73,6 +73,9 @@ class Entry:
     version: int = 1
     updated_at: datetime | None = None
     archived_at: datetime | None = None
+    # When merge-on-promote last answered "reject": final for the reflection as it was then, until a
+    # newer positive signal (tables.lifecycle.promote_decision).
+    promotion_rejected_at: datetime | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id:
@@ -88,7 +91,7 @@ class Entry:
             raise DomainError(f"entry version must be an int >= 1, got {self.version!r}")
         # Normalise so entries built by hand and entries read from the wire compare equal.
         for name in ("created_at", "confirmed_at", "promoted_at", "last_promote_attempt_at",
-                     "suppressed_at", "updated_at", "archived_at"):  # fmt: skip
+                     "suppressed_at", "updated_at", "archived_at", "promotion_rejected_at"):  # fmt: skip
             value = getattr(self, name)
             if value is not None:
                 object.__setattr__(self, name, as_utc(value))
@@ -130,6 +133,7 @@ class Entry:
             "version": self.version,
             "updated_at": format_instant(self.updated_at),
             "archived_at": format_instant(self.archived_at),
+            "promotion_rejected_at": format_instant(self.promotion_rejected_at),
         }
 
     @classmethod
@@ -169,6 +173,7 @@ class Entry:
             version=_int(d.get("version", 1), "version"),
             updated_at=parse_instant(d.get("updated_at")),
             archived_at=parse_instant(d.get("archived_at")),
+            promotion_rejected_at=parse_instant(d.get("promotion_rejected_at")),
         )
 
 

@@ -25,10 +25,43 @@ USER_DENY: Final = "user_deny"
 NEGATIVE_KEYWORD: Final = "negative_keyword"
 USER_IGNORE: Final = "user_ignore"
 
-# Which counter each signal touches; the weight comes from the settings under "<kind>_weight".
-REINFORCING_SIGNALS: Final = frozenset({USER_FACT_REINFORCE, USER_CONFIRM, USER_IGNORE})
-DISPUTING_SIGNALS: Final = frozenset({USER_FACT_NEGATE, USER_DENY, NEGATIVE_KEYWORD})
-SIGNAL_KINDS: Final = REINFORCING_SIGNALS | DISPUTING_SIGNALS
+REINFORCEMENT: Final = "reinforcement"
+DISPUTATION: Final = "disputation"
+
+
+@dataclass(frozen=True, slots=True)
+class SignalKind:
+    """One evidence signal: the counter it touches, the setting holding its weight, and the user
+    feedback decision or Stage-2 relation that produces it (if any)."""
+
+    name: str
+    counter: str  # REINFORCEMENT | DISPUTATION
+    feedback: str | None = None  # "confirm" | "deny" | "ignore": explicit or surfaced feedback
+    relation: str | None = None  # "reinforce" | "negate": a Stage-2 classification
+
+    @property
+    def weight_setting(self) -> str:
+        return f"{self.name}_weight"
+
+    def weight(self, settings: MemorySettings = DEFAULT_MEMORY_SETTINGS) -> float:
+        return getattr(settings, self.weight_setting)
+
+
+# The one registry of signal kinds; everything else (weights by name, feedback decisions, Stage-2
+# relations, which counter a signal touches) is read from here. Weights live in MemorySettings.
+SIGNALS: Final = {s.name: s for s in (
+    SignalKind(USER_FACT_REINFORCE, REINFORCEMENT, relation="reinforce"),
+    SignalKind(USER_FACT_NEGATE, DISPUTATION, relation="negate"),
+    SignalKind(USER_CONFIRM, REINFORCEMENT, feedback="confirm"),
+    SignalKind(USER_DENY, DISPUTATION, feedback="deny"),
+    SignalKind(NEGATIVE_KEYWORD, DISPUTATION),
+    SignalKind(USER_IGNORE, REINFORCEMENT, feedback="ignore"),
+)}
+REINFORCING_SIGNALS: Final = frozenset(k for k, s in SIGNALS.items() if s.counter == REINFORCEMENT)
+DISPUTING_SIGNALS: Final = frozenset(k for k, s in SIGNALS.items() if s.counter == DISPUTATION)
+SIGNAL_KINDS: Final = frozenset(SIGNALS)
+FEEDBACK_SIGNALS: Final = {s.feedback: k for k, s in SIGNALS.items() if s.feedback}
+RELATION_SIGNALS: Final = {s.relation: k for k, s in SIGNALS.items() if s.relation}
 
 PROMOTED: Final = "promoted"
 CONFIRMED: Final = "confirmed"
@@ -97,9 +130,9 @@ def _number(value: Any, name: str) -> float:
 
 def signal_weight(kind: str, settings: MemorySettings = DEFAULT_MEMORY_SETTINGS) -> float:
     """The configured base weight of a signal kind (before any combo bonus)."""
-    if kind not in SIGNAL_KINDS:
-        raise DomainError(f"unknown signal kind {kind!r}; expected one of {sorted(SIGNAL_KINDS)}")
-    return getattr(settings, f"{kind}_weight")
+    if kind not in SIGNALS:
+        raise DomainError(f"unknown signal kind {kind!r}; expected one of {sorted(SIGNALS)}")
+    return SIGNALS[kind].weight(settings)
 
 
 def apply_signal(

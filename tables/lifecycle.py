@@ -1,7 +1,8 @@
 """Stored lifecycle of reflections: score thresholds, merge-on-promote, its throttle, denial and archival.
 
 A stored status only moves forward (pending → confirmed → promoted, or to denied / promote_blocked /
-archived); a falling score never demotes it. Every function returns new entries and leaves its inputs alone.
+archived); a falling score never demotes it. The one way back is promote_blocked → confirmed, when a
+blocked promotion is retried (unblock_promotion). Every function returns new entries and leaves its inputs alone.
 """
 
 from __future__ import annotations
@@ -104,12 +105,24 @@ def promote_decision(reflection: Entry, now: datetime, *, settings: MemorySettin
     _require_reflection(reflection)
     if reflection.status != CONFIRMED or reflection.score(now, settings=settings) < settings.promoted_threshold:
         return NOT_DUE
+    if rejected_for_now(reflection):
+        return NOT_DUE
     last = reflection.last_promote_attempt_at
     if last is not None and as_utc(now) - last < timedelta(minutes=settings.promote_retry_interval_minutes):
         return WAIT
     if reflection.promote_attempts >= settings.max_promote_attempts:
         return BLOCK
     return ATTEMPT
+
+
+def rejected_for_now(reflection: Entry) -> bool:
+    """Merge-on-promote answered "reject" and no positive signal came since: the rejection is final for
+    the reflection as it was; a newer reinforcement (the user or a user fact backing it) reopens it."""
+    rejected = reflection.promotion_rejected_at
+    if rejected is None:
+        return False
+    last_positive = reflection.evidence.rein_last_signal_at
+    return last_positive is None or last_positive <= rejected
 
 
 def record_promote_attempt(reflection: Entry, now: datetime) -> tuple[Entry, PromotionTicket]:
@@ -124,12 +137,38 @@ def record_promote_attempt(reflection: Entry, now: datetime) -> tuple[Entry, Pro
     return attempted, ticket
 
 
+def withdraw_promote_attempt(reflection: Entry, now: datetime) -> Entry:
+    """Un-count an attempt whose result was dropped unread (powerful memory went off while it ran): it
+    was neither a failure nor an answer. The attempt time stays, so the throttle still spaces attempts."""
+    _require_reflection(reflection)
+    return changed(reflection, now, promote_attempts=max(0, reflection.promote_attempts - 1))
+
+
 def block_promotion(reflection: Entry, now: datetime) -> Entry:
     """Dead-letter a reflection whose promote attempts are exhausted."""
     _require_reflection(reflection)
     if reflection.status != CONFIRMED:
         raise DomainError(f"reflection {reflection.id} is {reflection.status}; only confirmed ones are blocked")
     return changed(reflection, now, status=PROMOTE_BLOCKED)
+
+
+def blocked_retry_due(
+    reflection: Entry, now: datetime, *, settings: MemorySettings = DEFAULT_MEMORY_SETTINGS
+) -> bool:
+    """A promote_blocked reflection may be retried once promote_blocked_retry_hours passed since its last attempt."""
+    if reflection.kind != REFLECTION or reflection.status != PROMOTE_BLOCKED:
+        return False
+    last = reflection.last_promote_attempt_at
+    return last is None or as_utc(now) - last >= timedelta(hours=settings.promote_blocked_retry_hours)
+
+
+def unblock_promotion(reflection: Entry, now: datetime) -> Entry:
+    """promote_blocked → confirmed with a fresh series of attempts (the one way a status moves back:
+    a block records an outage, not something the user said)."""
+    _require_reflection(reflection)
+    if reflection.status != PROMOTE_BLOCKED:
+        raise DomainError(f"reflection {reflection.id} is {reflection.status}; only promote_blocked ones are unblocked")
+    return changed(reflection, now, status=CONFIRMED, promote_attempts=0)
 
 
 def promotion_is_current(stored: Entry, ticket: PromotionTicket) -> bool:
@@ -211,8 +250,9 @@ def apply_merge_decision(
 ) -> LifecycleStep:
     """Apply a merge-on-promote outcome to a confirmed reflection.
 
-    reject leaves the reflection confirmed: its attempt is already counted, so it is retried after the
-    throttle and ends in promote_blocked if every attempt is rejected.
+    reject is an answer, not a failure: the reflection stays confirmed, its attempts start again from
+    zero (rejections never lead to promote_blocked), and it is not offered again until a newer positive
+    signal (rejected_for_now).
     """
     _require_reflection(reflection)
     if reflection.status != CONFIRMED:
@@ -220,7 +260,8 @@ def apply_merge_decision(
             f"reflection {reflection.id} is {reflection.status}; check promotion_is_current before applying a result"
         )
     if decision.action == REJECT:
-        return LifecycleStep(reflection, None, REJECT)
+        rejected = changed(reflection, now, promotion_rejected_at=as_utc(now), promote_attempts=0)
+        return LifecycleStep(rejected, None, REJECT)
     if decision.action == CREATE:
         persona = create_persona_from(reflection, now, persona_id, decision.text)
     else:

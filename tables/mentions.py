@@ -10,15 +10,15 @@ from datetime import datetime, timedelta
 
 from credence.config.memory import DEFAULT_MEMORY_SETTINGS, MemorySettings
 from credence.tables.clock import as_utc
-from credence.tables.entries import ACTIVE, CONFIRMED, PERSONA, REFLECTION, Entry, changed
+from credence.tables.entries import ACTIVE, CONFIRMED, PERSONA, PROMOTE_BLOCKED, REFLECTION, Entry, changed
 
 
 def counts_mentions(entry: Entry) -> bool:
-    """Only non-protected active persona entries and confirmed reflections are counted."""
+    """Only non-protected active persona entries and confirmed (or promote_blocked) reflections are counted."""
     if entry.protected:
         return False
     return (entry.kind == PERSONA and entry.status == ACTIVE) or (
-        entry.kind == REFLECTION and entry.status == CONFIRMED
+        entry.kind == REFLECTION and entry.status in (CONFIRMED, PROMOTE_BLOCKED)
     )
 
 

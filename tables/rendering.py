@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from credence.config.memory import DEFAULT_MEMORY_SETTINGS, MemorySettings
-from credence.tables.entries import ACTIVE, CONFIRMED, PENDING, PERSONA, REFLECTION, Entry
+from credence.tables.entries import ACTIVE, CONFIRMED, PENDING, PERSONA, PROMOTE_BLOCKED, REFLECTION, Entry
 from credence.tables.mentions import is_suppressed
 from credence.tables.scope import Scope
 from credence.tables.tokens import TokenCounter, default_token_counter
@@ -56,7 +56,8 @@ def renderable(entry: Entry, now: datetime, *, settings: MemorySettings = DEFAUL
         return False
     if entry.kind == PERSONA:
         return entry.status == ACTIVE
-    if entry.status == CONFIRMED:
+    if entry.status in (CONFIRMED, PROMOTE_BLOCKED):
+        # A promote_blocked reflection is still the confirmed observation it was; only its promotion waits.
         # A confirmed reflection the user has since argued down to zero or below is kept out of the prompt.
         return entry.score(now, settings=settings) > 0
     return entry.status == PENDING

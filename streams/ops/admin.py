@@ -14,6 +14,7 @@ from aiokafka.errors import TopicAlreadyExistsError
 
 from credence.config import Settings
 from credence.errors import BrokerError
+from credence.kafka import client_options, start
 from credence.streams.runtime.topics import CHANGELOG_CONFIGS, TABLES, TOPICS
 
 log = logging.getLogger(__name__)
@@ -24,9 +25,12 @@ def topic_configs(settings: Settings, name: str) -> dict[str, str]:
     return {
         "retention.ms": str(hours * 3_600_000 if hours >= 0 else -1),
         "cleanup.policy": "compact" if TOPICS[name] else "delete",
+        "min.insync.replicas": str(settings.topic_min_insync_replicas),
     }
 
 
+def changelog_configs(settings: Settings) -> dict[str, str]:
+    return CHANGELOG_CONFIGS | {"min.insync.replicas": str(settings.topic_min_insync_replicas)}
 
 
 def changelog_topic(settings: Settings, table: str) -> str:
@@ -36,12 +40,12 @@ def changelog_topic(settings: Settings, table: str) -> str:
 async def ensure_topics(bootstrap: str, settings: Settings, changelogs: bool = False) -> None:
     """Create credence's topics if missing (with `changelogs`, also the worker's table changelogs, so
     Faust never races its own creation of them); refuse to go on if one exists with other partitions."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
+    admin = AIOKafkaAdminClient(**client_options(bootstrap, settings.kafka))
+    await start(admin, bootstrap, settings.kafka)
     try:
         wanted = {settings.topic(n): topic_configs(settings, n) for n in TOPICS}
         if changelogs:
-            wanted |= {changelog_topic(settings, t): CHANGELOG_CONFIGS for t in TABLES}
+            wanted |= {changelog_topic(settings, t): changelog_configs(settings) for t in TABLES}
         existing = set(await admin.list_topics())
         missing = [
             NewTopic(full, settings.topic_partitions, settings.topic_replicas, topic_configs=configs)

@@ -106,10 +106,12 @@ def die_with_parent() -> None:
         pass
 
 
-async def _metadata_ok(bootstrap: str) -> bool:
+async def _metadata_ok(bootstrap: str, kafka=None) -> bool:
     from aiokafka.client import AIOKafkaClient
 
-    client = AIOKafkaClient(bootstrap_servers=bootstrap, request_timeout_ms=2000)
+    from credence.kafka import client_options
+
+    client = AIOKafkaClient(**client_options(bootstrap, kafka, request_timeout_ms=2000))
     try:
         await client.bootstrap()  # sends a MetadataRequest and parses the answer
         return bool(client.cluster.brokers())
@@ -119,7 +121,7 @@ async def _metadata_ok(bootstrap: str) -> bool:
         await client.close()
 
 
-def wait_for_metadata(bootstrap: str, deadline_s: float, alive=lambda: True) -> None:
+def wait_for_metadata(bootstrap: str, deadline_s: float, alive=lambda: True, kafka=None) -> None:
     """Block until the broker answers a metadata request, or raise BrokerError at the deadline."""
     end = time.monotonic() + deadline_s
     # Refused connections are the expected answer until the broker listens; keep them out of the log.
@@ -127,16 +129,16 @@ def wait_for_metadata(bootstrap: str, deadline_s: float, alive=lambda: True) -> 
     previous = aiokafka_log.level
     aiokafka_log.setLevel(logging.CRITICAL)
     try:
-        _poll(bootstrap, end, deadline_s, alive)
+        _poll(bootstrap, end, deadline_s, alive, kafka)
     finally:
         aiokafka_log.setLevel(previous)
 
 
-def _poll(bootstrap: str, end: float, deadline_s: float, alive) -> None:
+def _poll(bootstrap: str, end: float, deadline_s: float, alive, kafka) -> None:
     while time.monotonic() < end:
         if not alive():
             raise BrokerError(f"the Kafka broker at {bootstrap} exited before it became ready")
-        if asyncio.run(_metadata_ok(bootstrap)):
+        if asyncio.run(_metadata_ok(bootstrap, kafka)):
             return
         time.sleep(0.2)  # poll interval between metadata requests, not a wait for readiness
     raise BrokerError(f"no metadata answer from {bootstrap} within {deadline_s:.0f}s")

@@ -88,7 +88,8 @@ def cmd_sink(args) -> int:
     archive, evidence, dlq = (settings.topic(n) for n in ("archive", "evidence", "dlq"))
     if args.drain:
         for topic, table in ((archive, ARCHIVE), (evidence, EVIDENCE)):
-            stats = asyncio.run(drain(bootstrap, topic, table, settings.archive, dead_letter_topic=dlq))
+            stats = asyncio.run(drain(bootstrap, topic, table, settings.archive, dead_letter_topic=dlq,
+                                      kafka=settings.kafka))
             print(f"{topic} -> {settings.archive.root}/{table}: {stats}")
         return 0
     stop = asyncio.Event()
@@ -97,7 +98,8 @@ def cmd_sink(args) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
-        return await run_sinks(bootstrap, archive, evidence, settings.archive, stop, dead_letter_topic=dlq)
+        return await run_sinks(bootstrap, archive, evidence, settings.archive, stop, dead_letter_topic=dlq,
+                               kafka=settings.kafka)
 
     print(f"sinking {archive} and {evidence} into {settings.archive.root}; Ctrl-C stops", flush=True)
     print(asyncio.run(main()))
@@ -143,6 +145,73 @@ def cmd_forget(args) -> int:
     print(f"archive: removed {report.rows_removed} rows of {args.tenant}/{args.user} "
           f"({report.shards_rewritten} shards rewritten, {report.shards_deleted} deleted)")
     return 0
+
+
+OVERRIDES = (  # (flag, TenantSettings field, type, help)
+    ("--persona-token-budget", "persona_token_budget", int, "prompt tokens for persona entries"),
+    ("--reflection-token-budget", "reflection_token_budget", int, "prompt tokens for reflections"),
+    ("--powerful-memory", "powerful_memory", lambda v: _on_off(v), "on or off"),
+    ("--time-zone", "time_zone", str, "IANA zone whose days the archive sweep counts"),
+    ("--requests-per-second", "requests_per_second", float, "API rate per worker"),
+    ("--burst", "burst", int, "API requests allowed at once above the rate"),
+    ("--max-body-bytes", "max_body_bytes", int, "largest API request body"),
+)
+
+
+def _on_off(value: str) -> bool:
+    if value not in ("on", "off"):
+        raise argparse.ArgumentTypeError(f"expected on or off, got {value!r}")
+    return value == "on"
+
+
+def _overrides(args) -> dict:
+    return {field: getattr(args, field) for _, field, _, _ in OVERRIDES if getattr(args, field) is not None}
+
+
+def cmd_tenants(args) -> int:
+    from credence.streams.api import tenant_admin
+    from credence.streams.ops.worker import bootstrap_for
+
+    settings = _settings(args)
+    bootstrap = bootstrap_for(settings)
+    action = args.tenants_command
+    if action == "add":
+        key = asyncio.run(tenant_admin.add(bootstrap, settings, args.tenant, tenant_admin.overrides(_overrides(args))))
+        print(f"tenant {args.tenant} created; its API key (shown once, stored only as a hash):")
+        print(key)
+    elif action == "rotate-key":
+        key = asyncio.run(tenant_admin.rotate_key(bootstrap, settings, args.tenant))
+        print(f"tenant {args.tenant} has a new API key; the old one no longer works:")
+        print(key)
+    elif action == "set":
+        tenant = asyncio.run(tenant_admin.configure(bootstrap, settings, args.tenant, _overrides(args)))
+        print(json.dumps(tenant.public()))
+    elif action == "remove":
+        asyncio.run(tenant_admin.remove(bootstrap, settings, args.tenant))
+        print(f"tenant {args.tenant} removed; its key no longer works")
+    else:
+        directory = asyncio.run(tenant_admin.current(bootstrap, settings))
+        for name in sorted(directory.tenants):
+            print(json.dumps(directory.tenants[name].public()))
+    return 0
+
+
+def _tenants_parser(sub) -> None:
+    p = sub.add_parser("tenants", help="API tenants: add, list, set, rotate-key, remove",
+                       description="Tenants live on the compacted <prefix>.tenants topic that every worker reads; "
+                                   "keys are shown once and stored only as SHA-256 hashes.")
+    tsub = p.add_subparsers(dest="tenants_command", required=True, metavar="SUBCOMMAND")
+    for action, text in (("add", "create a tenant; prints its key alone on the last line"),
+                         ("set", "change a tenant's settings overrides")):
+        a = tsub.add_parser(action, help=text)
+        a.add_argument("tenant")
+        for flag, field, kind, help_text in OVERRIDES:
+            a.add_argument(flag, dest=field, type=kind, help=help_text)
+    tsub.add_parser("list", help="tenants and their overrides (never keys)")
+    for action, text in (("rotate-key", "replace the tenant's key; prints the new one on the last line"),
+                         ("remove", "delete the tenant (its key stops working)")):
+        tsub.add_parser(action, help=text).add_argument("tenant")
+    p.set_defaults(func=cmd_tenants)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -218,6 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--archive-only", action="store_true", help="only rewrite the Parquet shards")
     p.add_argument("--root", help="archive root (default: CREDENCE_ARCHIVE__ROOT)")
     p.set_defaults(func=cmd_forget)
+    _tenants_parser(sub)
     return parser
 
 

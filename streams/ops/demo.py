@@ -105,7 +105,8 @@ def _analytics(bootstrap: str, run: Settings, root: Path) -> list[str]:
 
     archive = run.archive.model_copy(update={"root": str(root)})
     for topic, table in (("archive", ARCHIVE), ("evidence", EVIDENCE)):
-        asyncio.run(drain(bootstrap, run.topic(topic), table, archive, group_id=f"{run.app_id}-sink-{table}"))
+        asyncio.run(drain(bootstrap, run.topic(topic), table, archive, group_id=f"{run.app_id}-sink-{table}",
+                          kafka=run.kafka))
     conn = connect(str(root))
     try:
         rows = funnel(conn)

@@ -43,6 +43,8 @@ def settings_env(settings: Settings, bootstrap: str) -> dict[str, str]:
     for name, value in settings.model_dump(mode="json").items():
         if name == "llm" and settings.llm.api_key is not None:
             value["api_key"] = settings.llm.api_key.get_secret_value()
+        if name == "kafka" and settings.kafka.password is not None:
+            value["password"] = settings.kafka.password.get_secret_value()
         env[f"CREDENCE_{name.upper()}"] = json.dumps(value) if isinstance(value, (dict, list)) else str(value)
     env["CREDENCE_KAFKA_BOOTSTRAP"] = bootstrap
     return env

@@ -13,6 +13,7 @@ from aiokafka import AIOKafkaProducer
 from credence.config import Settings
 from credence.deadletter import dead_letter
 from credence.errors import CredenceError, DomainError
+from credence.kafka import client_options, start
 from credence.streams.ops.admin import ensure_topics
 from credence.tables.scope import Scope
 
@@ -67,8 +68,8 @@ async def replay(path: Path, bootstrap: str, settings: Settings, progress: bool 
     Kafka goes to the dead-letter topic with its reason instead. Returns the count sent to turns."""
     lines = read_lines(path)
     await ensure_topics(bootstrap, settings)
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
-    await producer.start()
+    producer = AIOKafkaProducer(**client_options(bootstrap, settings.kafka, acks="all", linger_ms=5))
+    await start(producer, bootstrap, settings.kafka)
     try:
         topic = settings.topic("turns")
         futures = []
@@ -103,8 +104,8 @@ async def send_control(bootstrap: str, settings: Settings, scopes: list[Scope | 
     The record's parts are the scope's own fields; a key string is accepted only if it names a valid
     scope (DomainError otherwise, never a half-sent batch of one bad split)."""
     checked = [s if isinstance(s, Scope) else Scope.parse(s) for s in scopes]
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
-    await producer.start()
+    producer = AIOKafkaProducer(**client_options(bootstrap, settings.kafka, acks="all"))
+    await start(producer, bootstrap, settings.kafka)
     try:
         for scope in checked:
             body = {"v": 1, "type": record_type, "tenant": scope.tenant, "user": scope.user,
@@ -119,8 +120,8 @@ async def send_forget(bootstrap: str, settings: Settings, tenant: str, user: str
     """Ask every partition's owner to delete the user's scopes: one forget record per partition (a user's
     scopes — one per character — live on many partitions). Returns the partitions asked."""
     await ensure_topics(bootstrap, settings)
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
-    await producer.start()
+    producer = AIOKafkaProducer(**client_options(bootstrap, settings.kafka, acks="all"))
+    await start(producer, bootstrap, settings.kafka)
     try:
         topic = settings.topic("control")
         body = json.dumps({"v": 1, "type": "forget", "tenant": tenant, "user": user}).encode()

@@ -44,6 +44,7 @@ class Credence:
     backend: object = None
     send: object = None
     store: object = None  # ScopeStore: the one read path for scope state
+    api: object = None  # streams.api.server.Api: /v1, tenants and cards (authenticate() for other pages)
 
 
 def store_url(settings: Settings) -> str:
@@ -51,9 +52,11 @@ def store_url(settings: Settings) -> str:
 
 
 def create_app(settings: Settings, bootstrap: str) -> Credence:
+    from credence.kafka import faust_options
+
     app = faust.App(
         settings.app_id,
-        broker=f"kafka://{bootstrap}",
+        **faust_options(bootstrap, settings.kafka),
         store=store_url(settings),
         datadir=str(settings.data_dir / "worker"),
         topic_partitions=settings.topic_partitions,
@@ -104,4 +107,18 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
     credence.runner = Runner(credence.backend, credence.send, settings.pipeline.max_inflight_llm, encode)
     timers.register(credence)
     views.register(credence)
+    from credence.streams.api.server import register as register_api
+
+    register_api(credence, bootstrap)
+    _register_serving(credence)
     return credence
+
+
+def _register_serving(credence: Credence) -> None:
+    """/metrics and the memory browser, when this build has them (credence.streams.serving)."""
+    for module in ("metrics", "browser"):
+        try:
+            mod = __import__(f"credence.streams.serving.{module}", fromlist=["register"])
+        except ImportError:
+            continue
+        mod.register(credence)

@@ -34,3 +34,11 @@ class ScopeStore:
         """The entry's journal events in order (event, cause, at, score, tier, evidence), oldest first.
         Not kept by this layout yet: an empty list."""
         return []
+
+    def feedback_applied(self, scope: str, feedback_id: str, partition: int, offset: int) -> bool:
+        """Whether the feedback record at `partition`/`offset` of the feedback topic was applied to the scope
+        (consumed, and not waiting in the scope's queue behind an LLM request)."""
+        state = self.get(scope)
+        if state is None or state.applied.get(f"feedback:{partition}", -1) < offset:
+            return False
+        return not any(item["record"].get("feedback_id") == feedback_id for item in state.queue)

@@ -18,6 +18,10 @@ TOPICS: dict[str, bool] = {
     "archive": False,
     "control": False,
     "dlq": False,
+    # Every worker reads these two whole into memory (streams/api/directory.py): tenants' key hashes and
+    # settings, keyed by tenant; character cards, keyed by tenant/character.
+    "tenants": True,
+    "cards": True,
 }
 
 CHANGELOG_CONFIGS = {
@@ -38,6 +42,8 @@ class Topics:
     archive: faust.TopicT
     control: faust.TopicT
     dlq: faust.TopicT
+    tenants: faust.TopicT
+    cards: faust.TopicT
 
 
 def declare_topics(app: faust.App, settings: Settings) -> Topics:

@@ -41,6 +41,16 @@ def scope_view(state: ScopeState, memory, count_tokens) -> dict:
             "memory_block": block.text if block else ""}
 
 
+def reflection_counts(states) -> dict[str, int]:
+    """Reflections per stored status over the scopes this worker holds (promote_blocked among them)."""
+    counts: dict[str, int] = {}
+    for state in states:
+        for entry in state.entries.values():
+            if entry.kind == "reflection":
+                counts[entry.status] = counts.get(entry.status, 0) + 1
+    return dict(sorted(counts.items()))
+
+
 def register(credence) -> None:
     app, settings = credence.app, credence.settings
     count_tokens = default_token_counter()
@@ -51,10 +61,12 @@ def register(credence) -> None:
     async def status(web, request):
         return web.json({
             "service": "credence", "version": __version__, "app_id": settings.app_id,
-            "ready": is_ready(app), "stats": asdict(credence.stats), "busy_scopes": len(credence.busy),
+            "ready": is_ready(app) and (credence.api is None or credence.api.directory.ready.is_set()),
+            "stats": asdict(credence.stats), "busy_scopes": len(credence.busy),
             "llm": {"backend": credence.backend.label, "stats": credence.backend.stats.as_dict(),
                     "inflight": credence.runner.inflight},
             "tokenizer": default_tokenizer_name(),
+            "reflections": reflection_counts(store.states()),
         })
 
     @app.page("/scopes")

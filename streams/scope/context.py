@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from credence.config.memory import MemorySettings
+from credence.deadletter import dead_letter
 from credence.config.pipeline import PipelineSettings
 from credence.streams.scope.state import Request, ScopeState
 from credence.tables.clock import format_instant
@@ -66,6 +68,15 @@ class StepContext:
         }))
         state.entries.pop(archived.id, None)
         state.archived[archived.id] = archived.version
+
+    def dead_letter(self, state: ScopeState, req: Request, reason: str) -> None:
+        """Hand a request that failed for good to the "dlq" topic, in the one credence.dlq envelope: the
+        original is the request itself (scope, task, payload), enough to understand and re-send it."""
+        original = json.dumps({"v": 1, "scope": state.scope, "request_id": req.id, "task": req.task,
+                               "payload": req.payload, "failures": req.failures,
+                               "issued_at": format_instant(req.issued_at)}, ensure_ascii=False).encode()
+        self.emits.append(Emit("dlq", json.loads(dead_letter(
+            topic=f"request:{req.task}", partition=-1, offset=-1, reason=reason, original=original, at=self.now))))
 
     def request(self, state: ScopeState, task: str, payload: dict) -> Request:
         req = Request(id=state.next_id(task), task=task, payload=payload, issued_at=self.now, boot=self.boot)

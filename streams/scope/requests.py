@@ -11,7 +11,10 @@ from credence.streams.scope.state import ScopeState
 from credence.tables.entries import Entry
 from credence.tables.mentions import is_suppressed
 
-CANDIDATE_STATUSES = {"reflection": {"pending", "confirmed"}, "persona": {"active"}}
+# A promote_blocked reflection is still a confirmed observation: it keeps collecting evidence.
+CANDIDATE_STATUSES = {"reflection": {"pending", "confirmed", "promote_blocked"}, "persona": {"active"}}
+# Reflections a user's reply or rebuttal can still deny (tables.lifecycle.DENIABLE).
+OPEN_REFLECTION_STATUSES = ("pending", "confirmed", "promote_blocked")
 
 
 def observation(entry: Entry) -> dict:

@@ -6,22 +6,30 @@ from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import reflection_id
 from credence.streams.scope.state import ScopeState
 from credence.tables.entries import Entry, new_reflection, record_signal
+from credence.tables.evidence import FEEDBACK_SIGNALS, NEGATIVE_KEYWORD, RELATION_SIGNALS
 from credence.tables.lifecycle import (
     MergeDecision,
     PromotionTicket,
     apply_merge_decision,
     deny,
     promotion_is_current,
+    unblock_promotion,
+    withdraw_promote_attempt,
 )
+
+# Decisions the powerful-memory switch turns off: their results are dropped once it is off.
+SWITCHED_TASKS = ("stage2", "promotion")
 from credence.tables.scope import Scope
 
-FEEDBACK_SIGNAL = {"confirm": "user_confirm", "deny": "user_deny", "ignore": "user_ignore"}
 
 
 def apply(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
     req = state.requests.get(record.get("request_id", ""))
     if req is None:
         ctx.log.append(f"stale result {record.get('request_id')} discarded (not in flight)")
+        return
+    if not ctx.powerful and req.task in SWITCHED_TASKS:
+        drop_switched_off(state, req, ctx)
         return
     if kind == "failed" and req.task == "promotion":
         # The attempt was counted before the call: drop it, so the throttle schedules the next one and
@@ -31,12 +39,62 @@ def apply(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
         return
     if kind == "failed":
         req.failures += 1
+        if req.failures >= ctx.pipeline.max_request_failures:
+            _give_up(state, req, str(record.get("error", "?")), ctx)
+            return
         req.failed = True  # re-issued on the scope's next step; facts stay unprocessed, nothing advances
         ctx.log.append(f"{req.task} request {req.id} failed ({record.get('error', '?')}); will retry")
         return
     del state.requests[req.id]
     HANDLERS[req.task](state, req.payload, record.get("output") or {}, ctx)
     state.trim_facts()
+    if ctx.powerful and ctx.memory.promote_blocked_retry_on_healthy_backend:
+        _retry_blocked(state, ctx)
+
+
+def _retry_blocked(state: ScopeState, ctx: StepContext) -> None:
+    """A successful LLM result on the scope, in the scope's order, means the backend is healthy again:
+    promotions blocked by failures get a fresh series of attempts."""
+    for entry in sorted(state.entries.values(), key=lambda e: e.id):
+        if entry.kind == "reflection" and entry.status == "promote_blocked":
+            ctx.put(state, unblock_promotion(entry, ctx.now), "promotion_unblocked", "backend_healthy", entry)
+
+
+def _give_up(state: ScopeState, req, error: str, ctx: StepContext) -> None:
+    """Past max_request_failures: dead-letter the request with its payload, mark its facts failed and let
+    the scope move on (it no longer waits for a call that never succeeds)."""
+    del state.requests[req.id]
+    facts = [f["id"] for f in req.payload.get("facts", [])]
+    for fact_id in facts:
+        held = state.facts.get(fact_id)
+        if held is not None:
+            held["stage2"] = "failed" if held["stage2"] == "pending" else held["stage2"]
+            held["synthesis"] = "failed" if held["synthesis"] in ("pending", "after_stage2") else held["synthesis"]
+    reason = (f"{req.task} request failed {req.failures} times (max_request_failures); last error: {error}"
+              + (f"; facts marked failed: {', '.join(facts)}" if facts else ""))
+    ctx.dead_letter(state, req, reason)
+    ctx.log.append(f"{req.task} request {req.id} dead-lettered: {reason}")
+    state.trim_facts()
+
+
+def drop_switched_off(state: ScopeState, req, ctx: StepContext) -> None:
+    """A Stage-2 or promotion request issued while powerful memory was on, answered (or failed, or lost
+    with a worker) after it went off: the seed turns those decisions off, so its result is dropped unread
+    and what it was about takes the "off" path. Stage-2 facts go straight to synthesis; a promotion's
+    attempt is withdrawn (journalled as promotion_dropped) and the age-driven fallback takes over."""
+    del state.requests[req.id]
+    ctx.log.append(f"{req.task} request {req.id} dropped: powerful memory is off")
+    if req.task == "stage2":
+        for fact in req.payload["facts"]:
+            held = state.facts.get(fact["id"])
+            if held is not None and held["stage2"] == "pending":
+                held["stage2"] = "skipped"
+                held["synthesis"] = "pending" if held["synthesis"] == "after_stage2" else held["synthesis"]
+        return
+    stored = state.entries.get(req.payload["entry_id"])
+    t = req.payload["ticket"]
+    if stored is not None and promotion_is_current(stored, PromotionTicket(stored.id, t["version"], t["attempt"])):
+        ctx.put(state, withdraw_promote_attempt(stored, ctx.now), "promotion_dropped", "switch_off", stored)
 
 
 def _stage1(state: ScopeState, payload: dict, output: dict, ctx: StepContext) -> None:
@@ -61,7 +119,9 @@ def _stage2(state: ScopeState, payload: dict, output: dict, ctx: StepContext) ->
         # Only the candidates offered count: never protected, terminal or net-negative entries.
         if c["fact_id"] not in asked or c["observation_id"] not in offered or entry is None:
             continue
-        kind = "user_fact_reinforce" if c["relation"] == "reinforce" else "user_fact_negate"
+        kind = RELATION_SIGNALS.get(c["relation"])
+        if kind is None:
+            continue
         ctx.put(state, record_signal(entry, kind, ctx.now, settings=ctx.memory), "signal", kind, entry)
         matched.add(c["fact_id"])
     for fact_id in asked:
@@ -99,7 +159,7 @@ def _synthesis(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
 def apply_feedback(state: ScopeState, entry: Entry, decision: str, ctx: StepContext, cause_prefix: str) -> None:
     """confirm / deny / ignore one entry. Feedback on a reflection already promoted goes to the persona
     entry it became: that is where the observation lives now."""
-    kind = FEEDBACK_SIGNAL[decision]
+    kind = FEEDBACK_SIGNALS[decision]
     if entry.kind == "reflection" and entry.status == "promoted" and entry.merged_into_id in state.entries:
         entry = state.entries[entry.merged_into_id]
     updated = record_signal(entry, kind, ctx.now, settings=ctx.memory)
@@ -112,17 +172,22 @@ def _feedback(state: ScopeState, payload: dict, output: dict, ctx: StepContext) 
     asked = {o["id"] for o in payload["surfaced"]}
     for d in output.get("decisions", []):
         entry = state.entries.get(d["id"])
-        if d["id"] in asked and entry is not None and d["decision"] in FEEDBACK_SIGNAL:
+        if d["id"] in asked and entry is not None and d["decision"] in FEEDBACK_SIGNALS:
             apply_feedback(state, entry, d["decision"], ctx, cause_prefix="surfaced")
 
 
 def _target(state: ScopeState, payload: dict, output: dict, ctx: StepContext) -> None:
     asked = {o["id"] for o in payload["observations"]}
+    promoting = {r.payload["entry_id"] for r in state.pending_tasks("promotion")}
     for entry_id in output.get("ids", []):
         entry = state.entries.get(entry_id)
         if entry_id in asked and entry is not None:
-            updated = record_signal(entry, "negative_keyword", ctx.now, settings=ctx.memory)
-            ctx.put(state, updated, "signal", "negative_keyword", entry)
+            updated = record_signal(entry, NEGATIVE_KEYWORD, ctx.now, settings=ctx.memory)
+            if entry_id in promoting:
+                # The user rebutted an observation on its way into the persona: it is denied, and the
+                # promotion's result then finds it changed and is discarded (no persona entry, no merge).
+                updated = deny(updated, ctx.now)
+            ctx.put(state, updated, "signal", NEGATIVE_KEYWORD, entry)
 
 
 def _promotion(state: ScopeState, payload: dict, output: dict, ctx: StepContext) -> None:
@@ -144,6 +209,7 @@ def _promotion(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
         before = state.entries.get(step_.persona.id)
         # Both outcomes are merge-on-promote writes of a persona entry (the funnel's "merged").
         ctx.put(state, step_.persona, "merged", f"promotion_{decision.action}", before)
+    # A rejection is final for this version of the reflection (journalled as promotion_rejected).
     ctx.put(state, step_.reflection, "transition" if step_.persona else "promotion_rejected",
             f"promotion_{decision.action}", stored)
 

@@ -104,12 +104,11 @@ class ScopeState:
 
     @property
     def blocked(self) -> bool:
-        """A request is in flight: later inputs of this scope wait (in the state) so the outcome never
-        depends on LLM latency — replays, duplicates and crashes end in the same state. Promotion holds
-        the scope too: the agent keeps consuming (other scopes run, this one queues), and a denial that
-        arrives meanwhile lands on the persona entry the reflection became. The version check on the
-        result stays as the guard against results of requests from an earlier run."""
-        return bool(self.requests)
+        """An evidence request is in flight: later inputs of this scope wait (in the state) so the outcome
+        never depends on LLM latency — replays, duplicates and crashes end in the same state. Promotion
+        never holds the scope (the seed runs it outside the per-character lock): a denial or archive
+        transition that lands meanwhile wins through the version check on the promotion's result."""
+        return any(r.task != "promotion" for r in self.requests.values())
 
     @property
     def idle(self) -> bool:

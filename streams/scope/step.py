@@ -1,10 +1,14 @@
 """One scope step: (state, input, context) -> state + effects. Pure apart from mutating the state it
 was given (a fresh copy the agent loaded) and filling the context's effect lists.
 
-Inputs: a turn, explicit feedback, an LLM result or failure, a tick or a flush. Every LLM request
-(Stage-1, Stage-2, synthesis, feedback, target check, promotion) holds the scope: inputs arriving
-meanwhile queue in the state and run after the result, so the outcome never depends on LLM latency. A
-promotion result is still applied only if the reflection's version allows it (see ScopeState.blocked).
+Inputs: a turn, explicit feedback, an LLM result or failure, a tick or a flush. Every evidence request
+(Stage-1, Stage-2, synthesis, feedback, target check) holds the scope: inputs arriving meanwhile queue in
+the state and run after the result, so the outcome never depends on LLM latency. Promotion does not hold
+it (the seed runs merge-on-promote outside the per-character lock): feedback, turns and the sweep go on
+while it is in flight, and its result is applied only if the reflection is still what the promotion was
+asked about (the ticket's version check), so a denial or an archive transition earlier on the scope's
+partition always wins. A promotion result that arrives while the scope is held waits in the queue like
+any input: a surfaced reply or rebuttal asked about before it is decided before it.
 """
 
 from __future__ import annotations
@@ -13,7 +17,13 @@ from datetime import datetime, timedelta
 
 from credence.streams.scope import results
 from credence.streams.scope.context import StepContext
-from credence.streams.scope.requests import observation, promotion_payload, stage2_batch, stage2_payload
+from credence.streams.scope.requests import (
+    OPEN_REFLECTION_STATUSES,
+    observation,
+    promotion_payload,
+    stage2_batch,
+    stage2_payload,
+)
 from credence.streams.scope.state import ScopeState
 from credence.tables.clock import parse_instant
 from credence.tables.fallback import fallback_tick
@@ -21,10 +31,12 @@ from credence.tables.lifecycle import (
     ATTEMPT,
     BLOCK,
     block_promotion,
+    blocked_retry_due,
     confirm_by_score,
     promote_decision,
     record_promote_attempt,
     sweep_entry,
+    unblock_promotion,
 )
 from credence.tables.mentions import lift_suppression, record_mention
 
@@ -35,17 +47,24 @@ def event_now(state: ScopeState, at: datetime | None) -> datetime:
     return state.clock if at is None or at < state.clock else at
 
 
+def _is_promotion_result(state: ScopeState, record: dict) -> bool:
+    req = state.requests.get(record.get("request_id", ""))
+    return req is not None and req.task == "promotion"
+
+
 def step(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
     """Apply one input. `kind`: turn | feedback | result | failed | tick | flush."""
     _housekeeping(state, ctx)
     if kind in ("result", "failed"):
-        results.apply(state, kind, record, ctx)
-        _settle(state, ctx)
+        if _is_promotion_result(state, record) and (state.blocked or state.queue):
+            state.queue.append({"kind": kind, "record": record})
+            return
+        _apply_result(state, kind, record, ctx)
         _drain(state, ctx)
         return
     if kind == "tick":
         # A tick without a time only re-issues lost requests (above); a timed one also moves the clock.
-        if not state.blocked and record.get("now"):
+        if not state.blocked and not state.queue and record.get("now"):
             _advance(state, ctx)
             _settle(state, ctx)
         return
@@ -53,6 +72,11 @@ def step(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
         state.queue.append({"kind": kind, "record": record})
         return
     _run(state, kind, record, ctx)
+
+
+def _apply_result(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
+    results.apply(state, kind, record, ctx)
+    _settle(state, ctx)
 
 
 def _run(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
@@ -67,9 +91,13 @@ def _run(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
 def _drain(state: ScopeState, ctx: StepContext) -> None:
     while state.queue and not state.blocked:
         item = state.queue.pop(0)
-        record = item["record"]
-        ctx.now = event_now(state, parse_instant(record.get("ts")) if item["kind"] != "flush" else None)
-        _run(state, item["kind"], record, ctx)
+        kind, record = item["kind"], item["record"]
+        if kind in ("result", "failed"):
+            ctx.now = event_now(state, None)
+            _apply_result(state, kind, record, ctx)
+            continue
+        ctx.now = event_now(state, parse_instant(record.get("ts")) if kind != "flush" else None)
+        _run(state, kind, record, ctx)
 
 
 def _housekeeping(state: ScopeState, ctx: StepContext) -> None:
@@ -86,9 +114,12 @@ def _housekeeping(state: ScopeState, ctx: StepContext) -> None:
                 fact["stage2"] = "skipped"
                 fact["synthesis"] = "pending" if fact["synthesis"] == "after_stage2" else fact["synthesis"]
     state.powerful = ctx.powerful
-    for req in state.requests.values():
+    for req in list(state.requests.values()):
         if req.boot != ctx.boot or req.failed:
-            ctx.reissue(req)
+            if not ctx.powerful and req.task in results.SWITCHED_TASKS:
+                results.drop_switched_off(state, req, ctx)  # never re-sent once the switch is off
+            else:
+                ctx.reissue(req)
 
 
 def _advance(state: ScopeState, ctx: StepContext) -> None:
@@ -154,7 +185,7 @@ def _on_turn(state: ScopeState, turn: dict, ctx: StepContext) -> None:
         return
     state.recent_user_messages = (state.recent_user_messages + [turn["text"]])[-3:]
     surfaced = [state.entries[i] for i in state.surfaced if i in state.entries]
-    surfaced = [e for e in surfaced if e.kind == "reflection" and e.status in ("pending", "confirmed")]
+    surfaced = [e for e in surfaced if e.kind == "reflection" and e.status in OPEN_REFLECTION_STATUSES]
     state.surfaced = []
     if surfaced:
         ctx.request(state, "feedback", {"reply_text": turn["text"],
@@ -163,7 +194,7 @@ def _on_turn(state: ScopeState, turn: dict, ctx: StepContext) -> None:
         # A rebuttal answers what the character said lately: entries it mentioned inside the window.
         since = ctx.now - timedelta(hours=ctx.memory.mention_window_hours)
         mentioned = [e for e in state.entries.values() if not e.protected and any(m > since for m in e.recent_mentions)
-                     and e.status in ("pending", "confirmed", "active")]
+                     and e.status in (*OPEN_REFLECTION_STATUSES, "active")]
         if mentioned:
             ctx.request(state, "target", {"messages": list(state.recent_user_messages),
                                           "observations": [observation(e) for e in
@@ -240,6 +271,10 @@ def _score_transitions(state: ScopeState, ctx: StepContext) -> None:
         if confirmed is not None:
             ctx.put(state, confirmed, "transition", "threshold", entry)
             entry = confirmed
+        if blocked_retry_due(entry, ctx.now, settings=ctx.memory):
+            unblocked = unblock_promotion(entry, ctx.now)
+            ctx.put(state, unblocked, "promotion_unblocked", "blocked_retry_time", entry)
+            entry = unblocked
         if entry.id in in_flight:
             continue
         decision = promote_decision(entry, ctx.now, settings=ctx.memory)

@@ -12,6 +12,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
 
 from credence.errors import BrokerError
+from credence.kafka import client_options
 from credence.streams.ops import broker as broker_module
 from credence.streams.ops.admin import ensure_topics
 from credence.streams.ops.broker import EmbeddedBroker, free_port, wait_for_metadata
@@ -21,7 +22,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 
 async def partition_counts(bootstrap: str, topics: list[str]) -> dict[str, int]:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = AIOKafkaAdminClient(**client_options(bootstrap))
     await admin.start()
     try:
         return {t["topic"]: len(t["partitions"]) for t in await admin.describe_topics(topics)}
@@ -55,7 +56,7 @@ def test_a_topic_with_other_partitions_is_refused(settings_factory, kafka_bootst
 
 
 async def _produce_one(bootstrap: str, topic: str) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    producer = AIOKafkaProducer(**client_options(bootstrap, acks="all"))
     await producer.start()
     try:
         await producer.send_and_wait(topic, b"kept across restarts", key=b"k")
@@ -64,7 +65,7 @@ async def _produce_one(bootstrap: str, topic: str) -> None:
 
 
 async def _read_one(bootstrap: str, topic: str) -> bytes:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest")
+    consumer = AIOKafkaConsumer(**client_options(bootstrap, auto_offset_reset="earliest"))
     await consumer.start()
     try:
         consumer.assign([TopicPartition(topic, 0)])

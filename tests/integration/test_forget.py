@@ -34,8 +34,10 @@ def turns() -> list[dict]:
 async def read_changelog(bootstrap: str, topic: str) -> dict[str, bytes | None]:
     from aiokafka import AIOKafkaConsumer
 
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                                enable_auto_commit=False)
+    from credence.kafka import client_options
+
+    consumer = AIOKafkaConsumer(topic, **client_options(bootstrap, auto_offset_reset="earliest",
+                                                        enable_auto_commit=False))
     await consumer.start()
     latest: dict[str, bytes | None] = {}
     try:

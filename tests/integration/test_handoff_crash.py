@@ -21,6 +21,7 @@ from aiokafka import AIOKafkaProducer
 
 from credence.config.archive import ArchiveSettings
 from credence.config.pipeline import PipelineSettings
+from credence.kafka import client_options
 from credence.sinks.consumer import drain
 from credence.sinks.schema import ARCHIVE
 from credence.streams.ops.admin import ensure_topics
@@ -61,7 +62,7 @@ def turns(day: float, texts_for) -> list[tuple[bytes, bytes]]:
 
 
 async def produce(bootstrap: str, topic: str, batch) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    producer = AIOKafkaProducer(**client_options(bootstrap, acks="all", linger_ms=5))
     await producer.start()
     try:
         for key, value in batch:

@@ -11,6 +11,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
+from credence.kafka import client_options
 from credence.config.pipeline import PipelineSettings
 from credence.streams.ops.admin import ensure_topics
 from credence.streams.ops.process import WorkerProcess, wait_until
@@ -71,7 +72,7 @@ def records(script, ids: dict[str, str], offset: int) -> list[tuple[bytes, bytes
 
 
 async def produce(bootstrap: str, topic: str, batch: list[tuple[bytes, bytes]], copies: int) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    producer = AIOKafkaProducer(**client_options(bootstrap, acks="all"))
     await producer.start()
     try:
         for key, value in batch:
@@ -82,8 +83,8 @@ async def produce(bootstrap: str, topic: str, batch: list[tuple[bytes, bytes]], 
 
 
 async def consume_all(bootstrap: str, topic: str) -> list[dict]:
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                                enable_auto_commit=False)
+    consumer = AIOKafkaConsumer(topic, **client_options(bootstrap, auto_offset_reset="earliest",
+                                enable_auto_commit=False))
     await consumer.start()
     try:
         out = []

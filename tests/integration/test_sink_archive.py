@@ -14,6 +14,7 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from credence.kafka import client_options
 from credence.config.archive import ArchiveSettings
 from credence.sinks.consumer import ArchiveSink, drain
 from credence.sinks.forget import forget_user
@@ -53,7 +54,7 @@ def archive_record(i: int) -> dict:
 
 
 async def create_topics(bootstrap: str, *names: str) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = AIOKafkaAdminClient(**client_options(bootstrap))
     await admin.start()
     try:
         await admin.create_topics([NewTopic(n, num_partitions=PARTITIONS, replication_factor=1) for n in names])
@@ -62,7 +63,7 @@ async def create_topics(bootstrap: str, *names: str) -> None:
 
 
 async def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
+    producer = AIOKafkaProducer(**client_options(bootstrap, acks="all", enable_idempotence=True))
     await producer.start()
     try:
         for i, value in enumerate(values):
@@ -73,7 +74,7 @@ async def produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
 
 
 async def consume_all(bootstrap: str, topic: str, expected: int) -> list[dict]:
-    consumer = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, auto_offset_reset="earliest")
+    consumer = AIOKafkaConsumer(topic, **client_options(bootstrap, auto_offset_reset="earliest"))
     await consumer.start()
     out: list[dict] = []
     try:
@@ -175,7 +176,7 @@ async def test_a_commit_moved_into_a_span_restarts_at_the_span_start(kafka_boots
     await produce(kafka_bootstrap, topic, [json.dumps(archive_record(i)).encode() for i in range(90)])
     await drain(kafka_bootstrap, topic, ARCHIVE, sink_settings, group_id=group)
     before = digest(sink_settings.root)
-    consumer = AIOKafkaConsumer(bootstrap_servers=kafka_bootstrap, group_id=group, enable_auto_commit=False)
+    consumer = AIOKafkaConsumer(**client_options(kafka_bootstrap, group_id=group, enable_auto_commit=False))
     await consumer.start()
     try:  # an operator resets the group to an offset inside a span
         partitions = [TopicPartition(topic, p) for p in range(PARTITIONS)]
@@ -227,7 +228,7 @@ async def test_redelivered_records_land_exactly_once_and_replay_identically(kafk
         for (_, value), meta in zip(batch, await asyncio.gather(*futures)):
             earliest.setdefault(json.loads(value)["entry_id"], (meta.partition, meta.offset))
 
-    producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all", enable_idempotence=True)
+    producer = AIOKafkaProducer(**client_options(kafka_bootstrap, acks="all", enable_idempotence=True))
     await producer.start()
     try:
         await send(first)

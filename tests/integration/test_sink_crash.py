@@ -19,6 +19,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from credence.kafka import client_options
 from credence.config.archive import ArchiveSettings
 from credence.sinks.consumer import drain
 from credence.sinks.schema import ARCHIVE
@@ -53,14 +54,14 @@ def record(i: int) -> bytes:
 
 
 async def create_topic(bootstrap: str, topic: str) -> None:
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = AIOKafkaAdminClient(**client_options(bootstrap))
     await admin.start()
     await admin.create_topics([NewTopic(topic, num_partitions=3, replication_factor=1)])
     await admin.close()
 
 
 async def produce(bootstrap: str, topic: str, ids: range) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True)
+    producer = AIOKafkaProducer(**client_options(bootstrap, acks="all", enable_idempotence=True))
     await producer.start()
     try:
         for i in ids:

@@ -10,6 +10,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
+from credence.kafka import client_options
 from credence.config.archive import ArchiveSettings
 from credence.sinks.analytics import FunnelRow, connect, funnel
 from credence.sinks.consumer import drain
@@ -63,11 +64,11 @@ def test_funnel_over_the_sunk_journal_is_exact(kafka_bootstrap, topic_prefix, tm
     settings = ArchiveSettings(root=str(tmp_path / "archive"), max_rows_per_shard=10)
 
     async def scenario():
-        admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+        admin = AIOKafkaAdminClient(**client_options(kafka_bootstrap))
         await admin.start()
         await admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1)])
         await admin.close()
-        producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
+        producer = AIOKafkaProducer(**client_options(kafka_bootstrap, acks="all"))
         await producer.start()
         for event in journal():
             await producer.send(topic, json.dumps(event).encode(),
@@ -94,11 +95,11 @@ def test_redelivered_and_resynced_events_are_counted_once(kafka_bootstrap, topic
     stream = events[:80] + redelivered + events[80:] + resynced
 
     async def scenario():
-        admin = AIOKafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+        admin = AIOKafkaAdminClient(**client_options(kafka_bootstrap))
         await admin.start()
         await admin.create_topics([NewTopic(topic, num_partitions=2, replication_factor=1)])
         await admin.close()
-        producer = AIOKafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
+        producer = AIOKafkaProducer(**client_options(kafka_bootstrap, acks="all"))
         await producer.start()
         for event in stream:
             await producer.send(topic, json.dumps(event).encode(),

@@ -17,6 +17,7 @@ from aiokafka import AIOKafkaProducer
 from credence.config import Settings, load_settings
 from credence.config.pipeline import PipelineSettings
 from credence.errors import RecordError
+from credence.kafka import client_options
 from credence.streams.ops.admin import ensure_topics
 from credence.streams.ops.broker import free_port
 from credence.streams.ops.process import WorkerProcess, wait_until
@@ -100,7 +101,7 @@ def invalid_lines(lines: list[bytes]) -> int:
 async def produce_lines(bootstrap: str, settings: Settings, lines: list[bytes]) -> int:
     """Produce `lines` in order to the turns topic, keyed by scope, every record acknowledged."""
     await ensure_topics(bootstrap, settings)
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5)
+    producer = AIOKafkaProducer(**client_options(bootstrap, settings.kafka, acks="all", linger_ms=5))
     await producer.start()
     try:
         futures = []
@@ -164,7 +165,7 @@ def active_entries(views: dict[str, dict]) -> dict[str, Entry]:
 
 def topic_values(bootstrap: str, settings: Settings, name: str) -> list[dict]:
     """Every record of a credence topic, decoded, in partition order."""
-    records = asyncio.run(read_topic(bootstrap, settings.topic(name), settings.topic_partitions))
+    records = asyncio.run(read_topic(bootstrap, settings.topic(name), settings.topic_partitions, settings.kafka))
     return [json.loads(r.value) for r in records]
 
 

@@ -16,6 +16,9 @@ from datetime import datetime, timedelta, timezone
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from credence.config.kafka import KafkaSettings
+from credence.kafka import client_options
+
 from credence.streams.runtime.records import scope_key
 
 TENANTS = ("acme", "globex", "initech")
@@ -153,10 +156,11 @@ def generate(total: int = 1000, invalid: int = 50, seed: int = 42, id_space: int
     return Batch(records)
 
 
-async def produce(bootstrap: str, topic: str, records: list[Outgoing]) -> list[tuple[int, int]]:
+async def produce(bootstrap: str, topic: str, records: list[Outgoing],
+                  kafka: KafkaSettings | None = None) -> list[tuple[int, int]]:
     """Produce in order, acks=all; return (partition, offset) of each record."""
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5,
-                                max_request_size=2_000_000)
+    producer = AIOKafkaProducer(**client_options(bootstrap, kafka, acks="all", linger_ms=5,
+                                                 max_request_size=2_000_000))
     await producer.start()
     try:
         futures = [await producer.send(topic, r.value, key=r.key) for r in records]
@@ -165,10 +169,10 @@ async def produce(bootstrap: str, topic: str, records: list[Outgoing]) -> list[t
         await producer.stop()
 
 
-async def read_topic(bootstrap: str, topic: str, partitions: int) -> list:
+async def read_topic(bootstrap: str, topic: str, partitions: int, kafka: KafkaSettings | None = None) -> list:
     """Every record currently in `topic` (its `partitions`, from the beginning to the end offsets)."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                                auto_offset_reset="earliest")
+    consumer = AIOKafkaConsumer(**client_options(bootstrap, kafka, enable_auto_commit=False,
+                                                 auto_offset_reset="earliest"))
     await consumer.start()
     try:
         parts = [TopicPartition(topic, p) for p in range(partitions)]
@@ -185,12 +189,13 @@ async def read_topic(bootstrap: str, topic: str, partitions: int) -> list:
         await consumer.stop()
 
 
-async def uncommitted(bootstrap: str, group: str, topic: str, partitions: int) -> int:
+async def uncommitted(bootstrap: str, group: str, topic: str, partitions: int,
+                      kafka: KafkaSettings | None = None) -> int:
     """Records of `topic` that consumer group `group` has not committed yet."""
     from aiokafka.admin import AIOKafkaAdminClient
 
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False)
+    admin = AIOKafkaAdminClient(**client_options(bootstrap, kafka))
+    consumer = AIOKafkaConsumer(**client_options(bootstrap, kafka, enable_auto_commit=False))
     await admin.start()
     await consumer.start()
     try:

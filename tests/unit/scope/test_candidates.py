@@ -38,7 +38,9 @@ def test_stage2_is_offered_only_active_non_negative_unsuppressed_candidates(driv
     d.pump_one()
     (req,) = d.outbox
     assert req.task == "stage2"
-    assert sorted(o["id"] for o in req.payload["observations"]) == ["p-active", "r-confirmed", "r-pending"]
+    # a promote_blocked reflection is still a confirmed observation: it keeps collecting evidence
+    assert sorted(o["id"] for o in req.payload["observations"]) == \
+        ["p-active", "r-confirmed", "r-pending", "r-promote_blocked"]
 
 
 def test_repeated_ai_mentions_suppress_without_adding_evidence(driver_factory):

@@ -35,7 +35,7 @@ def test_inputs_queue_while_an_evidence_request_is_in_flight(driver_factory):
     assert hiking.status == "confirmed"
 
 
-def test_promotion_holds_the_scope_so_the_outcome_never_depends_on_latency(driver_factory):
+def test_promotion_does_not_hold_the_scope(driver_factory):
     d = driver_factory()
     d.turn("I love hiking", T0)
     d.flush()
@@ -43,9 +43,9 @@ def test_promotion_holds_the_scope_so_the_outcome_never_depends_on_latency(drive
     d.feedback(HIKING, "confirm", T0 + timedelta(minutes=1))
     d.feedback(HIKING, "confirm", T0 + timedelta(minutes=2), feedback_id="fb2")
     assert [r.task for r in d.state.requests.values()] == ["promotion"]
-    assert d.state.blocked
+    assert not d.state.blocked  # the seed runs merge-on-promote outside the per-character lock
     d.turn("I like tea", T0 + timedelta(minutes=3))
-    assert [q["record"]["turn_id"] for q in d.state.queue] == ["t2"] and d.state.buffer == []
+    assert d.state.queue == [] and [t["id"] for t in d.state.buffer] == ["t2"]
 
 
 def test_unknown_request_id_is_discarded_as_stale(driver_factory):
@@ -175,3 +175,45 @@ def test_final_state_does_not_depend_on_result_latency(driver_factory, pipeline_
         {k: e.to_dict() for k, e in prompt.state.entries.items()}
     assert late.state.facts == prompt.state.facts
     assert [j["event_id"] for j in late.journal()] == [j["event_id"] for j in prompt.journal()]
+
+
+def test_a_request_failing_max_request_failures_times_is_dead_lettered_and_the_scope_moves_on(driver_factory):
+    import base64
+
+    d = driver_factory(auto=False)
+    d.turn("I love hiking", T0)
+    d.flush()
+    d.pump_one()  # Stage-1 answered; Stage-2 in flight
+    (stage2,) = d.state.requests.values()
+    d.outbox.clear()
+    d.feedback(HIKING, "confirm", T0 + timedelta(seconds=30))  # queued behind it
+    for attempt in range(1, 5):
+        d.fail(stage2, error=f"HTTP 500 #{attempt}")
+        ctx = d.step("tick", {"type": "tick"})
+        assert [r.id for r in ctx.requests] == [stage2.id]  # retried up to the limit
+    assert [e for e in d.emits if e.topic == "dlq"] == []
+    d.outbox.clear()
+    ctx = d.fail(stage2, error="HTTP 500 #5")
+    (dead,) = [e.record for e in ctx.emits if e.topic == "dlq"]
+    assert dead["topic"] == "request:stage2" and "failed 5 times" in dead["reason"] and "HTTP 500 #5" in dead["reason"]
+    original = json.loads(base64.b64decode(dead["original"]))
+    assert original["payload"] == stage2.payload and original["scope"] == SCOPE and original["failures"] == 5
+    (fact_id,) = [f["id"] for f in stage2.payload["facts"]]
+    assert fact_id in dead["reason"]
+    # its facts are failed for good (out of the state, never re-sent), and the scope moves on
+    assert stage2.id not in d.state.requests and fact_id not in d.state.facts and d.state.knows_fact(fact_id)
+    assert d.state.queue == [] and d.requests_of("synthesis") == []
+    ctx = d.step("tick", {"type": "tick"})
+    assert ctx.requests == []
+
+
+def test_max_request_failures_is_a_setting(driver_factory, pipeline_factory):
+    d = driver_factory(auto=False, pipeline=pipeline_factory(max_request_failures=1))
+    d.turn("I love hiking", T0)
+    d.flush()
+    (stage1,) = d.outbox
+    ctx = d.fail(stage1)
+    (dead,) = [e.record for e in ctx.emits if e.topic == "dlq"]
+    assert json.loads(__import__("base64").b64decode(dead["original"]))["payload"]["turns"][0]["text"] == \
+        "I love hiking"
+    assert d.state.requests == {}

@@ -139,7 +139,7 @@ def test_facts_waiting_for_stage2_when_switched_off_go_to_synthesis(driver_facto
     assert all(f["synthesis"] == "done" for f in d.state.facts.values())
 
 
-def test_a_stage2_result_arriving_after_switch_off_still_counts_as_evidence(driver_factory):
+def test_a_stage2_result_arriving_after_switch_off_is_not_evidence(driver_factory):
     d = driver_factory()
     d.turn("I love hiking", T0)
     d.flush()
@@ -155,6 +155,69 @@ def test_a_stage2_result_arriving_after_switch_off_still_counts_as_evidence(driv
     d.auto = True
     d.outbox.append(stage2)
     d.pump()
-    assert d.state.entries[HIKING].evidence.user_fact_reinforce_count == 1
-    synthesized = [f["text"] for r in d.requests_of("synthesis")[1:] for f in r.payload["facts"]]
-    assert synthesized == ["The user likes tea."]  # the matched fact is evidence, not a new observation
+    assert d.state.entries[HIKING].evidence.user_fact_reinforce_count == 0
+    synthesized = sorted(f["text"] for r in d.requests_of("synthesis")[1:] for f in r.payload["facts"])
+    # both facts take the "off" path: straight to synthesis (the hiking one is the same observation)
+    assert synthesized == ["The user likes tea.", "The user loves hiking."]
+
+
+def test_a_stage2_result_arriving_after_the_switch_went_off_is_dropped(driver_factory):
+    d = driver_factory(auto=False)
+    d.turn("I love hiking", T0)
+    d.flush()
+    d.pump_one()  # Stage-1
+    d.pump_one()  # Stage-2 (nothing to match yet) -> synthesis
+    d.pump()
+    d.turn("I really love hiking", T0 + MIN)
+    d.flush()
+    d.pump_one()  # Stage-1: the new fact waits for Stage-2
+    (stage2,) = [r for r in d.outbox if r.task == "stage2"]
+    d.outbox.clear()
+    assert [o["id"] for o in stage2.payload["observations"]] == [HIKING]
+    d.powerful = False
+    before = d.state.entries[HIKING]
+    ctx = d.result(stage2, {"classifications": [{"fact_id": stage2.payload["facts"][0]["id"],
+                                                  "observation_id": HIKING, "relation": "reinforce"}]})
+    assert any("dropped: powerful memory is off" in line for line in ctx.log)
+    assert d.state.entries[HIKING].evidence == before.evidence  # no Stage-2 signal while off
+    assert [j for j in d.journal() if j["event"] == "signal" and j["cause"] == "user_fact_reinforce"] == []
+    # its fact takes the "off" path: straight to synthesis
+    (synthesis,) = [r for r in d.outbox if r.task == "synthesis"]
+    assert [f["id"] for f in synthesis.payload["facts"]] == [f["id"] for f in stage2.payload["facts"]]
+
+
+def test_a_stage2_request_lost_or_failed_while_off_is_not_re_sent(driver_factory):
+    d = driver_factory(auto=False)
+    d.turn("I love hiking", T0)
+    d.flush()
+    d.pump_one()
+    (stage2,) = [r for r in d.outbox if r.task == "stage2"]
+    d.outbox.clear()
+    d.powerful = False
+    d.fail(stage2)
+    d.boot = "boot-2"
+    assert [r.task for r in d.outbox] == ["synthesis"] and stage2.id not in d.state.requests
+    d.tick(T0 + MIN)  # a restart re-sends what is still in flight: never the Stage-2 call
+    assert "stage2" not in [r.task for r in d.outbox]
+
+
+def test_a_promotion_result_arriving_after_the_switch_went_off_is_dropped(driver_factory):
+    d = driver_factory()
+    d.turn("I love hiking", T0)
+    d.flush()
+    d.feedback(HIKING, "confirm", T0 + MIN)
+    d.auto = False
+    d.feedback(HIKING, "confirm", T0 + 2 * MIN, feedback_id="fb2")
+    (req,) = d.outbox
+    d.outbox.clear()
+    assert d.state.entries[HIKING].promote_attempts == 1
+    d.powerful = False
+    ctx = d.result(req, {"decision": {"action": "create", "target_id": None, "text": "The user loves hiking."}})
+    assert any("dropped" in line for line in ctx.log)
+    hiking = d.state.entries[HIKING]
+    assert hiking.status == "confirmed" and hiking.promote_attempts == 0 and d.personas() == []
+    (dropped,) = [j for j in d.journal() if j["event"] == "promotion_dropped"]
+    assert dropped["cause"] == "switch_off" and dropped["entry"] == hiking.to_dict()
+    # the age-driven fallback takes over: promoted 7 days after the switch went off, without the LLM
+    d.tick(T0 + 8 * DAY)
+    assert d.state.entries[HIKING].status == "promoted" and d.requests_of("promotion") == [req]

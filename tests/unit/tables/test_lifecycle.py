@@ -230,11 +230,22 @@ def test_merge_target_must_be_active_unprotected_and_in_scope(reflection_factory
         merge_into_persona(target, reflection_factory(status="confirmed"), T0)
 
 
-def test_reject_leaves_the_reflection_confirmed_for_a_later_attempt(reflection_factory):
+def test_reject_is_final_until_a_newer_positive_signal(reflection_factory):
+    from credence.tables.entries import record_signal
+
     attempted, _ = record_promote_attempt(reflection_factory(status="confirmed", evidence=fresh(2.5)), T0)
-    step = apply_merge_decision(attempted, MergeDecision("reject"), T0)
-    assert step.action == "reject" and step.persona is None and step.reflection is attempted
-    assert promote_decision(step.reflection, T0 + timedelta(minutes=30)) == ATTEMPT
+    step = apply_merge_decision(attempted, MergeDecision("reject"), T0 + timedelta(minutes=1))
+    assert step.action == "reject" and step.persona is None
+    rejected = step.reflection
+    assert rejected.status == "confirmed" and rejected.promotion_rejected_at == T0 + timedelta(minutes=1)
+    assert rejected.promote_attempts == 0 and rejected.version == attempted.version + 1
+    for later in (timedelta(minutes=30), timedelta(days=3)):
+        assert promote_decision(rejected, T0 + later) == NOT_DUE  # not retried: an answer, not a failure
+    reopened = record_signal(rejected, "user_confirm", T0 + timedelta(hours=2))
+    assert promote_decision(reopened, T0 + timedelta(hours=2)) == ATTEMPT
+    # a disputing signal never reopens it
+    disputed = record_signal(rejected, "user_deny", T0 + timedelta(hours=2))
+    assert promote_decision(disputed, T0 + timedelta(hours=2)) == NOT_DUE
 
 
 def test_merge_evidence_is_symmetric_in_counters():

@@ -71,11 +71,17 @@ def test_mentions_change_no_evidence(persona_factory):
     assert entry.evidence == evidence
 
 
-@pytest.mark.parametrize("status", ["pending", "promoted", "denied", "promote_blocked", "archived"])
+@pytest.mark.parametrize("status", ["pending", "promoted", "denied", "archived"])
 def test_reflections_other_than_confirmed_are_never_counted(reflection_factory, status):
     entry = reflection_factory(status=status)
     assert not counts_mentions(entry)
     assert mention_all(entry, T0, T0 + H, T0 + 2 * H) is entry
+
+
+def test_a_promote_blocked_reflection_is_counted_like_the_confirmed_one_it_is(reflection_factory):
+    entry = reflection_factory(status="promote_blocked")
+    assert counts_mentions(entry)
+    assert mention_all(entry, T0, T0 + H, T0 + 2 * H).suppressed_at == T0 + 2 * H
 
 
 def test_protected_entries_are_never_counted(persona_factory):

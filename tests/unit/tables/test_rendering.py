@@ -73,9 +73,15 @@ def test_confirmed_reflection_at_zero_or_below_is_not_rendered(reflection_factor
     assert render([zero, below, above, negative_pending]).reflections == (above, negative_pending)
 
 
-@pytest.mark.parametrize("status", ["promoted", "denied", "promote_blocked", "archived"])
+@pytest.mark.parametrize("status", ["promoted", "denied", "archived"])
 def test_only_pending_and_confirmed_reflections_render(reflection_factory, status):
     assert render([reflection_factory(status=status, evidence=scored(5))]).reflections == ()
+
+
+def test_a_promote_blocked_reflection_renders_as_the_confirmed_one_it_is(reflection_factory):
+    blocked = reflection_factory(status="promote_blocked", evidence=scored(5))
+    assert render([blocked]).reflections == (blocked,)
+    assert render([reflection_factory(status="promote_blocked", evidence=scored(0))]).reflections == ()
 
 
 def test_archived_persona_entries_do_not_render(persona_factory):

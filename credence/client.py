@@ -1,0 +1,202 @@
+"""Typed Python client of credence's HTTP API /v1 (sync `Client`, async `AsyncClient`).
+
+    from credence.client import Client
+    with Client("http://127.0.0.1:6066", key="cred_…", tenant="acme") as api:
+        block = api.prompt("alice", "barista").text
+
+A refused request raises `ApiError` with the HTTP status and the server's reason (and `retry_after` for
+429/503). Responses are the server's own pydantic models (credence.streams.api.models).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar
+from urllib.parse import quote
+
+import httpx
+from pydantic import BaseModel
+
+from credence.errors import ApiError
+from credence.streams.api import models
+
+M = TypeVar("M", bound=BaseModel)
+
+__all__ = ["ApiError", "AsyncClient", "Client", "models"]
+
+
+@dataclass(frozen=True)
+class _Call:
+    method: str
+    path: str
+    model: type | None
+    body: dict | None = None
+    params: dict | None = None
+
+
+def _q(part: str) -> str:
+    return quote(part, safe="")
+
+
+def _iso(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def _clean(params: dict) -> dict:
+    return {k: v for k, v in params.items() if v is not None}
+
+
+class _Routes:
+    """Every route as a _Call; the sync and async clients only differ in how they send it."""
+
+    def __init__(self, tenant: str) -> None:
+        self.t = f"/v1/tenants/{_q(tenant)}"
+
+    def scope(self, user: str, character: str) -> str:
+        return f"{self.t}/users/{_q(user)}/characters/{_q(character)}"
+
+    def turns(self, turns: Iterable[dict]) -> _Call:
+        return _Call("POST", f"{self.t}/turns", models.TurnsResponse, {"turns": list(turns)})
+
+    def prompt(self, user, character, at=None) -> _Call:
+        return _Call("GET", f"{self.scope(user, character)}/prompt", models.PromptResponse, None,
+                     _clean({"at": _iso(at)}))
+
+    def recall(self, user, character, query, top_k=10, since=None, until=None) -> _Call:
+        body = _clean({"query": query, "top_k": top_k, "since": _iso(since), "until": _iso(until)})
+        return _Call("POST", f"{self.scope(user, character)}/recall", models.RecallResponse, body)
+
+    def feedback(self, user, character, entry_id, kind, wait=False, ts=None) -> _Call:
+        body = _clean({"entry_id": entry_id, "kind": kind, "ts": _iso(ts)})
+        return _Call("POST", f"{self.scope(user, character)}/feedback", models.FeedbackResponse, body,
+                     {"wait": "true"} if wait else None)
+
+    def entries(self, user, character, tier=None, kind=None, at=None) -> _Call:
+        return _Call("GET", f"{self.scope(user, character)}/entries", models.EntriesResponse, None,
+                     _clean({"tier": tier, "kind": kind, "at": _iso(at)}))
+
+    def entry(self, user, character, entry_id, at=None) -> _Call:
+        return _Call("GET", f"{self.scope(user, character)}/entries/{_q(entry_id)}", models.EntryDetail, None,
+                     _clean({"at": _iso(at)}))
+
+    def put_card(self, character, entries) -> _Call:
+        items = [e.model_dump() if isinstance(e, BaseModel) else dict(e) for e in entries]
+        return _Call("PUT", f"{self.t}/characters/{_q(character)}/card", models.CardResponse, {"entries": items})
+
+    def forget_user(self, user) -> _Call:
+        return _Call("DELETE", f"{self.t}/users/{_q(user)}", models.ForgetResponse)
+
+    def openapi(self) -> _Call:
+        return _Call("GET", "/v1/openapi.json", None)
+
+    def status(self) -> _Call:
+        return _Call("GET", "/status", None)
+
+
+def _result(call: _Call, response: httpx.Response) -> Any:
+    if response.status_code >= 400:
+        try:
+            reason = response.json().get("error", response.text)
+        except ValueError:
+            reason = response.text
+        retry = response.headers.get("Retry-After")
+        raise ApiError(response.status_code, f"{call.method} {call.path}: {response.status_code} {reason}",
+                       {"Retry-After": retry} if retry else None)
+    data = response.json()
+    return call.model.model_validate(data) if call.model is not None else data
+
+
+def _headers(key: str | None) -> dict:
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+class _Api:
+    """The typed methods, in terms of `_send` (sync: returns the result; async: an awaitable of it)."""
+
+    def __init__(self, tenant: str) -> None:
+        self.routes = _Routes(tenant)
+
+    def _send(self, call: _Call):  # pragma: no cover - implemented by the two clients
+        raise NotImplementedError
+
+    def send_turns(self, turns: Iterable[dict]):
+        """POST …/turns → TurnsResponse (accepted count, rejected by index with reasons)."""
+        return self._send(self.routes.turns(turns))
+
+    def prompt(self, user: str, character: str, at: datetime | None = None):
+        """GET …/prompt → PromptResponse."""
+        return self._send(self.routes.prompt(user, character, at))
+
+    def recall(self, user: str, character: str, query: str, top_k: int = 10, since: datetime | None = None,
+               until: datetime | None = None):
+        """POST …/recall → RecallResponse."""
+        return self._send(self.routes.recall(user, character, query, top_k, since, until))
+
+    def feedback(self, user: str, character: str, entry_id: str, kind: str, wait: bool = False,
+                 ts: datetime | None = None):
+        """POST …/feedback (kind: confirm | deny) → FeedbackResponse."""
+        return self._send(self.routes.feedback(user, character, entry_id, kind, wait, ts))
+
+    def entries(self, user: str, character: str, tier: str | None = None, kind: str | None = None,
+                at: datetime | None = None):
+        """GET …/entries → EntriesResponse."""
+        return self._send(self.routes.entries(user, character, tier, kind, at))
+
+    def entry(self, user: str, character: str, entry_id: str, at: datetime | None = None):
+        """GET …/entries/{id} → EntryDetail (with the signal history)."""
+        return self._send(self.routes.entry(user, character, entry_id, at))
+
+    def put_card(self, character: str, entries: Iterable[dict | models.CardEntryIn]):
+        """PUT …/characters/{c}/card → CardResponse."""
+        return self._send(self.routes.put_card(character, entries))
+
+    def forget_user(self, user: str):
+        """DELETE …/users/{u} → ForgetResponse."""
+        return self._send(self.routes.forget_user(user))
+
+    def openapi(self):
+        return self._send(self.routes.openapi())
+
+    def status(self):
+        return self._send(self.routes.status())
+
+
+class Client(_Api):
+    def __init__(self, base_url: str, key: str | None, tenant: str, timeout: float = 30.0,
+                 transport: httpx.BaseTransport | None = None) -> None:
+        super().__init__(tenant)
+        self._http = httpx.Client(base_url=base_url, headers=_headers(key), timeout=timeout, transport=transport)
+
+    def _send(self, call: _Call):
+        return _result(call, self._http.request(call.method, call.path, json=call.body, params=call.params))
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+class AsyncClient(_Api):
+    def __init__(self, base_url: str, key: str | None, tenant: str, timeout: float = 30.0,
+                 transport: httpx.AsyncBaseTransport | None = None) -> None:
+        super().__init__(tenant)
+        self._http = httpx.AsyncClient(base_url=base_url, headers=_headers(key), timeout=timeout,
+                                       transport=transport)
+
+    async def _send(self, call: _Call):
+        return _result(call, await self._http.request(call.method, call.path, json=call.body, params=call.params))
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.aclose()

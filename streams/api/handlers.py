@@ -1,0 +1,187 @@
+"""The /v1 handlers. Writes (turns, feedback, cards, forget) go through topics so the stream applies them
+in order; reads come from the scope store of the scope's owner. Nothing of a refused request is produced."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from credence.errors import ApiError, RecordError
+from credence.streams.api import models, reads
+from credence.streams.api.cards import Card, card_key, check_card_entries
+from credence.streams.api.openapi import document
+from credence.streams.api.tenants import Tenant
+from credence.streams.runtime.records import decode_feedback, decode_turn, iso
+from credence.tables.scope import Scope
+from credence.tables.tokens import default_token_counter
+
+POLL_S = 0.05  # how often a bounded wait re-reads this worker's own store (memory, no Kafka)
+
+
+@dataclass
+class Call:
+    tenant: Tenant | None
+    params: dict[str, str]
+    body: object
+    query: object
+
+    @property
+    def scope(self) -> Scope:
+        return Scope(self.params["tenant"], self.params["user"], self.params["character"])
+
+
+class Handlers:
+    def __init__(self, credence, directory) -> None:
+        self.credence = credence
+        self.directory = directory
+        self.store = credence.store
+        self.count_tokens = default_token_counter()
+        self._recall = None
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def _memory(self, call: Call):
+        return reads.tenant_memory(self.credence.settings.memory, call.tenant)
+
+    def _scope_data(self, call: Call):
+        scope = call.scope
+        state = self.store.get(scope.key)
+        entries = list(state.entries.values()) if state else []
+        card = self.directory.card(scope.tenant, scope.character)
+        return scope, state, entries, card.scope_entries(scope) if card else []
+
+    async def _send(self, topic: str, key: str, value: bytes, partition: int | None = None):
+        try:
+            fut = await getattr(self.credence.topics, topic).send(key=key.encode(), value=value, partition=partition)
+            return await fut
+        except Exception as exc:  # noqa: BLE001 - any producer failure: nothing was acknowledged
+            raise ApiError(503, f"could not write to the {topic} topic ({type(exc).__name__}); retry") from None
+
+    # -- routes ----------------------------------------------------------------------------------
+
+    async def post_turns(self, call: Call):
+        body: models.TurnsRequest = call.body
+        limit = self.credence.settings.api.max_turns_per_request
+        if len(body.turns) > limit:
+            raise ApiError(422, f"at most {limit} turns per request (produce to Kafka for bulk)")
+        tenant, accepted, rejected = call.tenant.name, [], []
+        for i, raw in enumerate(body.turns):
+            if "tenant" in raw and raw["tenant"] != tenant:
+                rejected.append(models.Rejected(index=i, reason="'tenant' comes from the path; leave it out"))
+                continue
+            try:
+                turn = decode_turn(json.dumps({"v": 1, **raw, "tenant": tenant}).encode())
+            except (RecordError, TypeError, ValueError) as exc:
+                rejected.append(models.Rejected(index=i, reason=str(exc)))
+                continue
+            accepted.append(turn)
+        futures = []
+        try:
+            for turn in accepted:
+                futures.append(await self.credence.topics.turns.send(key=turn.scope.encode(), value=turn.encode()))
+            await asyncio.gather(*futures)
+        except Exception as exc:  # noqa: BLE001
+            raise ApiError(503, f"could not write turns ({type(exc).__name__}); retry, turn ids make it safe") from None
+        return 202, models.TurnsResponse(accepted=len(accepted), rejected=rejected)
+
+    async def get_prompt(self, call: Call):
+        scope, state, entries, card = self._scope_data(call)
+        now = reads.read_instant(call.query, state.clock if state else None)
+        return 200, reads.prompt(scope, entries, card, now, self._memory(call), self.count_tokens)
+
+    async def get_entries(self, call: Call):
+        scope, state, entries, card = self._scope_data(call)
+        now = reads.read_instant(call.query, state.clock if state else None)
+        return 200, reads.entries(entries, card, now, self._memory(call), call.query)
+
+    async def get_entry(self, call: Call):
+        scope, state, entries, card = self._scope_data(call)
+        now = reads.read_instant(call.query, state.clock if state else None)
+        found = {e.id: e for e in [*card, *entries]}.get(call.params["entry_id"])
+        if found is None:
+            raise ApiError(404, f"no entry {call.params['entry_id']!r} in this scope")
+        history = [] if found.protected else self.store.history(scope.key, found.id)
+        return 200, models.EntryDetail(entry=reads.entry_view(found, now, self._memory(call)),
+                                       history=[models.HistoryEvent.model_validate(h) for h in history], clock=now)
+
+    async def post_feedback(self, call: Call):
+        body: models.FeedbackRequest = call.body
+        wait = _flag(call.query, "wait")
+        scope, state, entries, card = self._scope_data(call)
+        if any(e.id == body.entry_id for e in card):
+            raise ApiError(409, f"{body.entry_id!r} is a character-card entry: protected, signals never touch it")
+        if state is None or body.entry_id not in state.entries:
+            raise ApiError(404, f"no entry {body.entry_id!r} in this scope")
+        if body.ts is not None and body.ts.tzinfo is None:
+            raise ApiError(422, "ts needs a UTC offset (e.g. 2026-01-01T12:00:00Z)")
+        feedback_id = uuid.uuid4().hex
+        record = {"v": 1, "tenant": scope.tenant, "user": scope.user, "character": scope.character,
+                  "feedback_id": feedback_id, "entry_id": body.entry_id, "decision": body.kind,
+                  "ts": iso(body.ts or datetime.now(timezone.utc))}
+        raw = json.dumps(record, separators=(",", ":")).encode()
+        decode_feedback(raw)  # the topic's own decoder: what the stream will accept
+        meta = await self._send("feedback", scope.key, raw)
+        if not wait:
+            return 202, models.FeedbackResponse(feedback_id=feedback_id)
+        applied = await self._wait_applied(scope.key, feedback_id, meta.partition, meta.offset)
+        after = self.store.get(scope.key)
+        entry = after.entries.get(body.entry_id) if after else None
+        view = reads.entry_view(entry, after.clock, self._memory(call)) if entry is not None and applied else None
+        return 202, models.FeedbackResponse(feedback_id=feedback_id, applied=applied, entry=view)
+
+    async def _wait_applied(self, scope: str, feedback_id: str, partition: int, offset: int) -> bool:
+        loop = asyncio.get_running_loop()
+        end = loop.time() + self.credence.settings.api.feedback_wait_seconds
+        while loop.time() < end:
+            if self.store.feedback_applied(scope, feedback_id, partition, offset):
+                return True
+            await asyncio.sleep(POLL_S)
+        return False
+
+    async def post_recall(self, call: Call):
+        from credence.streams.api.recall import recall  # optional: needs the recall service
+
+        scope, state, entries, card = self._scope_data(call)
+        now = state.clock if state and state.clock else datetime.now(timezone.utc)
+        version = self.store.version(scope.key) if hasattr(self.store, "version") else None
+        return 200, await recall(self, scope, version, [*card, *entries], now, call.body, self._memory(call))
+
+    async def put_card(self, call: Call):
+        body: models.CardRequest = call.body
+        try:
+            entries = check_card_entries([e.model_dump() for e in body.entries])
+        except RecordError as exc:
+            raise ApiError(422, str(exc)) from None
+        card = Card(tenant=call.tenant.name, character=call.params["character"], entries=entries,
+                    updated_at=datetime.now(timezone.utc))
+        await self._send("cards", card_key(card.tenant, card.character), card.encode())
+        await self._wait_card(card)
+        return 200, models.CardResponse(tenant=card.tenant, character=card.character, entries=len(entries))
+
+    async def _wait_card(self, card: Card) -> None:
+        """Read-your-write on this worker: return once its own directory holds the new card."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + self.credence.settings.api.feedback_wait_seconds
+        while loop.time() < end and self.directory.card(card.tenant, card.character) != card:
+            await asyncio.sleep(POLL_S)
+
+    async def delete_user(self, call: Call):
+        tenant, user = call.tenant.name, call.params["user"]
+        raw = json.dumps({"v": 1, "type": "forget", "tenant": tenant, "user": user}).encode()
+        partitions = self.credence.settings.topic_partitions
+        for partition in range(partitions):  # a user's scopes (one per character) live on many partitions
+            await self._send("control", f"{tenant}/{user}/", raw, partition=partition)
+        return 202, models.ForgetResponse(tenant=tenant, user=user, partitions=partitions)
+
+    async def get_openapi(self, call: Call):
+        return 200, document()
+
+
+def _flag(query, name: str) -> bool:
+    value = query.get(name, "false").lower()
+    if value not in ("true", "false", "1", "0"):
+        raise ApiError(400, f"query parameter {name!r} must be true or false, got {value[:20]!r}")
+    return value in ("true", "1")

@@ -1,0 +1,164 @@
+"""The API's bodies: one pydantic model per request and response. The OpenAPI document, the server's
+validation and the Python client all use these, so they cannot drift apart."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+STRICT = ConfigDict(extra="forbid")
+
+
+class Error(BaseModel):
+    error: str = Field(description="why the request was refused")
+    status: int
+
+
+class TurnsRequest(BaseModel):
+    model_config = STRICT
+    # Each turn is the turns topic's v1 record without `tenant` (the path names it); each one is
+    # validated by the topic's own decoder and accepted or rejected on its own.
+    turns: list[dict] = Field(description="turn records: user, character, turn_id, role, text, ts[, surfaced_ids]")
+
+
+class Rejected(BaseModel):
+    index: int
+    reason: str
+
+
+class TurnsResponse(BaseModel):
+    accepted: int
+    rejected: list[Rejected]
+
+
+class PromptEntry(BaseModel):
+    id: str
+    kind: str
+    tier: str
+    score: float | None = Field(description="score at the scope's clock; null for card (protected) entries")
+    protected: bool = False
+
+
+class LeftOut(BaseModel):
+    id: str
+    reason: str
+
+
+class PromptTokens(BaseModel):
+    persona: int
+    reflections: int
+
+
+class PromptResponse(BaseModel):
+    text: str
+    entries: list[PromptEntry]
+    tokens: PromptTokens
+    left_out: list[LeftOut]
+    clock: datetime | None = Field(description="the instant scores were computed at (the scope's event clock)")
+
+
+class RecallRequest(BaseModel):
+    model_config = STRICT
+    query: str = Field(min_length=1, max_length=2000)
+    top_k: int = Field(default=10, ge=1, le=100)
+    since: datetime | None = None
+    until: datetime | None = None
+
+
+class RecallHit(BaseModel):
+    id: str
+    text: str
+    kind: str
+    tier: str
+    score: float | None
+    rrf: float
+    rankers: dict[str, int]
+
+
+class RecallResponse(BaseModel):
+    hits: list[RecallHit]
+
+
+class FeedbackRequest(BaseModel):
+    model_config = STRICT
+    entry_id: str = Field(min_length=1, max_length=200)
+    kind: Literal["confirm", "deny"]
+    ts: datetime | None = Field(default=None, description="when the user gave it (default: now); with an offset")
+
+
+class EntryView(BaseModel):
+    id: str
+    kind: str
+    text: str
+    status: str
+    tier: str
+    score: float | None
+    version: int
+    protected: bool = False
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    snapshot: dict | None = Field(default=None, description="the entry's full record (docs/records.md)")
+
+
+class FeedbackResponse(BaseModel):
+    feedback_id: str
+    applied: bool | None = Field(default=None, description="with ?wait=true: whether it was applied in time")
+    entry: EntryView | None = Field(default=None, description="with ?wait=true: the entry after the feedback")
+
+
+class EntriesResponse(BaseModel):
+    entries: list[EntryView]
+    clock: datetime | None
+
+
+class HistoryEvent(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    event: str | None = None
+    cause: str | None = None
+    at: datetime | None = None
+    score: float | None = None
+    tier: str | None = None
+
+
+class EntryDetail(BaseModel):
+    entry: EntryView
+    history: list[HistoryEvent] = Field(description="the signals that made the score, oldest first, "
+                                                    "with the score after each")
+    clock: datetime | None
+
+
+class CardEntryIn(BaseModel):
+    model_config = STRICT
+    id: str
+    text: str
+
+
+class CardRequest(BaseModel):
+    model_config = STRICT
+    entries: list[CardEntryIn]
+
+
+class CardResponse(BaseModel):
+    tenant: str
+    character: str
+    entries: int
+
+
+class ForgetResponse(BaseModel):
+    tenant: str
+    user: str
+    partitions: int
+
+
+class Status(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    service: str
+    version: str
+    ready: bool
+
+
+class OpenApiDocument(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    openapi: str

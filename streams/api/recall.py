@@ -1,0 +1,51 @@
+"""POST …/recall: the recall service (credence.streams.serving.recall) over one scope's entries and its
+character card. The service keeps one index per scope and version; a build without the `serving`
+package answers 501. The encoder is the worker's own (the Stage-2 pre-rank's), so cosine is on exactly
+when embeddings are on."""
+
+from __future__ import annotations
+
+from credence.errors import ApiError, CredenceError
+from credence.streams.api import models
+
+
+async def recall(handlers, scope, version, entries, now, body: models.RecallRequest, memory) -> models.RecallResponse:
+    service = _service(handlers)
+    for name, value in (("since", body.since), ("until", body.until)):
+        if value is not None and value.tzinfo is None:
+            raise ApiError(422, f"{name} needs a UTC offset (e.g. 2026-01-01T12:00:00Z)")
+    if version is None:  # no store version yet: the entries' own versions name the index
+        version = hash(frozenset((e.id, e.version) for e in entries))
+    search = getattr(service, "asearch", None)
+    args = (scope.key, version, entries, now, body.query, body.top_k, body.since, body.until, memory)
+    try:
+        hits = await search(*args) if search else service.search(*args)
+    except ValueError as exc:  # the service's RecallError: a request it cannot answer as asked
+        raise ApiError(422, str(exc)) from None
+    except CredenceError as exc:
+        raise ApiError(503, f"recall failed: {exc}") from None
+    return models.RecallResponse(hits=[models.RecallHit(
+        id=h.id, text=h.text, kind=h.kind, tier=h.tier, score=_finite(h.score), rrf=h.rrf, rankers=dict(h.rankers))
+        for h in hits])
+
+
+def _finite(score: float | None) -> float | None:
+    return score if score is not None and abs(score) != float("inf") else None
+
+
+def available() -> bool:
+    try:
+        from credence.streams.serving.recall import RecallService  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _service(handlers):
+    if handlers._recall is None:
+        try:
+            from credence.streams.serving.recall import RecallService
+        except ImportError:
+            raise ApiError(501, "recall is not available in this build (credence.streams.serving missing)") from None
+        handlers._recall = RecallService(encoder=getattr(handlers.credence.runner, "encode", None))
+    return handlers._recall

@@ -1,0 +1,62 @@
+"""The /v1 route table: method, path, models and handler of every route. The server mounts it and the
+OpenAPI document is generated from it, so the two cannot disagree."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Awaitable, Callable
+
+from pydantic import BaseModel
+
+from credence.streams.api import models
+
+V1 = "/v1"
+T = V1 + "/tenants/{tenant}"
+SCOPE = T + "/users/{user}/characters/{character}"
+
+
+@dataclass(frozen=True)
+class Query:
+    name: str
+    type: str  # JSON schema type
+    description: str
+
+
+@dataclass(frozen=True)
+class Route:
+    method: str
+    path: str
+    name: str  # the handler's name on Api, and the OpenAPI operationId
+    summary: str
+    response: type[BaseModel]
+    status: int = 200
+    body: type[BaseModel] | None = None
+    scope: bool = False  # answered by the scope's owner
+    query: tuple[Query, ...] = ()
+
+
+AT = Query("at", "string", "ISO-8601 instant to read scores at (default: the scope's clock)")
+
+ROUTES: tuple[Route, ...] = (
+    Route("POST", T + "/turns", "post_turns", "Send conversation turns (validated one by one, produced to "
+          "the turns topic keyed by scope)", models.TurnsResponse, 202, models.TurnsRequest),
+    Route("GET", SCOPE + "/prompt", "get_prompt", "The prompt memory block: card, persona and reflections "
+          "under the token budgets", models.PromptResponse, scope=True, query=(AT,)),
+    Route("POST", SCOPE + "/recall", "post_recall", "Explicit memory recall: BM25 (+ cosine) fused by RRF over "
+          "the scope's active entries", models.RecallResponse, body=models.RecallRequest, scope=True),
+    Route("POST", SCOPE + "/feedback", "post_feedback", "Confirm or deny one entry (applied by the stream in "
+          "order)", models.FeedbackResponse, 202, models.FeedbackRequest, scope=True,
+          query=(Query("wait", "boolean", "wait (bounded) until applied and return the entry"),)),
+    Route("GET", SCOPE + "/entries", "get_entries", "The scope's entries with tier and score",
+          models.EntriesResponse, scope=True,
+          query=(Query("tier", "string", "only this tier"), Query("kind", "string", "persona or reflection"), AT)),
+    Route("GET", SCOPE + "/entries/{entry_id}", "get_entry", "One entry and the ordered signals that made its "
+          "score", models.EntryDetail, scope=True, query=(AT,)),
+    Route("PUT", T + "/characters/{character}/card", "put_card", "Replace the character card's protected "
+          "entries (rendered for every user, outside budgets)", models.CardResponse, 200, models.CardRequest),
+    Route("DELETE", T + "/users/{user}", "delete_user", "Forget a user everywhere (tables and changelogs)",
+          models.ForgetResponse, 202),
+    Route("GET", V1 + "/openapi.json", "get_openapi", "This document", models.OpenApiDocument),
+)
+
+Handler = Callable[..., Awaitable[tuple[int, object]]]

@@ -1,0 +1,104 @@
+"""Mounting /v1 on the worker's web server (Faust's aiohttp): one Faust View per path, dispatching each
+method through auth, path checks, body parsing, owner routing and the handler, in that order."""
+
+from __future__ import annotations
+
+import logging
+
+from faust.web import View
+
+from credence.errors import ApiError
+from credence.streams.api.auth import RateLimits, authenticate
+from credence.streams.api.directory import Directory, follow
+from credence.streams.api.handlers import Call, Handlers
+from credence.streams.api.http import error_response, json_response, parse_body, path_parts, read_body
+from credence.streams.api.routes import ROUTES, Route
+from credence.streams.api.routing import OwnerRouter
+
+log = logging.getLogger(__name__)
+
+
+class Api:
+    """Everything the /v1 routes share in one worker."""
+
+    def __init__(self, credence, bootstrap: str) -> None:
+        self.credence = credence
+        self.bootstrap = bootstrap
+        self.directory = Directory()
+        self.limits = RateLimits(credence.settings.api)
+        self.router = OwnerRouter(credence.app, credence.tables["scopes"].name, credence.settings.topic_partitions,
+                                  credence.settings.api.forward_timeout_seconds)
+        self.handlers = Handlers(credence, self.directory)
+
+    def authenticate(self, request, tenant: str | None = None):
+        """The tenant of the request's key (401/404/429 as ApiError); what the browser and /metrics use."""
+        return authenticate(request, tenant, directory=self.directory, limits=self.limits)
+
+    async def dispatch(self, route: Route, request, params: dict[str, str]):
+        try:
+            caller = self.authenticate(request, params.get("tenant"))
+            path_parts(params)
+            raw = None
+            body = None
+            if route.body is not None:
+                limit = caller.settings.max_body_bytes or self.credence.settings.api.max_body_bytes
+                raw = await read_body(request, limit)
+                body = parse_body(route.body, raw)
+            if route.scope:
+                scope = f"{params['tenant']}/{params['user']}/{params['character']}"
+                forwarded = await self.router.forward(request, scope, raw)
+                if forwarded is not None:
+                    return forwarded
+            status, result = await getattr(self.handlers, route.name)(
+                Call(tenant=caller, params=params, body=body, query=request.query))
+            return json_response(status, result)
+        except ApiError as exc:
+            return error_response(exc)
+        except Exception:  # noqa: BLE001 - a bug must answer 500, not drop the connection
+            log.exception("%s %s failed", request.method, request.path)
+            return error_response(ApiError(500, "internal error; see the worker log"))
+
+
+def _view(api: Api, routes: list[Route]) -> type[View]:
+    by_method = {r.method.lower(): r for r in routes}
+
+    def method(route: Route):
+        async def handle(self, request, **params):
+            return await api.dispatch(route, request, {k: str(v) for k, v in params.items()})
+        return handle
+
+    name = "v1_" + routes[0].name
+    return type(name, (View,), {m: method(r) for m, r in by_method.items()})
+
+
+def register(credence, bootstrap: str) -> Api:
+    """Mount /v1 and start following the tenants and cards topics; returns the Api (for other pages)."""
+    api = Api(credence, bootstrap)
+    app = credence.app
+    by_path: dict[str, list[Route]] = {}
+    for route in ROUTES:
+        by_path.setdefault(route.path, []).append(route)
+    for path, routes in by_path.items():
+        app.page(path, name=f"v1_{routes[0].name}")(_view(api, routes))
+
+    @app.task
+    async def follow_directory():
+        await follow(api.directory, bootstrap, credence.settings)
+
+    credence.switch = TenantSwitch(credence.switch, api.directory)
+    credence.api = api
+    return api
+
+
+class TenantSwitch:
+    """The powerful-memory switch with the tenant record's override first, then the core config file."""
+
+    def __init__(self, inner, directory: Directory) -> None:
+        self.inner = inner
+        self.directory = directory
+
+    def enabled(self, tenant: str) -> bool:
+        record = self.directory.tenants.get(tenant)
+        if record is not None and record.settings.powerful_memory is not None:
+            return record.settings.powerful_memory
+        return self.inner.enabled(tenant)
