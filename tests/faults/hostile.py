@@ -168,31 +168,74 @@ def isolated_turns() -> list[dict]:
     return out
 
 
-def http_requests(tenant: str = "acme") -> list[dict]:
-    """Hostile requests for the /v1 HTTP API: each {method, path, headers, body (bytes), expect} where
-    `expect` is the class of answer (4xx) it must get. Reused by the API's fault test when it exists."""
-    turn = good_turn(1, (tenant, "alice", "barista"))
-    body = {"user": "alice", "character": "barista", "turn_id": "h-1", "role": "user", "text": "hi",
-            "ts": turn["ts"]}
+def http_requests(tenant: str = "acme", other: str = "globex") -> list[dict]:
+    """Hostile requests for the /v1 HTTP API: {method, path, auth ("own" | "none" | "bogus" | "own_on_other"),
+    body (bytes), expect (status), reason (regex, optional), kind}. The turns batch route answers 202 with
+    per-turn rejections: those are `turn_batch()`'s job, not this list's."""
     base = f"/v1/tenants/{tenant}"
+    scope = f"{base}/users/alice/characters/barista"
+    good = {"turns": [{k: v for k, v in good_turn(1).items() if k != "tenant"}]}
     out = [
-        {"method": "POST", "path": f"{base}/turns", "headers": {}, "body": _enc(body), "expect": 401},
-        {"method": "POST", "path": f"{base}/turns", "headers": {"Authorization": "Bearer nope"},
-         "body": _enc(body), "expect": 401},
-        {"method": "GET", "path": "/v1/tenants/other/scopes", "headers": {"auth": "tenant"}, "body": b"",
-         "expect": 404},
-        {"method": "GET", "path": f"{base}/../other/scopes", "headers": {"auth": "tenant"}, "body": b"", "expect": 404},
-        {"method": "GET", "path": f"{base}/users/%2e%2e/characters/x/prompt", "headers": {"auth": "tenant"},
-         "body": b"", "expect": 400},
+        {"kind": "no_key", "method": "POST", "path": f"{base}/turns", "auth": "none", "body": _enc(good), "expect": 401},
+        {"kind": "bogus_key", "method": "POST", "path": f"{base}/turns", "auth": "bogus", "body": _enc(good),
+         "expect": 401},
+        {"kind": "other_tenant", "method": "GET", "path": f"/v1/tenants/{other}/users/alice/characters/barista/prompt",
+         "auth": "own", "body": b"", "expect": 404},
+        {"kind": "unknown_tenant", "method": "GET", "path": "/v1/tenants/nobody/users/alice/characters/barista/prompt",
+         "auth": "own", "body": b"", "expect": 404},
+        {"kind": "broken_json", "method": "POST", "path": f"{base}/turns", "auth": "own", "body": b'{"turns": [',
+         "expect": 400, "reason": r"not valid JSON"},
+        {"kind": "invalid_utf8", "method": "POST", "path": f"{base}/turns", "auth": "own", "body": b'{"turns": "\xff\xfe"}',
+         "expect": 400, "reason": r"not valid JSON"},
+        {"kind": "array_body", "method": "POST", "path": f"{base}/turns", "auth": "own", "body": b"[]", "expect": 400,
+         "reason": r"JSON object"},
+        {"kind": "turns_not_list", "method": "POST", "path": f"{base}/turns", "auth": "own",
+         "body": _enc({"turns": "many"}), "expect": 422},
+        {"kind": "extra_field", "method": "POST", "path": f"{base}/turns", "auth": "own",
+         "body": _enc(good | {"admin": True}), "expect": 422},
+        {"kind": "deep_nesting", "method": "POST", "path": f"{base}/turns", "auth": "own",
+         "body": b'{"turns": ' + b"[" * 50_000 + b"]" * 50_000 + b"}", "expect": (400, 413, 422)},
+        {"kind": "huge_body", "method": "POST", "path": f"{base}/turns", "auth": "own",
+         "body": _enc({"turns": [good_turn(2) | {"text": MB_TEXT}] * 20}), "expect": 413},
+        {"kind": "feedback_bad_decision", "method": "POST", "path": f"{scope}/feedback", "auth": "own",
+         "body": _enc({"entry_id": "r-0", "kind": "delete_everything"}), "expect": 422},
+        {"kind": "feedback_not_json", "method": "POST", "path": f"{scope}/feedback", "auth": "own", "body": b"deny",
+         "expect": 400},
     ]
-    for kind, value, reason in _turn_defects(7):
-        if value is None:
-            continue
-        out.append({"method": "POST", "path": f"{base}/turns", "headers": {"auth": "tenant",
-                    "Content-Type": "application/json"}, "body": value, "expect": 400, "kind": kind,
-                    "reason": reason})
     for kind, (value, _) in BAD_IDS.items():
-        if isinstance(value, str) and value and "/" not in value:
-            out.append({"method": "GET", "path": f"{base}/users/{value}/characters/barista/prompt",
-                        "headers": {"auth": "tenant"}, "body": b"", "expect": 400, "kind": f"path_{kind}"})
+        if not isinstance(value, str) or not value.strip() or "/" in value:
+            continue
+        quoted = "".join(c if c.isalnum() else "%{:02X}".format(ord(c)) if ord(c) < 128 else
+                         "".join(f"%{b:02X}" for b in c.encode()) for c in value)
+        out.append({"kind": f"path_user_{kind}", "method": "GET", "path": f"{base}/users/{quoted}/characters/barista/prompt",
+                    "auth": "own", "body": b"", "expect": 400})
+    out.append({"kind": "path_user_encoded_slash", "method": "GET",
+                "path": f"{base}/users/ali%2Fce/characters/barista/prompt", "auth": "own", "body": b"",
+                "expect": (400, 404)})
     return out
+
+
+def turn_batch(seed: int = 0) -> tuple[list[dict], list[tuple[int, str]], list[dict]]:
+    """(turn bodies for POST …/turns, [(index, reason regex)] of the bad ones, the good ones) — the topic
+    corpus's turn defects that survive JSON (as API bodies have no tenant, tenant defects are left out)."""
+    rng = random.Random(seed)
+    good = [{k: v for k, v in good_turn(i, ("acme", "hapi", "barista")).items() if k != "tenant"}
+            for i in range(40)]
+    bad = []
+    for kind, value, reason in _turn_defects(500):
+        if value is None or kind.startswith("tenant_") or kind == "missing_tenant" or kind == "text_1mb":
+            continue
+        try:
+            obj = json.loads(value)
+        except (ValueError, RecursionError):
+            continue  # not a JSON value: the whole-body cases above cover those
+        if not isinstance(obj, dict):
+            continue  # the batch's schema refuses it whole (422): a whole-body case above
+        obj.pop("tenant", None)
+        bad.append((obj, reason))
+    bodies: list[dict] = list(good)
+    for obj, _ in bad:
+        bodies.insert(rng.randrange(len(bodies) + 1), obj)
+    expected = [(i, next(r for o, r in bad if o is body)) for i, body in enumerate(bodies)
+                if any(o is body for o, _ in bad)]
+    return bodies, expected, good

@@ -20,6 +20,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from credence.deadletter import MAX_ORIGINAL_BYTES
+from credence.kafka import client_options
 from credence.streams.ops.admin import ensure_topics
 from credence.streams.ops.process import WorkerProcess, settings_env, wait_until
 from tests.faults.conversations import conversations
@@ -59,7 +60,7 @@ def build(seed: int = 5):
 
 async def produce_raw(bootstrap, settings, bad) -> None:
     await ensure_topics(bootstrap, settings)
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all", max_request_size=2_000_000)
+    producer = AIOKafkaProducer(**client_options(bootstrap, settings.kafka, acks="all", max_request_size=2_000_000))
     await producer.start()
     try:
         keys = [b"acme/alice/barista", None, b"nonsense", "\u202e/../x".encode()]

@@ -20,6 +20,7 @@ import pyarrow.dataset as ds
 import pytest
 from aiokafka import AIOKafkaProducer
 
+from credence.kafka import client_options
 from credence.streams.ops.admin import ensure_topics
 from credence.streams.ops.process import settings_env
 from tests.support.turns import uncommitted
@@ -37,7 +38,7 @@ def record(i: int) -> bytes:
 
 
 async def produce(bootstrap: str, topic: str) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    producer = AIOKafkaProducer(**client_options(bootstrap, acks="all"))
     await producer.start()
     try:
         for i in range(TOTAL):
