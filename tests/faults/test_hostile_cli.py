@@ -90,3 +90,19 @@ def test_an_unreachable_bootstrap_is_a_message_not_a_traceback(tmp_path):
     (tmp_path / "t.jsonl").write_text('{"v": 1}\n')
     err = refused(cli("replay", str(tmp_path / "t.jsonl"), "--bootstrap", "127.0.0.1:1", cwd=tmp_path))
     assert "Kafka" in err and "127.0.0.1" in err
+
+
+TENANT_CASES = [(["add", v], "tenant") for v in ARGV_SAFE_BAD_IDS.values()] + [
+    (["add", "acme", "--requests-per-second", "-5"], "greater than 0"),
+    (["add", "acme", "--requests-per-second", "nan"], "requests"),
+    (["add", "acme", "--burst", "0"], "burst"),
+    (["set", "..", "--burst", "5"], "tenant"),
+    (["rotate-key", "a/b"], "tenant"),
+    (["remove", " acme"], "tenant"),
+]
+
+
+@pytest.mark.parametrize("args,says", TENANT_CASES, ids=[f"{a[0]}-{i}" for i, (a, _) in enumerate(TENANT_CASES)])
+def test_tenants_refuses_bad_names_and_settings_before_touching_kafka(args, says, tmp_path):
+    err = refused(cli("tenants", *args, env={"CREDENCE_KAFKA_BOOTSTRAP": "127.0.0.1:1"}, cwd=tmp_path))
+    assert says.lower() in err.lower(), err[-800:]
