@@ -30,6 +30,19 @@ DEFAULT_NEGATIVE_KEYWORDS: dict[str, list[str]] = {
 }
 
 
+DEFAULT_ASSENT_WORDS: dict[str, list[str]] = {
+    # A user turn made only of these (and fillers) just agrees: the content is what it answered.
+    "en": ["yes", "yeah", "yep", "yup", "ok", "okay", "sure", "right", "correct", "exactly", "true", "indeed",
+           "definitely", "absolutely", "mhm", "uh-huh"],
+    "de": ["ja", "genau", "stimmt", "richtig", "klar"],
+    "fr": ["oui", "ouais", "exactement", "d'accord", "bien", "sûr"],
+    "es": ["sí", "si", "claro", "vale", "exacto", "cierto"],
+    "zh": ["是", "是的", "对", "对的", "好", "嗯"],
+    "ja": ["はい", "うん", "そう", "そうです", "ええ"],
+    "ko": ["네", "응", "예", "맞아요", "맞아"],
+}
+
+
 class MemorySettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
@@ -81,6 +94,9 @@ class MemorySettings(BaseModel):
     mention_window_hours: float = Field(default=5.0, gt=0)
     suppress_after_mentions: int = Field(default=3, ge=1)
     suppression_hours: float = Field(default=5.0, gt=0)
+    # When an AI turn carries no surfaced_ids, an entry counts as mentioned if at least this share of its
+    # content words appears in the AI text (lexical fallback; surfaced_ids win when present).
+    ai_mention_min_overlap: float = Field(default=0.75, gt=0, le=1)
 
     # Stage-2 signal mapping limits.
     stage2_max_facts_per_batch: int = Field(default=20, ge=1)
@@ -91,6 +107,11 @@ class MemorySettings(BaseModel):
     # Local negative-keyword hook, per language.
     negative_keywords: dict[str, list[str]] = Field(
         default_factory=lambda: {k: list(v) for k, v in DEFAULT_NEGATIVE_KEYWORDS.items()}
+    )
+
+    # Stage-1 fact origin: bare assents per language (tables.origin).
+    assent_words: dict[str, list[str]] = Field(
+        default_factory=lambda: {k: list(v) for k, v in DEFAULT_ASSENT_WORDS.items()}
     )
 
     # The calendar day of the sub-zero tally is counted in this zone (per tenant when listed).

@@ -16,6 +16,7 @@ from credence.config.kafka import KafkaSettings
 from credence.config.llm import LLMSettings
 from credence.config.memory import MemorySettings
 from credence.config.pipeline import PipelineSettings
+from credence.config.usage import BridgeSettings, UsageSettings
 from credence.errors import ConfigError
 
 
@@ -39,9 +40,14 @@ class Settings(BaseSettings):
     dlq_retention_hours: int = Field(default=24 * 30, ge=1)
     # credence.evidence and credence.archive are the journal and the hand-off to the Parquet sink, which
     # re-reads whole spans after a restart: kept forever by default (-1), like a log should be.
+    # credence.fact-candidates (seed 002's bridge) is kept the same way: switching the bridge off never
+    # removes a candidate already emitted.
     journal_retention_hours: int = Field(default=-1, ge=-1)
     # How soon a crashed worker's partitions move to a live one (Kafka's group session timeout).
     kafka_session_timeout_s: float = Field(default=10.0, ge=6.0, le=300.0)
+    # A worker told to stop exits at most this long after (its Kafka consumer can otherwise wait out a
+    # broker that is gone); it commits nothing it did not apply either way.
+    worker_stop_grace_s: float = Field(default=10.0, gt=0, le=300.0)
 
     # Worker.
     app_id: str = "credence"
@@ -62,6 +68,8 @@ class Settings(BaseSettings):
     llm: LLMSettings = LLMSettings()
     archive: ArchiveSettings = ArchiveSettings()
     pipeline: PipelineSettings = PipelineSettings()
+    usage: UsageSettings = UsageSettings()
+    bridge: BridgeSettings = BridgeSettings()
     api: ApiSettings = ApiSettings()
 
     @model_validator(mode="after")
@@ -85,7 +93,7 @@ class Settings(BaseSettings):
         """Retention of a logical topic in hours (-1 = forever)."""
         if name == "dlq":
             return self.dlq_retention_hours
-        if name in ("evidence", "archive"):
+        if name in ("evidence", "archive", "fact-candidates"):
             return self.journal_retention_hours
         return self.topic_retention_hours
 

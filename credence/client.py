@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 from urllib.parse import quote
 
 import httpx
@@ -21,8 +21,6 @@ from pydantic import BaseModel
 
 from credence.errors import ApiError
 from credence.streams.api import models
-
-M = TypeVar("M", bound=BaseModel)
 
 __all__ = ["ApiError", "AsyncClient", "Client", "models"]
 
@@ -112,65 +110,49 @@ def _headers(key: str | None) -> dict:
     return {"Authorization": f"Bearer {key}"} if key else {}
 
 
-class _Api:
-    """The typed methods, in terms of `_send` (sync: returns the result; async: an awaitable of it)."""
-
-    def __init__(self, tenant: str) -> None:
-        self.routes = _Routes(tenant)
-
-    def _send(self, call: _Call):  # pragma: no cover - implemented by the two clients
-        raise NotImplementedError
-
-    def send_turns(self, turns: Iterable[dict]):
-        """POST …/turns → TurnsResponse (accepted count, rejected by index with reasons)."""
-        return self._send(self.routes.turns(turns))
-
-    def prompt(self, user: str, character: str, at: datetime | None = None):
-        """GET …/prompt → PromptResponse."""
-        return self._send(self.routes.prompt(user, character, at))
-
-    def recall(self, user: str, character: str, query: str, top_k: int = 10, since: datetime | None = None,
-               until: datetime | None = None):
-        """POST …/recall → RecallResponse."""
-        return self._send(self.routes.recall(user, character, query, top_k, since, until))
-
-    def feedback(self, user: str, character: str, entry_id: str, kind: str, wait: bool = False,
-                 ts: datetime | None = None):
-        """POST …/feedback (kind: confirm | deny) → FeedbackResponse."""
-        return self._send(self.routes.feedback(user, character, entry_id, kind, wait, ts))
-
-    def entries(self, user: str, character: str, tier: str | None = None, kind: str | None = None,
-                at: datetime | None = None):
-        """GET …/entries → EntriesResponse."""
-        return self._send(self.routes.entries(user, character, tier, kind, at))
-
-    def entry(self, user: str, character: str, entry_id: str, at: datetime | None = None):
-        """GET …/entries/{id} → EntryDetail (with the signal history)."""
-        return self._send(self.routes.entry(user, character, entry_id, at))
-
-    def put_card(self, character: str, entries: Iterable[dict | models.CardEntryIn]):
-        """PUT …/characters/{c}/card → CardResponse."""
-        return self._send(self.routes.put_card(character, entries))
-
-    def forget_user(self, user: str):
-        """DELETE …/users/{u} → ForgetResponse."""
-        return self._send(self.routes.forget_user(user))
-
-    def openapi(self):
-        return self._send(self.routes.openapi())
-
-    def status(self):
-        return self._send(self.routes.status())
-
-
-class Client(_Api):
+class Client:
     def __init__(self, base_url: str, key: str | None, tenant: str, timeout: float = 30.0,
                  transport: httpx.BaseTransport | None = None) -> None:
-        super().__init__(tenant)
+        self.routes = _Routes(tenant)
         self._http = httpx.Client(base_url=base_url, headers=_headers(key), timeout=timeout, transport=transport)
 
     def _send(self, call: _Call):
         return _result(call, self._http.request(call.method, call.path, json=call.body, params=call.params))
+
+    def send_turns(self, turns: Iterable[dict]) -> models.TurnsResponse:
+        """POST …/turns: accepted count, rejected turns by index with the reason."""
+        return self._send(self.routes.turns(turns))
+
+    def prompt(self, user: str, character: str, at: datetime | None = None) -> models.PromptResponse:
+        return self._send(self.routes.prompt(user, character, at))
+
+    def recall(self, user: str, character: str, query: str, top_k: int = 10, since: datetime | None = None,
+               until: datetime | None = None) -> models.RecallResponse:
+        return self._send(self.routes.recall(user, character, query, top_k, since, until))
+
+    def feedback(self, user: str, character: str, entry_id: str, kind: str, wait: bool = False,
+                 ts: datetime | None = None) -> models.FeedbackResponse:
+        """kind: confirm | deny; with `wait`, returns once applied (or the server's bound passed)."""
+        return self._send(self.routes.feedback(user, character, entry_id, kind, wait, ts))
+
+    def entries(self, user: str, character: str, tier: str | None = None, kind: str | None = None,
+                at: datetime | None = None) -> models.EntriesResponse:
+        return self._send(self.routes.entries(user, character, tier, kind, at))
+
+    def entry(self, user: str, character: str, entry_id: str, at: datetime | None = None) -> models.EntryDetail:
+        return self._send(self.routes.entry(user, character, entry_id, at))
+
+    def put_card(self, character: str, entries: Iterable[dict | models.CardEntryIn]) -> models.CardResponse:
+        return self._send(self.routes.put_card(character, entries))
+
+    def forget_user(self, user: str) -> models.ForgetResponse:
+        return self._send(self.routes.forget_user(user))
+
+    def openapi(self) -> dict:
+        return self._send(self.routes.openapi())
+
+    def status(self) -> dict:
+        return self._send(self.routes.status())
 
     def close(self) -> None:
         self._http.close()
@@ -182,15 +164,49 @@ class Client(_Api):
         self.close()
 
 
-class AsyncClient(_Api):
+class AsyncClient:
     def __init__(self, base_url: str, key: str | None, tenant: str, timeout: float = 30.0,
                  transport: httpx.AsyncBaseTransport | None = None) -> None:
-        super().__init__(tenant)
+        self.routes = _Routes(tenant)
         self._http = httpx.AsyncClient(base_url=base_url, headers=_headers(key), timeout=timeout,
                                        transport=transport)
 
     async def _send(self, call: _Call):
         return _result(call, await self._http.request(call.method, call.path, json=call.body, params=call.params))
+
+    async def send_turns(self, turns: Iterable[dict]) -> models.TurnsResponse:
+        return await self._send(self.routes.turns(turns))
+
+    async def prompt(self, user: str, character: str, at: datetime | None = None) -> models.PromptResponse:
+        return await self._send(self.routes.prompt(user, character, at))
+
+    async def recall(self, user: str, character: str, query: str, top_k: int = 10, since: datetime | None = None,
+                     until: datetime | None = None) -> models.RecallResponse:
+        return await self._send(self.routes.recall(user, character, query, top_k, since, until))
+
+    async def feedback(self, user: str, character: str, entry_id: str, kind: str, wait: bool = False,
+                       ts: datetime | None = None) -> models.FeedbackResponse:
+        return await self._send(self.routes.feedback(user, character, entry_id, kind, wait, ts))
+
+    async def entries(self, user: str, character: str, tier: str | None = None, kind: str | None = None,
+                      at: datetime | None = None) -> models.EntriesResponse:
+        return await self._send(self.routes.entries(user, character, tier, kind, at))
+
+    async def entry(self, user: str, character: str, entry_id: str,
+                    at: datetime | None = None) -> models.EntryDetail:
+        return await self._send(self.routes.entry(user, character, entry_id, at))
+
+    async def put_card(self, character: str, entries: Iterable[dict | models.CardEntryIn]) -> models.CardResponse:
+        return await self._send(self.routes.put_card(character, entries))
+
+    async def forget_user(self, user: str) -> models.ForgetResponse:
+        return await self._send(self.routes.forget_user(user))
+
+    async def openapi(self) -> dict:
+        return await self._send(self.routes.openapi())
+
+    async def status(self) -> dict:
+        return await self._send(self.routes.status())
 
     async def aclose(self) -> None:
         await self._http.aclose()

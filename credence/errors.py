@@ -41,3 +41,12 @@ class ApiError(CredenceError):
 
 class TenantError(CredenceError):
     """A tenant command or record is invalid (unknown tenant, duplicate, bad override)."""
+
+
+class BridgeError(CredenceError):
+    """The bridge from memory to verified facts refused a nomination or approval."""
+
+
+class BridgeRetired(BridgeError):
+    """The bridge is switched off (bridge_enabled is false): nothing is nominated or approved, nothing is
+    emitted, existing candidates stay as they are. Set CREDENCE_BRIDGE__BRIDGE_ENABLED=true to open it."""

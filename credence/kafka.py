@@ -10,6 +10,7 @@ certificate, wrong password, a plaintext client on a secured port) instead of ai
 from __future__ import annotations
 
 import asyncio
+import logging
 import ssl
 from typing import Any
 
@@ -73,7 +74,7 @@ def faust_options(bootstrap: str, kafka: KafkaSettings | None = None) -> dict[st
 async def diagnose(bootstrap: str, kafka: KafkaSettings | None = None) -> str:
     """Why a client of `bootstrap` cannot connect, in one sentence naming the cause ("" if it can)."""
     from aiokafka.conn import create_conn
-    from aiokafka.errors import KafkaError
+    from aiokafka.errors import KafkaConnectionError, KafkaError
 
     kafka = kafka or PLAINTEXT
     options = client_options(bootstrap, kafka)
@@ -95,6 +96,8 @@ async def diagnose(bootstrap: str, kafka: KafkaSettings | None = None) -> str:
         return f"{where}: nothing listens there (connection refused); check CREDENCE_KAFKA_BOOTSTRAP"
     except asyncio.TimeoutError:
         return f"{where}: no answer within {options['request_timeout_ms'] / 1000:.0f}s"
+    except KafkaConnectionError as exc:
+        return _closed_cause(where, kafka, exc)
     except KafkaError as exc:
         if "auth" in type(exc).__name__.lower() or "sasl" in str(exc).lower():
             return (f"{where}: SASL authentication failed for user {kafka.username!r} with "
@@ -103,7 +106,7 @@ async def diagnose(bootstrap: str, kafka: KafkaSettings | None = None) -> str:
     except OSError as exc:
         return _closed_cause(where, kafka, exc)
     try:
-        await asyncio.wait_for(conn.send(_api_versions()), options["request_timeout_ms"] / 1000)
+        await asyncio.wait_for(conn.send(_metadata_request()), options["request_timeout_ms"] / 1000)
     except (KafkaError, OSError, asyncio.TimeoutError) as exc:
         return _closed_cause(where, kafka, exc)
     finally:
@@ -111,16 +114,23 @@ async def diagnose(bootstrap: str, kafka: KafkaSettings | None = None) -> str:
     return ""
 
 
-def _api_versions():
-    from aiokafka.protocol.admin import ApiVersionRequest_v0
+def _metadata_request():
+    from aiokafka.protocol.metadata import MetadataRequest
 
-    return ApiVersionRequest_v0()
+    return MetadataRequest([])
 
 
 def _closed_cause(where: str, kafka: KafkaSettings, exc: BaseException) -> str:
-    if not kafka.tls or not kafka.sasl:
-        return (f"{where}: the broker closed the connection ({exc}); it probably expects "
-                f"{'TLS' if not kafka.tls else 'SASL'} on this port: check CREDENCE_KAFKA__SECURITY_PROTOCOL")
+    """A broker that hangs up during the handshake is speaking another protocol on that port."""
+    if not kafka.tls:
+        return (f"{where}: the broker closed the connection at once; the port probably expects TLS: check "
+                "CREDENCE_KAFKA__SECURITY_PROTOCOL and the port")
+    if not kafka.sasl and kafka.cert_file is None:
+        return (f"{where}: the broker closed the TLS connection; it probably requires a client certificate "
+                "(CREDENCE_KAFKA__CERT_FILE and KEY_FILE) or SASL on this port")
+    if not kafka.sasl:
+        return (f"{where}: the broker closed the TLS connection; it rejected the client certificate or "
+                "expects SASL on this port")
     return f"{where}: the connection failed ({type(exc).__name__}: {exc})"
 
 
@@ -130,10 +140,26 @@ async def unreachable(bootstrap: str, kafka: KafkaSettings | None, exc: BaseExce
     return BrokerError(cause or f"cannot reach the Kafka cluster at {bootstrap}: {exc}")
 
 
+class _DuringStart(logging.Filter):
+    """aiokafka logs its own line for a failed bootstrap; `start` reports the diagnosed cause instead,
+    so the user reads one message, not two."""
+
+    active = 0
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (self.active and record.getMessage().startswith("Unable connect to"))
+
+
+_DURING_START = _DuringStart()
+for _name in ("aiokafka", "aiokafka.client"):  # aiokafka logs under its package name
+    logging.getLogger(_name).addFilter(_DURING_START)
+
+
 async def start(client, bootstrap: str, kafka: KafkaSettings | None) -> None:
     """``await client.start()``, turning a failed connection into a BrokerError that names the cause."""
     from aiokafka.errors import KafkaError
 
+    _DURING_START.active += 1
     try:
         await client.start()
     except (KafkaError, OSError, asyncio.TimeoutError) as exc:
@@ -143,3 +169,5 @@ async def start(client, bootstrap: str, kafka: KafkaSettings | None) -> None:
         except Exception:  # noqa: BLE001 - the client never started; its cleanup error says nothing new
             pass
         raise await unreachable(bootstrap, kafka, exc) from None
+    finally:
+        _DURING_START.active -= 1

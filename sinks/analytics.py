@@ -39,6 +39,11 @@ class FunnelRow:
     merged: int
     denied: int
     archived: int
+    # Merge-on-promote outcomes besides promoted/merged (defaults keep older callers' rows comparable).
+    rejected: int = 0
+    blocked: int = 0
+    unblocked: int = 0
+    dropped: int = 0
 
 
 STAGES = tuple(f.name for f in fields(FunnelRow))[2:]
@@ -47,16 +52,61 @@ STAGES = tuple(f.name for f in fields(FunnelRow))[2:]
 FUNNEL_SELECT = """
 SELECT tenant, "date" AS day,
        count(*) FILTER (WHERE event = 'created')       AS created,
-       count(*) FILTER (WHERE to_status = 'confirmed') AS confirmed,
+       count(*) FILTER (WHERE to_status = 'confirmed' AND event <> 'promotion_unblocked') AS confirmed,
        count(*) FILTER (WHERE to_status = 'promoted')  AS promoted,
        count(*) FILTER (WHERE event = 'merged')        AS merged,
        count(*) FILTER (WHERE to_status = 'denied')    AS denied,
-       count(*) FILTER (WHERE event = 'archived')      AS archived
+       count(*) FILTER (WHERE event = 'archived')      AS archived,
+       count(*) FILTER (WHERE event = 'promotion_rejected')      AS rejected,
+       count(*) FILTER (WHERE to_status = 'promote_blocked')     AS blocked,
+       count(*) FILTER (WHERE event = 'promotion_unblocked')     AS unblocked,
+       count(*) FILTER (WHERE event = 'promotion_dropped')       AS dropped
 """
 
 
+# Seed 002, bi-temporal validity: one row per journalled version of an entry, with the span it was the
+# entry's current version (recorded_at until the next version's, NULL = still current) and the span its
+# meaning held (valid_from until invalidated_at). What was valid at T (bind T as $1):
+#   SELECT * FROM entry_versions WHERE recorded_at <= $1 AND (superseded_at IS NULL OR superseded_at > $1)
+#     AND valid_from <= $1 AND (invalidated_at IS NULL OR invalidated_at > $1) AND status <> 'archived'
+# Shards written before seed 002 have no validity columns: their meaning held from created_at on.
+VALID_AT_SQL = """SELECT tenant, "user", "character", entry_id, entry_kind, version, status, text, valid_from
+FROM entry_versions
+WHERE recorded_at <= $1 AND (superseded_at IS NULL OR superseded_at > $1)
+  AND valid_from <= $1 AND (invalidated_at IS NULL OR invalidated_at > $1) AND status <> 'archived'
+ORDER BY tenant, "user", "character", entry_id"""
+
+
+def _entry_versions_view(conn: duckdb.DuckDBPyConnection) -> None:
+    have = {row[0] for row in conn.execute("DESCRIBE evidence").fetchall()}
+    valid_from = "coalesce(valid_from, created_at)" if "valid_from" in have else "created_at"
+    invalidated_at = "invalidated_at" if "invalidated_at" in have else "CAST(NULL AS TIMESTAMPTZ)"
+    conn.execute(f"""
+        CREATE VIEW entry_versions AS
+        SELECT tenant, "user", "character", entry_id, entry_kind, version, status, text, event, cause,
+               "at" AS recorded_at,
+               lead("at") OVER (PARTITION BY tenant, "user", "character", entry_id
+                                ORDER BY version, "offset") AS superseded_at,
+               {valid_from} AS valid_from, {invalidated_at} AS invalidated_at, snapshot_json
+        FROM evidence""")
+
+
+def valid_at(root: str, at: datetime) -> list[dict[str, Any]]:
+    """What was valid at ``at`` according to the journal's Parquet copy (VALID_AT_SQL)."""
+    conn = connect(root)
+    try:
+        result = conn.execute(VALID_AT_SQL, [at])
+        columns = [d[0] for d in result.description]
+        return [dict(zip(columns, row)) for row in result.fetchall()]
+    except duckdb.Error as exc:
+        raise ArchiveError(f"valid-at query failed: {exc}") from exc
+    finally:
+        conn.close()
+
+
 def connect(root: str, database: str = ":memory:") -> duckdb.DuckDBPyConnection:
-    """A connection with the views ``archive`` and ``evidence`` over the shards under ``root``."""
+    """A connection with the views ``archive``, ``evidence`` and ``entry_versions`` over the shards under
+    ``root``."""
     archive = open_archive(root)
     conn = _new_connection(archive, database)
     try:
@@ -70,6 +120,7 @@ def connect(root: str, database: str = ":memory:") -> duckdb.DuckDBPyConnection:
                 if not _no_files(exc):
                     raise
                 _empty_view(conn, table)
+        _entry_versions_view(conn)
     except duckdb.Error as exc:
         conn.close()
         raise ArchiveError(f"cannot open the archive views under {root!r}: {exc}") from exc

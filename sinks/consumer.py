@@ -196,10 +196,9 @@ class ArchiveSink:
             await start(self._producer, self.bootstrap, self.kafka)
 
     async def _stop(self) -> None:
-        if self._consumer is not None:
-            await self._consumer.stop()
-        if self._producer is not None:
-            await self._producer.stop()
+        for client in (self._consumer, self._producer):
+            if client is not None:
+                await _close(client)
 
     async def _partitions(self, consumer: AIOKafkaConsumer) -> list[TopicPartition]:
         # aiokafka has no public partition lookup for a topic the consumer has not subscribed to.
@@ -343,6 +342,17 @@ class _Rebalance(ConsumerRebalanceListener):
 
     async def on_partitions_assigned(self, assigned) -> None:
         await self.sink.align_to_spans(assigned)
+
+
+async def _close(client) -> None:
+    """Stop a Kafka client; with the brokers away aiokafka's fetcher can end its own tasks with a
+    CancelledError that is not ours, which must not keep the next client from closing."""
+    try:
+        await client.stop()
+    except asyncio.CancelledError:
+        if asyncio.current_task().cancelling():
+            raise
+        log.warning("archive sink: %s stopped with its fetch cancelled (Kafka unreachable?)", type(client).__name__)
 
 
 async def drain(bootstrap: str, topic: str, table: str, settings: ArchiveSettings, *,

@@ -33,7 +33,7 @@ RECORD_VERSION = 1
 TS = pa.timestamp("us", tz="UTC")
 STRINGS = pa.list_(pa.string())
 
-# (snapshot key, column name, arrow type); evidence.* keys are read from the nested "evidence" dict.
+# (snapshot key, column name, arrow type); evidence.* and usage.* keys are read from those nested dicts.
 SNAPSHOT_FIELDS: tuple[tuple[str, str, pa.DataType], ...] = (
     ("text", "text", pa.string()),
     ("subject", "subject", pa.string()),
@@ -61,6 +61,11 @@ SNAPSHOT_FIELDS: tuple[tuple[str, str, pa.DataType], ...] = (
     ("updated_at", "updated_at", TS),
     ("archived_at", "entry_archived_at", TS),
     ("promotion_rejected_at", "promotion_rejected_at", TS),
+    ("valid_from", "valid_from", TS),
+    ("invalidated_at", "invalidated_at", TS),
+    ("usage.strength", "usage_strength", pa.float64()),
+    ("usage.reinforce_count", "reinforce_count", pa.int32()),
+    ("usage.last_reinforced_at", "last_reinforced_at", TS),
 )
 # Snapshot keys that repeat the record's own identity; checked, not stored twice.
 IDENTITY_KEYS = {"id": "entry_id", "kind": "entry_kind", "tenant": "tenant", "user": "user", "character": "character"}
@@ -156,11 +161,12 @@ def to_row(table: str, record: Any, partition: int, offset: int) -> Row:
     for key, column in IDENTITY_KEYS.items():
         if key in entry and entry[key] != values[column]:
             raise ArchiveError(f"entry.{key}={entry[key]!r} disagrees with the record's {column}={values[column]!r}")
-    evidence = entry.get("evidence")
-    if evidence is not None and not isinstance(evidence, dict):
-        raise ArchiveError("entry.evidence must be an object or null")
+    for nested in ("evidence", "usage"):
+        if entry.get(nested) is not None and not isinstance(entry[nested], dict):
+            raise ArchiveError(f"entry.{nested} must be an object or null")
     for key, column, typ in SNAPSHOT_FIELDS:
-        source, name = (evidence or {}, key[9:]) if key.startswith("evidence.") else (entry, key)
+        outer, _, inner = key.partition(".")
+        source, name = (entry.get(outer) or {}, inner) if inner else (entry, key)
         values[column] = _convert(source, name, typ, f"entry.{key}")
     try:
         values["snapshot_json"] = json.dumps(entry, sort_keys=True, separators=(",", ":"), ensure_ascii=False)

@@ -33,6 +33,8 @@ from credence.tables.mentions import is_suppressed, lift_suppression, record_men
 from credence.tables.rendering import MemoryBlock, render_memory_block
 from credence.tables.scope import Scope
 from credence.tables.tokens import TokenCounter, approximate_tokens, default_token_counter, default_tokenizer_name
+from credence.tables.usage import Usage, decay_sweep, reinforce, usage_strength
+from credence.tables.validity import as_of
 
 __all__ = [
     "Entry", "Evidence", "LifecycleStep", "MemoryBlock", "MergeDecision", "PromotionTicket", "Scope",
@@ -41,5 +43,5 @@ __all__ = [
     "derived_tier", "evidence_score", "fallback_tick", "is_suppressed", "lift_suppression", "merge_evidence",
     "merge_into_persona", "new_persona_entry", "new_reflection", "promote_decision", "promotion_is_current",
     "record_mention", "record_promote_attempt", "record_signal", "render_memory_block", "seed_reinforcement",
-    "sweep", "sweep_entry",
+    "sweep", "sweep_entry", "Usage", "as_of", "decay_sweep", "reinforce", "usage_strength",
 ]  # fmt: skip

@@ -16,6 +16,7 @@ from credence.errors import DomainError
 from credence.tables.clock import as_utc, format_instant, parse_instant
 from credence.tables.evidence import Evidence, apply_signal, evidence_score, seeded_evidence
 from credence.tables.scope import Scope
+from credence.tables.usage import Usage
 
 REFLECTION: Final = "reflection"
 PERSONA: Final = "persona"
@@ -41,7 +42,7 @@ ENTRY_KEYS: Final = (
     "id", "kind", "tenant", "user", "character", "text", "subject", "importance", "source_fact_ids",
     "protected", "status", "evidence", "created_at", "confirmed_at", "promoted_at", "merged_from_ids",
     "merged_into_id", "promote_attempts", "last_promote_attempt_at", "recent_mentions", "suppressed_at",
-    "version", "updated_at", "archived_at", "promotion_rejected_at",
+    "version", "updated_at", "archived_at", "promotion_rejected_at", "valid_from", "invalidated_at", "usage",
 )  # fmt: skip
 
 
@@ -76,6 +77,11 @@ class Entry:
     # When merge-on-promote last answered "reject": final for the reflection as it was then, until a
     # newer positive signal (tables.lifecycle.promote_decision).
     promotion_rejected_at: datetime | None = None
+    # Bi-temporal validity (seed 002): when this meaning became valid, and when a new meaning replaced
+    # it. Live entries have invalidated_at None; invalidated versions exist only in the journal.
+    valid_from: datetime | None = None  # None = created_at
+    invalidated_at: datetime | None = None
+    usage: Usage = field(default_factory=Usage)  # recall-driven strength; never part of the score
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id:
@@ -91,13 +97,21 @@ class Entry:
             raise DomainError(f"entry version must be an int >= 1, got {self.version!r}")
         # Normalise so entries built by hand and entries read from the wire compare equal.
         for name in ("created_at", "confirmed_at", "promoted_at", "last_promote_attempt_at",
-                     "suppressed_at", "updated_at", "archived_at", "promotion_rejected_at"):  # fmt: skip
+                     "suppressed_at", "updated_at", "archived_at", "promotion_rejected_at", "valid_from",
+                     "invalidated_at"):  # fmt: skip
             value = getattr(self, name)
             if value is not None:
                 object.__setattr__(self, name, as_utc(value))
         object.__setattr__(self, "source_fact_ids", tuple(self.source_fact_ids))
         object.__setattr__(self, "merged_from_ids", tuple(self.merged_from_ids))
         object.__setattr__(self, "recent_mentions", tuple(as_utc(m) for m in self.recent_mentions))
+        if self.valid_from is None:
+            object.__setattr__(self, "valid_from", self.created_at)
+        if not isinstance(self.usage, Usage):
+            raise DomainError(f"entry usage must be a Usage, got {type(self.usage).__name__}")
+        if self.usage.since is None:
+            # An entry's usage counts from its creation: one nobody ever recalls still fades.
+            object.__setattr__(self, "usage", replace(self.usage, since=self.created_at))
 
     @property
     def scope(self) -> str:
@@ -134,6 +148,9 @@ class Entry:
             "updated_at": format_instant(self.updated_at),
             "archived_at": format_instant(self.archived_at),
             "promotion_rejected_at": format_instant(self.promotion_rejected_at),
+            "valid_from": format_instant(self.valid_from),
+            "invalidated_at": format_instant(self.invalidated_at),
+            "usage": self.usage.to_dict(),
         }
 
     @classmethod
@@ -174,6 +191,9 @@ class Entry:
             updated_at=parse_instant(d.get("updated_at")),
             archived_at=parse_instant(d.get("archived_at")),
             promotion_rejected_at=parse_instant(d.get("promotion_rejected_at")),
+            valid_from=parse_instant(d.get("valid_from")),
+            invalidated_at=parse_instant(d.get("invalidated_at")),
+            usage=Usage.from_dict(d.get("usage"), since=created_at),
         )
 
 

@@ -6,6 +6,7 @@ the user to confirm or reject them) and character-card entries are never counted
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import datetime, timedelta
 
 from credence.config.memory import DEFAULT_MEMORY_SETTINGS, MemorySettings
@@ -56,3 +57,41 @@ def record_mention(entry: Entry, at: datetime, *, settings: MemorySettings = DEF
     if suppressed_at is None and len(mentions) >= settings.suppress_after_mentions:
         suppressed_at = at
     return changed(entry, at, recent_mentions=mentions, suppressed_at=suppressed_at)
+
+
+# Words every entry shares ("The user has ...") or that carry no content; they never make a mention.
+_FILLER = frozenset("""
+a an the and or but of to in on at for with from by as is are was were be been being has have had do does
+did not no yes you your yours user user's users i me my mine we our it its this that these those there
+they them their he she his her him so very really just also about into than then too
+""".split())
+_SUFFIXES = ("ing", "ed", "es", "s")
+
+
+def _stem(word: str) -> str:
+    for suffix in _SUFFIXES:
+        if len(word) - len(suffix) >= 3 and word.endswith(suffix):
+            word = word[: -len(suffix)]
+            break
+    # "love"/"loves"/"loved" and "hike"/"hiking" meet at the same stem
+    return word[:-1] if len(word) > 3 and word.endswith("e") else word
+
+
+def content_words(text: str) -> frozenset[str]:
+    """Lower-cased, crudely stemmed words of ``text`` less fillers: what a lexical mention match compares."""
+    words = "".join(c.lower() if c.isalnum() or c == "'" else " " for c in text).split()
+    return frozenset(_stem(w.strip("'")) for w in words if w.strip("'") not in _FILLER and len(w.strip("'")) > 1)
+
+
+def mentioned_in(
+    text: str, entries: Iterable[Entry], *, settings: MemorySettings = DEFAULT_MEMORY_SETTINGS
+) -> list[Entry]:
+    """The entries whose content words appear in ``text`` (at least ai_mention_min_overlap of them), in
+    input order: the fallback when the AI turn does not say which entries it surfaced."""
+    said = content_words(text)
+    found = []
+    for entry in entries:
+        words = content_words(entry.text)
+        if words and len(words & said) / len(words) >= settings.ai_mention_min_overlap:
+            found.append(entry)
+    return found

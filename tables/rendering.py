@@ -1,9 +1,9 @@
 """The prompt memory block of one scope: which entries reach the system prompt, under two token budgets.
 
 Non-protected persona entries share ``persona_token_budget``; pending + confirmed reflections share
-``reflection_token_budget``. Higher scores (then higher importance) win budget pressure; an entry that
-does not fit is skipped and smaller ones after it may still fit. Character-card (protected) entries are
-always rendered, outside both budgets.
+``reflection_token_budget``. Higher scores (then higher importance, then higher usage strength) win
+budget pressure; an entry that does not fit is skipped and smaller ones after it may still fit.
+Character-card (protected) entries are always rendered, outside both budgets.
 """
 
 from __future__ import annotations
@@ -13,10 +13,12 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from credence.config.memory import DEFAULT_MEMORY_SETTINGS, MemorySettings
+from credence.config.usage import DEFAULT_USAGE_SETTINGS, UsageSettings
 from credence.tables.entries import ACTIVE, CONFIRMED, PENDING, PERSONA, PROMOTE_BLOCKED, REFLECTION, Entry
 from credence.tables.mentions import is_suppressed
 from credence.tables.scope import Scope
 from credence.tables.tokens import TokenCounter, default_token_counter
+from credence.tables.usage import usage_strength
 
 CHARACTER_HEADING = "Character card:"
 PERSONA_HEADING = "What you know about the user:"
@@ -64,10 +66,16 @@ def renderable(entry: Entry, now: datetime, *, settings: MemorySettings = DEFAUL
 
 
 def by_priority(
-    entries: Iterable[Entry], now: datetime, *, settings: MemorySettings = DEFAULT_MEMORY_SETTINGS
+    entries: Iterable[Entry],
+    now: datetime,
+    *,
+    settings: MemorySettings = DEFAULT_MEMORY_SETTINGS,
+    usage: UsageSettings = DEFAULT_USAGE_SETTINGS,
 ) -> list[Entry]:
-    """Score, then importance, descending; ties keep their input order."""
-    return sorted(entries, key=lambda e: (-e.score(now, settings=settings), -e.importance))
+    """Score, then importance, then usage strength (seed 002: only ever a tie-break), descending; ties
+    keep their input order."""
+    return sorted(entries, key=lambda e: (-e.score(now, settings=settings), -e.importance,
+                                          -usage_strength(e.usage, now, settings=usage)))
 
 
 def fill_budget(entries: Sequence[Entry], budget: int, count_tokens: TokenCounter) -> tuple[tuple[Entry, ...], int]:
@@ -89,18 +97,21 @@ def render_memory_block(
     *,
     settings: MemorySettings = DEFAULT_MEMORY_SETTINGS,
     count_tokens: TokenCounter | None = None,
+    usage: UsageSettings = DEFAULT_USAGE_SETTINGS,
 ) -> MemoryBlock:
     """The memory block for ``scope``; entries of other scopes are ignored (evidence never crosses scopes)."""
     count = count_tokens or default_token_counter()
     eligible = [e for e in entries if e.scope == scope.key and renderable(e, now, settings=settings)]
     protected = tuple(e for e in eligible if e.protected)
     persona, persona_tokens = fill_budget(
-        by_priority((e for e in eligible if not e.protected and e.kind == PERSONA), now, settings=settings),
+        by_priority((e for e in eligible if not e.protected and e.kind == PERSONA), now, settings=settings,
+                    usage=usage),
         settings.persona_token_budget,
         count,
     )
     reflections, reflection_tokens = fill_budget(
-        by_priority((e for e in eligible if not e.protected and e.kind == REFLECTION), now, settings=settings),
+        by_priority((e for e in eligible if not e.protected and e.kind == REFLECTION), now, settings=settings,
+                    usage=usage),
         settings.reflection_token_budget,
         count,
     )

@@ -11,6 +11,13 @@ import uuid
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
+
+# One hypothesis profile for the whole suite: no per-example deadline (a loaded 2-core CI machine is not a
+# bug) and derandomized, so a property run explores the same examples every time: the suite stays
+# deterministic, and a failure reproduces from the printed example.
+hypothesis_settings.register_profile("credence", deadline=None, derandomize=True, print_blob=True)
+hypothesis_settings.load_profile("credence")
 
 from credence.config import Settings, load_settings
 from credence.streams.ops.broker import EmbeddedBroker, free_port

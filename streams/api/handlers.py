@@ -6,11 +6,12 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from credence.errors import ApiError, RecordError
-from credence.streams.api import models, reads
+from credence.streams.api import memory_ops, models, reads
 from credence.streams.api.cards import Card, card_key, check_card_entries
 from credence.streams.api.openapi import document
 from credence.streams.api.tenants import Tenant
@@ -18,6 +19,7 @@ from credence.streams.runtime.records import decode_feedback, decode_turn, iso
 from credence.tables.scope import Scope
 from credence.tables.tokens import default_token_counter
 
+PROMPT_CACHE = 1024  # rendered prompts kept per worker (least recently used dropped first)
 POLL_S = 0.05  # how often a bounded wait re-reads this worker's own store (memory, no Kafka)
 
 
@@ -40,6 +42,7 @@ class Handlers:
         self.store = credence.store
         self.count_tokens = default_token_counter()
         self._recall = None
+        self._prompts: OrderedDict[tuple, object] = OrderedDict()
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -88,14 +91,41 @@ class Handlers:
         return 202, models.TurnsResponse(accepted=len(accepted), rejected=rejected)
 
     async def get_prompt(self, call: Call):
+        stamp = self._stamp(call)
+        cached = self._prompts.get(stamp) if stamp else None
+        if cached is not None:
+            self._prompts.move_to_end(stamp)
+            return 200, cached
         scope, state, entries, card = self._scope_data(call)
         now = reads.read_instant(call.query, state.clock if state else None)
-        return 200, reads.prompt(scope, entries, card, now, self._memory(call), self.count_tokens)
+        entries, now = await self._as_of(call, scope, entries, now)
+        # Rendering a large scope takes milliseconds of CPU: off the event loop, so the worker's Kafka
+        # heartbeats and other requests are not held up behind it.
+        result = await asyncio.to_thread(reads.prompt, scope, entries, card, now, self._memory(call),
+                                         self.count_tokens)
+        if stamp:
+            self._prompts[stamp] = result
+            while len(self._prompts) > PROMPT_CACHE:
+                self._prompts.popitem(last=False)
+        return 200, result
+
+    def _stamp(self, call: Call) -> tuple | None:
+        """What a scope's prompt depends on: entries version, clock, card, the tenant's settings and `at`.
+        None when the store cannot say its version cheaply, or for an `as_of` read (then it renders)."""
+        control = getattr(self.store, "control", None)
+        if control is None or not hasattr(self.store, "version") or "as_of" in call.query:
+            return None
+        scope = call.scope
+        state = control(scope.key)
+        card = self.directory.card(scope.tenant, scope.character)
+        return (scope.key, self.store.version(scope.key), state.clock if state else None,
+                card.updated_at if card else None, call.tenant.settings, call.query.get("at"))
 
     async def get_entries(self, call: Call):
         scope, state, entries, card = self._scope_data(call)
         now = reads.read_instant(call.query, state.clock if state else None)
-        return 200, reads.entries(entries, card, now, self._memory(call), call.query)
+        entries, now = await self._as_of(call, scope, entries, now)
+        return 200, await asyncio.to_thread(reads.entries, entries, card, now, self._memory(call), call.query)
 
     async def get_entry(self, call: Call):
         scope, state, entries, card = self._scope_data(call)
@@ -106,6 +136,13 @@ class Handlers:
         history = [] if found.protected else self.store.history(scope.key, found.id)
         return 200, models.EntryDetail(entry=reads.entry_view(found, now, self._memory(call)),
                                        history=[models.HistoryEvent.model_validate(h) for h in history], clock=now)
+
+    async def _as_of(self, call: Call, scope, entries, now):
+        """Seed 002: ?as_of=T answers with what was valid at T (from the journal), read at T."""
+        if "as_of" not in call.query:
+            return entries, now
+        at = reads.read_instant({"at": call.query["as_of"]}, None)
+        return await memory_ops.entries_as_of(self, scope, at), at
 
     async def post_feedback(self, call: Call):
         body: models.FeedbackRequest = call.body
@@ -129,6 +166,8 @@ class Handlers:
         applied = await self._wait_applied(scope.key, feedback_id, meta.partition, meta.offset)
         after = self.store.get(scope.key)
         entry = after.entries.get(body.entry_id) if after else None
+        if entry is not None and entry.merged_into_id in after.entries:
+            entry = after.entries[entry.merged_into_id]  # feedback on a promoted reflection lands on its persona
         view = reads.entry_view(entry, after.clock, self._memory(call)) if entry is not None and applied else None
         return 202, models.FeedbackResponse(feedback_id=feedback_id, applied=applied, entry=view)
 
@@ -147,7 +186,16 @@ class Handlers:
         scope, state, entries, card = self._scope_data(call)
         now = state.clock if state and state.clock else datetime.now(timezone.utc)
         version = self.store.version(scope.key) if hasattr(self.store, "version") else None
-        return 200, await recall(self, scope, version, [*card, *entries], now, call.body, self._memory(call))
+        entries = memory_ops.recallable(entries)
+        response = await recall(self, scope, version, [*card, *entries], now, call.body, self._memory(call))
+        await memory_ops.record_recall(self, scope, response, entries, now)  # seed 002: hits reinforce
+        return 200, response
+
+    async def post_restore(self, call: Call):
+        return await memory_ops.restore(self, call)
+
+    async def post_nominate(self, call: Call):
+        return await memory_ops.nominate(self, call)
 
     async def put_card(self, call: Call):
         body: models.CardRequest = call.body

@@ -81,6 +81,17 @@ class RecallResponse(BaseModel):
     hits: list[RecallHit]
 
 
+class MemoryActionRequest(BaseModel):
+    model_config = STRICT
+    by: str = Field(min_length=1, max_length=200, description="who asks: restores and nominations are human actions")
+
+
+class MemoryActionResponse(BaseModel):
+    entry_id: str
+    requested: Literal["restore", "nominate"]
+    candidate_id: str | None = Field(default=None, description="nominate: the candidate record emitted")
+
+
 class FeedbackRequest(BaseModel):
     model_config = STRICT
     entry_id: str = Field(min_length=1, max_length=200)

@@ -36,12 +36,14 @@ class Route:
 
 
 AT = Query("at", "string", "ISO-8601 instant to read scores at (default: the scope's clock)")
+AS_OF = Query("as_of", "string", "ISO-8601 instant: answer with the entry versions valid then (bi-temporal, "
+              "from the journal), read at that instant")
 
 ROUTES: tuple[Route, ...] = (
     Route("POST", T + "/turns", "post_turns", "Send conversation turns (validated one by one, produced to "
           "the turns topic keyed by scope)", models.TurnsResponse, 202, models.TurnsRequest),
     Route("GET", SCOPE + "/prompt", "get_prompt", "The prompt memory block: card, persona and reflections "
-          "under the token budgets", models.PromptResponse, scope=True, query=(AT,)),
+          "under the token budgets", models.PromptResponse, scope=True, query=(AT, AS_OF)),
     Route("POST", SCOPE + "/recall", "post_recall", "Explicit memory recall: BM25 (+ cosine) fused by RRF over "
           "the scope's active entries", models.RecallResponse, body=models.RecallRequest, scope=True),
     Route("POST", SCOPE + "/feedback", "post_feedback", "Confirm or deny one entry (applied by the stream in "
@@ -49,9 +51,16 @@ ROUTES: tuple[Route, ...] = (
           query=(Query("wait", "boolean", "wait (bounded) until applied and return the entry"),)),
     Route("GET", SCOPE + "/entries", "get_entries", "The scope's entries with tier and score",
           models.EntriesResponse, scope=True,
-          query=(Query("tier", "string", "only this tier"), Query("kind", "string", "persona or reflection"), AT)),
+          query=(Query("tier", "string", "only this tier"), Query("kind", "string", "persona or reflection"), AT,
+                 AS_OF)),
     Route("GET", SCOPE + "/entries/{entry_id}", "get_entry", "One entry and the ordered signals that made its "
           "score", models.EntryDetail, scope=True, query=(AT,)),
+    Route("POST", SCOPE + "/entries/{entry_id}/restore", "post_restore", "Bring an entry the usage-decay sweep "
+          "soft-archived back into the active view (applied by the stream in order)", models.MemoryActionResponse,
+          202, models.MemoryActionRequest, scope=True),
+    Route("POST", SCOPE + "/entries/{entry_id}/nominate", "post_nominate", "Nominate one ripe entry as a fact "
+          "candidate (a human action; 409 while the bridge is retired)", models.MemoryActionResponse, 202,
+          models.MemoryActionRequest, scope=True),
     Route("PUT", T + "/characters/{character}/card", "put_card", "Replace the character card's protected "
           "entries (rendered for every user, outside budgets)", models.CardResponse, 200, models.CardRequest),
     Route("DELETE", T + "/users/{user}", "delete_user", "Forget a user everywhere (tables and changelogs)",

@@ -3,6 +3,7 @@ method through auth, path checks, body parsing, owner routing and the handler, i
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 from faust.web import View
@@ -29,6 +30,7 @@ class Api:
         self.router = OwnerRouter(credence.app, credence.tables["scopes"].name, credence.settings.topic_partitions,
                                   credence.settings.api.forward_timeout_seconds)
         self.handlers = Handlers(credence, self.directory)
+        self.handlers.bootstrap = bootstrap  # the bridge's nominate route reads the journal
 
     def authenticate(self, request, tenant: str | None = None):
         """The tenant of the request's key (401/404/429 as ApiError); what the browser and /metrics use."""
@@ -83,7 +85,18 @@ def register(credence, bootstrap: str) -> Api:
 
     @app.task
     async def follow_directory():
-        await follow(api.directory, bootstrap, credence.settings)
+        # A broken connection must not leave the worker with a frozen key list: read again from the
+        # start (applying a record twice is harmless, the latest per key wins).
+        delay = 1.0
+        while True:
+            try:
+                await follow(api.directory, bootstrap, credence.settings)
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001
+                log.exception("following the tenants and cards topics failed; again in %.0f s", delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 30.0)
 
     credence.switch = TenantSwitch(credence.switch, api.directory)
     credence.api = api

@@ -20,13 +20,15 @@ from credence.streams.llm.models import (
 @dataclass
 class LLMStats:
     """Counters the pipeline reports. calls = task invocations; retries = extra attempts after a
-    failure; failures = calls that ended in LLMError."""
+    failure; failures = calls that ended in LLMError; unknown_ids = output items dropped because they
+    named an id the call never offered (the rest of that answer was applied)."""
 
     calls: int = 0
     retries: int = 0
     failures: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    unknown_ids: int = 0
 
     def as_dict(self) -> dict[str, int]:
         return asdict(self)
@@ -56,20 +58,25 @@ class LLMBackend(abc.ABC):
         """Ids of at most `limit` observations worth sending to Stage 2, best first."""
 
     @abc.abstractmethod
-    async def check_feedback(self, reply_text: str, surfaced: Sequence[Observation]) -> list[FeedbackDecision]:
-        """One decision per surfaced reflection."""
+    async def check_feedback(self, reply_text: str, surfaced: Sequence[Observation],
+                             ai_text: str = "") -> list[FeedbackDecision]:
+        """One decision per surfaced reflection; ai_text is the AI turn that surfaced them."""
 
     @abc.abstractmethod
-    async def target_check(self, last_user_messages: Sequence[str], observations: Sequence[Observation]) -> list[str]:
-        """Ids of the observations a rebuttal targets (possibly none)."""
+    async def target_check(self, last_user_messages: Sequence[str], observations: Sequence[Observation],
+                           ai_text: str = "") -> list[str]:
+        """Ids of the observations a rebuttal targets (possibly none); ai_text is the AI's last turn."""
 
     @abc.abstractmethod
-    async def synthesize(self, facts: Sequence[Fact]) -> list[ReflectionDraft]: ...
+    async def synthesize(self, facts: Sequence[Fact], related: Sequence[Observation] = ()) -> list[ReflectionDraft]:
+        """New reflections from facts; none for a subject that only restates a related observation."""
 
     @abc.abstractmethod
     async def merge_decision(
         self, reflection: ReflectionDraft, persona_entries: Sequence[Observation]
-    ) -> MergeDecision: ...
+    ) -> MergeDecision:
+        """Reflection and entries carry evidence scores: a contradiction rejects only against stronger
+        evidence."""
 
     async def aclose(self) -> None:
         """Release connections; the default holds none."""

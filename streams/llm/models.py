@@ -42,6 +42,8 @@ class Observation(_Record):
     id: str
     text: str
     subject: str = ""
+    # evidence_score now, where a decision weighs it (merge-on-promote); None where it plays no part.
+    score: float | None = None
 
 
 class Classification(_Record):
@@ -59,6 +61,7 @@ class ReflectionDraft(_Record):
     text: str
     subject: str
     source_fact_ids: list[str]
+    score: float | None = None  # the reflection's evidence_score when it is up for promotion
 
 
 class MergeDecision(_Record):

@@ -1,29 +1,32 @@
 """Any OpenAI-compatible chat-completions server (production: vLLM) with structured output.
 
-Every request carries the task's constant system prefix (so the server's prefix cache hits), the
-variable input in the user message, the Output model's JSON schema, temperature 0 and the task's
-max_tokens. Transient failures — 429, 5xx, timeouts, connection errors, malformed JSON, output that
-fails the schema or names an id that was not in the input — are retried with exponential backoff and
-full jitter; anything else, or the last failed retry, raises LLMError."""
+Every request carries the task's constant system prefix (rules and worked examples; the server's prefix
+cache serves it), the variable input in the user message, and a strict JSON schema built for that call
+(ids an enum of the call's short aliases, lists bounded), the task's max_tokens, and temperature 0.
+Transient failures — 429, 5xx, timeouts, connection errors, malformed JSON, schema-invalid output —
+are retried with exponential backoff and full jitter; each retry samples warmer and, after unusable
+content, carries a repair hint, so no retry repeats the failed request byte for byte. Output naming an
+id the call never offered is dropped item by item and counted (stats.unknown_ids), never a failure.
+Anything else, or the last failed retry, raises LLMError."""
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from types import ModuleType
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 from tenacity.wait import wait_random_exponential
 
-from credence.config.memory import DEFAULT_MEMORY_SETTINGS as SEED_CAPS  # the seed's Stage-2 caps
 from credence.config.llm import LLMSettings
+from credence.config.memory import DEFAULT_MEMORY_SETTINGS as SEED_CAPS  # the seed's Stage-2 caps
 from credence.errors import LLMError
+from credence.streams.llm.aliases import Reader
 from credence.streams.llm.backend import LLMBackend, LLMStats
 from credence.streams.llm.models import (
     Classification,
@@ -36,12 +39,9 @@ from credence.streams.llm.models import (
 )
 from credence.streams.llm.openai_parsing import (
     TransientFailure,
-    parse_classifications,
-    parse_facts,
-    parse_feedback,
-    parse_ids,
-    parse_merge,
-    parse_reflections,
+    attempt_temperature,
+    message_content,
+    repair_hint,
 )
 from credence.streams.llm.prompts import (
     candidate_rerank,
@@ -52,21 +52,19 @@ from credence.streams.llm.prompts import (
     stage2_classification,
     surfaced_feedback,
 )
-from credence.streams.llm.prompts.base import schema_name
-from credence.streams.llm.token_budget import CountTokens, approx_tokens, fit_stage2
+from credence.streams.llm.prompts.base import Call, call_schema, schema_name
+from credence.streams.llm.token_budget import CountTokens, approx_tokens, fit_rerank, fit_stage2
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 
-@functools.cache
-def response_format(module: ModuleType) -> dict[str, Any]:
-    """The structured-output request for a task, as vLLM and OpenAI accept it."""
+def response_format(module: ModuleType, call: Call) -> dict[str, Any]:
+    """The structured-output request for one call, as vLLM and OpenAI accept it."""
     return {
         "type": "json_schema",
         "json_schema": {
             "name": schema_name(module.NAME, module.VERSION),
-            "schema": module.Output.model_json_schema(),
+            "schema": call_schema(module.Output, call.enums, call.max_items),
             "strict": True,
         },
     }
@@ -112,16 +110,19 @@ class OpenAIBackend(LLMBackend):
 
     # -- the call path -------------------------------------------------------------------------
 
-    def _body(self, module: ModuleType, payload: BaseModel) -> dict[str, Any]:
-        return {
+    def _body(self, module: ModuleType, call: Call, attempt: int, failure: TransientFailure | None) -> dict[str, Any]:
+        # A retry never repeats the failed request: warmer, seeded by its attempt number, and after
+        # unusable content with a repair hint (a deterministic server would return the same answer).
+        retry = {"seed": attempt} if attempt > 1 else {}
+        return retry | {
             "model": self._settings.model,
             "messages": [
                 {"role": "system", "content": module.SYSTEM},
-                {"role": "user", "content": module.render_user(payload)},
+                {"role": "user", "content": repair_hint(failure) + module.render_user(call.payload)},
             ],
-            "temperature": 0,
+            "temperature": attempt_temperature(attempt),
             "max_tokens": module.MAX_TOKENS,
-            "response_format": response_format(module),
+            "response_format": response_format(module, call),
         }
 
     def _wait(self, state: RetryCallState) -> float:
@@ -135,9 +136,8 @@ class OpenAIBackend(LLMBackend):
         exc = state.outcome.exception() if state.outcome else None
         log.info("LLM attempt %d failed (%s); retrying", state.attempt_number, exc)
 
-    async def _call(self, module: ModuleType, payload: BaseModel, parse: Callable[[Any], T]) -> T:
+    async def _call(self, module: ModuleType, call: Call) -> Any:
         self._stats.calls += 1
-        body = self._body(module, payload)
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self._settings.max_retries + 1),
             wait=self._wait,
@@ -145,10 +145,20 @@ class OpenAIBackend(LLMBackend):
             before_sleep=self._before_sleep,
             reraise=True,
         )
+        failure: TransientFailure | None = None
         try:
             async for attempt in retrying:
                 with attempt:
-                    return parse(await self._attempt(module, body))
+                    body = self._body(module, call, attempt.retry_state.attempt_number, failure)
+                    try:
+                        out = await self._attempt(module, body)
+                    except TransientFailure as exc:
+                        failure = exc
+                        raise
+                    reader = Reader(module.NAME)
+                    result = call.read(out, reader)
+                    self._stats.unknown_ids += len(reader.dropped)
+                    return result
         except TransientFailure as exc:
             self._stats.failures += 1
             raise LLMError(
@@ -194,70 +204,60 @@ class OpenAIBackend(LLMBackend):
             usage = data.get("usage") or {}
             self._stats.prompt_tokens += int(usage.get("prompt_tokens") or 0)
             self._stats.completion_tokens += int(usage.get("completion_tokens") or 0)
-            content = data["choices"][0]["message"]["content"]
+            content = message_content(data)
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             raise TransientFailure(f"malformed response envelope: {exc!r}") from exc
         try:
             return module.Output.model_validate_json(content or "")
         except ValidationError as exc:
             kind = "malformed JSON" if _not_json(content) else "schema-invalid output"
-            raise TransientFailure(f"{kind} for {module.NAME}: {str(exc)[:300]}") from exc
+            raise TransientFailure(f"{kind} for {module.NAME}: {str(exc)[:300]}", content=True) from exc
 
     # -- the tasks -----------------------------------------------------------------------------
 
     async def extract_facts(self, turns: Sequence[Turn]) -> list[Fact]:
         if not turns:
             return []
-        payload = stage1_extraction.Input(turns=list(turns))
-        return await self._call(stage1_extraction, payload, lambda out: parse_facts(out, turns))
+        return await self._call(stage1_extraction, stage1_extraction.build(turns))
 
     async def classify(self, facts: Sequence[Fact], observations: Sequence[Observation]) -> list[Classification]:
-        payload = fit_stage2(
-            facts, observations,
-            observation_cap=self._observation_cap,
-            prompt_cap=self._prompt_cap,
-            count_tokens=self._count_tokens,
-        )
-        if not payload.facts or not payload.observations:
+        fitted = fit_stage2(facts, observations, observation_cap=self._observation_cap,
+                            prompt_cap=self._prompt_cap, count_tokens=self._count_tokens)
+        if not facts or not fitted:
             return []
-        return await self._call(stage2_classification, payload, lambda out: parse_classifications(out, payload))
+        return await self._call(stage2_classification, stage2_classification.build(facts, fitted))
 
     async def rerank(self, facts: Sequence[Fact], observations: Sequence[Observation], limit: int) -> list[str]:
-        if not observations or limit < 1:
+        if not observations or not facts or limit < 1:
             return []
-        payload = candidate_rerank.Input(
-            facts=stage2_classification.fact_refs(facts),
-            observations=list(observations), limit=limit,
-        )
-        known = [o.id for o in observations]
-        return await self._call(candidate_rerank, payload, lambda out: parse_ids(out.observation_ids, known)[:limit])
+        fitted = fit_rerank(facts, observations, limit, observation_cap=self._observation_cap,
+                            prompt_cap=self._prompt_cap, count_tokens=self._count_tokens)
+        if not fitted:
+            return []
+        return await self._call(candidate_rerank, candidate_rerank.build(facts, fitted, limit))
 
-    async def check_feedback(self, reply_text: str, surfaced: Sequence[Observation]) -> list[FeedbackDecision]:
+    async def check_feedback(self, reply_text: str, surfaced: Sequence[Observation],
+                             ai_text: str = "") -> list[FeedbackDecision]:
         if not surfaced:
             return []
-        payload = surfaced_feedback.Input(reply_text=reply_text, surfaced=list(surfaced))
-        return await self._call(surfaced_feedback, payload, lambda out: parse_feedback(out, surfaced))
+        return await self._call(surfaced_feedback, surfaced_feedback.build(reply_text, surfaced, ai_text))
 
-    async def target_check(self, last_user_messages: Sequence[str], observations: Sequence[Observation]) -> list[str]:
+    async def target_check(self, last_user_messages: Sequence[str], observations: Sequence[Observation],
+                           ai_text: str = "") -> list[str]:
         if not observations:
             return []
-        payload = negative_keyword_target.Input(
-            last_user_messages=list(last_user_messages[-3:]), observations=list(observations)
-        )
-        known = [o.id for o in observations]
-        return await self._call(negative_keyword_target, payload, lambda out: parse_ids(out.target_ids, known))
+        call = negative_keyword_target.build(last_user_messages, observations, ai_text)
+        return await self._call(negative_keyword_target, call)
 
-    async def synthesize(self, facts: Sequence[Fact]) -> list[ReflectionDraft]:
+    async def synthesize(self, facts: Sequence[Fact], related: Sequence[Observation] = ()) -> list[ReflectionDraft]:
         if not facts:
             return []
-        payload = reflection_synthesis.Input(facts=list(facts))
-        return await self._call(reflection_synthesis, payload, lambda out: parse_reflections(out, facts))
+        return await self._call(reflection_synthesis, reflection_synthesis.build(facts, related))
 
     async def merge_decision(
         self, reflection: ReflectionDraft, persona_entries: Sequence[Observation]
     ) -> MergeDecision:
-        payload = merge_decision.Input(reflection=reflection, persona_entries=list(persona_entries))
-        return await self._call(merge_decision, payload, lambda out: parse_merge(out, persona_entries))
+        return await self._call(merge_decision, merge_decision.build(reflection, persona_entries))
 
 
 def _not_json(content: str | None) -> bool:

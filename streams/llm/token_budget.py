@@ -1,15 +1,17 @@
-"""The seed's Stage-2 budgets: each observation is capped, and so is the whole rendered prompt.
+"""The seed's Stage-2 budgets: each observation is capped, and so is the whole rendered prompt — of the
+Stage-2 call and of the rerank call that picks its candidates.
 
 Token counting is pluggable so the real tokenizer of the served model can replace the approximation
 without touching the fitting logic."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from credence.config.memory import DEFAULT_MEMORY_SETTINGS as SEED_CAPS  # the seed's Stage-2 caps
 from credence.errors import LLMError
 from credence.streams.llm.models import Fact, Observation
+from credence.streams.llm.prompts import candidate_rerank as rerank
 from credence.streams.llm.prompts import stage2_classification as stage2
 from credence.tables.tokens import TokenCounter as CountTokens
 from credence.tables.tokens import approximate_tokens as approx_tokens
@@ -29,34 +31,36 @@ def trim_to_tokens(text: str, cap: int, count_tokens: CountTokens = approx_token
     return text[:lo]
 
 
-def stage2_input(facts: Sequence[Fact], observations: Sequence[Observation]) -> stage2.Input:
-    return stage2.Input(
-        facts=stage2.fact_refs(facts),
-        observations=list(observations),
-    )
-
-
-def stage2_prompt_tokens(payload: stage2.Input, count_tokens: CountTokens = approx_tokens) -> int:
+def stage2_prompt_tokens(facts: Sequence[Fact], observations: Sequence[Observation],
+                         count_tokens: CountTokens = approx_tokens) -> int:
+    """Tokens of the Stage-2 request exactly as sent (system prefix + aliased input)."""
+    payload = stage2.build(facts, observations).payload
     return count_tokens(stage2.SYSTEM) + count_tokens(stage2.render_user(payload))
 
 
-def fit_stage2(
+def rerank_prompt_tokens(facts: Sequence[Fact], observations: Sequence[Observation], limit: int,
+                         count_tokens: CountTokens = approx_tokens) -> int:
+    payload = rerank.build(facts, observations, limit).payload
+    return count_tokens(rerank.SYSTEM) + count_tokens(rerank.render_user(payload))
+
+
+def fit_observations(
     facts: Sequence[Fact],
     observations: Sequence[Observation],
+    prompt_tokens: Callable[[Sequence[Observation]], int],
     *,
-    observation_cap: int = SEED_CAPS.stage2_observation_max_tokens,
-    prompt_cap: int = SEED_CAPS.stage2_max_prompt_tokens,
+    observation_cap: int,
+    prompt_cap: int,
     count_tokens: CountTokens = approx_tokens,
-) -> stage2.Input:
-    """The Stage-2 input that fits both caps. Observations arrive best-ranked first; each text is trimmed
-    to observation_cap, then the lowest-ranked are dropped until the rendered prompt fits prompt_cap.
+) -> list[Observation]:
+    """The candidates that fit both caps. Observations arrive best-ranked first; each text is trimmed to
+    observation_cap, then the lowest-ranked are dropped until the rendered prompt fits prompt_cap.
     Raises LLMError when the facts alone do not fit, since only the caller can split the batch."""
     trimmed = [
         obs.model_copy(update={"text": trim_to_tokens(obs.text, observation_cap, count_tokens)})
         for obs in observations
     ]
-    bare = stage2_input(facts, [])
-    if stage2_prompt_tokens(bare, count_tokens) > prompt_cap:
+    if prompt_tokens([]) > prompt_cap:
         raise LLMError(
             f"Stage-2 batch of {len(facts)} facts alone exceeds the {prompt_cap}-token prompt cap; "
             "send fewer facts per batch (CREDENCE_MEMORY__STAGE2_MAX_FACTS_PER_BATCH) or raise "
@@ -66,8 +70,39 @@ def fit_stage2(
     lo, hi = 0, len(trimmed)
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if stage2_prompt_tokens(stage2_input(facts, trimmed[:mid]), count_tokens) <= prompt_cap:
+        if prompt_tokens(trimmed[:mid]) <= prompt_cap:
             lo = mid
         else:
             hi = mid - 1
-    return stage2_input(facts, trimmed[:lo])
+    return trimmed[:lo]
+
+
+def fit_stage2(
+    facts: Sequence[Fact],
+    observations: Sequence[Observation],
+    *,
+    observation_cap: int = SEED_CAPS.stage2_observation_max_tokens,
+    prompt_cap: int = SEED_CAPS.stage2_max_prompt_tokens,
+    count_tokens: CountTokens = approx_tokens,
+) -> list[Observation]:
+    """The Stage-2 candidates within the seed's caps."""
+    return fit_observations(
+        facts, observations, lambda obs: stage2_prompt_tokens(facts, obs, count_tokens),
+        observation_cap=observation_cap, prompt_cap=prompt_cap, count_tokens=count_tokens,
+    )
+
+
+def fit_rerank(
+    facts: Sequence[Fact],
+    observations: Sequence[Observation],
+    limit: int,
+    *,
+    observation_cap: int = SEED_CAPS.stage2_observation_max_tokens,
+    prompt_cap: int = SEED_CAPS.stage2_max_prompt_tokens,
+    count_tokens: CountTokens = approx_tokens,
+) -> list[Observation]:
+    """The rerank candidates within the same caps: the internal selector is a Stage-2 prompt too."""
+    return fit_observations(
+        facts, observations, lambda obs: rerank_prompt_tokens(facts, obs, limit, count_tokens),
+        observation_cap=observation_cap, prompt_cap=prompt_cap, count_tokens=count_tokens,
+    )

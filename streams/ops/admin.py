@@ -10,7 +10,7 @@ import asyncio
 import logging
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-from aiokafka.errors import TopicAlreadyExistsError
+from aiokafka.errors import KafkaConnectionError, NodeNotReadyError, RequestTimedOutError, TopicAlreadyExistsError
 
 from credence.config import Settings
 from credence.errors import BrokerError
@@ -72,7 +72,14 @@ async def _partition_counts(admin: AIOKafkaAdminClient, names: list[str], deadli
     its metadata has propagated, so ask again until every topic shows partitions or the deadline passes."""
     end = asyncio.get_running_loop().time() + deadline_s
     while True:
-        described = await admin.describe_topics(names)
+        try:
+            described = await admin.describe_topics(names)
+        except (KafkaConnectionError, NodeNotReadyError, RequestTimedOutError):
+            # a broker of a replicated cluster just went away and metadata still names it: ask another
+            if asyncio.get_running_loop().time() > end:
+                raise
+            await asyncio.sleep(0.5)  # retry interval while the cluster's metadata catches up
+            continue
         counts = {t["topic"]: len(t.get("partitions") or []) for t in described}
         # A partition without a leader yet makes the first produce fail with NotLeaderForPartition.
         led = all(p.get("leader", -1) >= 0 for t in described for p in t.get("partitions") or [])

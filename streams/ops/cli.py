@@ -15,6 +15,7 @@ from aiokafka.errors import KafkaError
 
 from credence import __version__
 from credence.errors import CredenceError
+from credence.streams.ops.operator_cli import add_operator_parsers
 
 log = logging.getLogger("credence")
 
@@ -33,13 +34,13 @@ def cmd_broker(args) -> int:
     data_dir = Path(args.data_dir) if args.data_dir else embedded_broker_dir(settings)
     broker = EmbeddedBroker(data_dir, settings.kafka_version, settings.broker_cache_dir,
                             port=args.port or settings.broker_port)
+    stop = {"now": False}
+    signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))  # before anyone learns we are up
     started = time.monotonic()
     broker.start()
     print(f"Kafka {settings.kafka_version} ready at {broker.bootstrap} in {time.monotonic() - started:.1f}s "
           f"(data {broker.data_dir}); Ctrl-C stops it", flush=True)
     print(f"export CREDENCE_KAFKA_BOOTSTRAP={broker.bootstrap}", flush=True)
-    stop = {"now": False}
-    signal.signal(signal.SIGTERM, lambda *_: stop.update(now=True))
     try:
         while not stop["now"] and broker.proc.poll() is None:
             time.sleep(0.5)
@@ -75,10 +76,11 @@ def cmd_demo(args) -> int:
     from credence.streams.ops.demo import default_input, run_demo
 
     path = Path(args.input) if args.input else default_input()
-    return run_demo(_settings(args), path, timeout_s=args.timeout)
+    return run_demo(_settings(args), path, timeout_s=args.timeout, serve=args.serve, port=args.port)
 
 
 def cmd_sink(args) -> int:
+    from credence.outage import exit_after, quiet_kafka_logs
     from credence.sinks.consumer import drain, run_sinks
     from credence.sinks.schema import ARCHIVE, EVIDENCE
     from credence.streams.ops.worker import bootstrap_for
@@ -92,12 +94,17 @@ def cmd_sink(args) -> int:
                                       kafka=settings.kafka))
             print(f"{topic} -> {settings.archive.root}/{table}: {stats}")
         return 0
+    quiet_kafka_logs(settings.kafka.outage_warning_interval_s)
     stop = asyncio.Event()
+
+    def stopping() -> None:
+        stop.set()
+        exit_after(settings.worker_stop_grace_s, "the sink")
 
     async def main():
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, stopping)
         return await run_sinks(bootstrap, archive, evidence, settings.archive, stop, dead_letter_topic=dlq,
                                kafka=settings.kafka)
 
@@ -255,6 +262,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "per-scope summary. Runs offline.")
     p.add_argument("--input", help="JSON-lines file of turns (default: the shipped sample)")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for processing")
+    p.add_argument("--serve", action="store_true", help="keep broker and worker running after the summary, "
+                   "create the sample's tenants and print a key and a curl line for the HTTP API")
+    p.add_argument("--port", type=int, default=0, help="with --serve: the API's port (default CREDENCE_WEB_PORT)")
     p.set_defaults(func=cmd_demo)
 
     p = sub.add_parser("sink", help="write credence.archive and credence.evidence to Parquet shards",
@@ -288,6 +298,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--root", help="archive root (default: CREDENCE_ARCHIVE__ROOT)")
     p.set_defaults(func=cmd_forget)
     _tenants_parser(sub)
+    add_operator_parsers(sub)
     return parser
 
 

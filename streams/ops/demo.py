@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import signal
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
 
 from credence.config import Settings
+from credence.streams.api.tenants import TenantSettings
 from credence.streams.ops.broker import EmbeddedBroker, free_port
 from credence.streams.ops.process import WorkerProcess, wait_until
 from credence.streams.ops.replay import replay, scopes_in, send_control
@@ -37,7 +40,10 @@ def _summary(worker: WorkerProcess) -> list[str]:
     return lines
 
 
-def run_demo(settings: Settings, input_path: Path, timeout_s: float = 600.0, out=print) -> int:
+def run_demo(settings: Settings, input_path: Path, timeout_s: float = 600.0, out=print, serve: bool = False,
+             port: int = 0) -> int:
+    """With `serve`, broker and worker keep running after the summary (on `port`, default the settings'
+    web port) with the sample's tenants created, until Ctrl-C or SIGTERM."""
     started = time.monotonic()
     run_id = uuid.uuid4().hex[:8]
     with tempfile.TemporaryDirectory(prefix="credence-demo-") as tmp:
@@ -53,7 +59,7 @@ def run_demo(settings: Settings, input_path: Path, timeout_s: float = 600.0, out
             prefix = settings.topic_prefix
         run = settings.model_copy(update={
             "topic_prefix": prefix, "app_id": f"credence-demo-{run_id}",
-            "data_dir": tmp_path / "data", "web_port": free_port(),
+            "data_dir": tmp_path / "data", "web_port": (port or settings.web_port) if serve else free_port(),
             # Historical replay: event time comes from the turns; ticks only re-issue lost requests.
             "pipeline": settings.pipeline.model_copy(update={"ticks_advance_clock": False,
                                                              "tick_interval_seconds": 5.0}),
@@ -81,6 +87,10 @@ def run_demo(settings: Settings, input_path: Path, timeout_s: float = 600.0, out
             out(f"LLM calls: {llm['stats']['calls']} (retries {llm['stats']['retries']}, failures "
                 f"{llm['stats']['failures']}, prompt tokens {llm['stats']['prompt_tokens']}); "
                 f"journal events: {stats['journal_events']}")
+            out(f"duplicates dropped: {stats['turns_duplicate']}")
+            out(f"processed {sent} turns ({stats['turns_rejected']} rejected) in {time.monotonic() - started:.1f} s")
+            if serve:
+                _serve(bootstrap, run, worker, input_path, out)
         except BaseException:
             log_tail = (tmp_path / "worker.log").read_text(errors="replace")[-3000:] \
                 if (tmp_path / "worker.log").exists() else ""
@@ -91,10 +101,50 @@ def run_demo(settings: Settings, input_path: Path, timeout_s: float = 600.0, out
             worker.stop()
             if broker is not None:
                 broker.stop()
-    elapsed = time.monotonic() - started
-    out(f"duplicates dropped: {stats['turns_duplicate']}")
-    out(f"processed {sent} turns ({stats['turns_rejected']} rejected) in {elapsed:.1f} s")
     return 0
+
+
+def _serve(bootstrap: str, run: Settings, worker: WorkerProcess, input_path: Path, out) -> None:
+    """Create a tenant (with a key) for every tenant of the input, print one tenant's key and a curl line
+    for its prompt route, then keep serving until Ctrl-C or SIGTERM."""
+    from credence.client import Client
+    from credence.errors import ApiError
+    from credence.streams.api.tenant_admin import add, current
+
+    scopes = scopes_in(input_path)
+    tenants = sorted({s.split("/")[0] for s in scopes})
+    known = asyncio.run(current(bootstrap, run)).tenants
+    keys = {t: asyncio.run(add(bootstrap, run, t, TenantSettings())) for t in tenants if t not in known}
+    served = [s.split("/") for s in sorted(scopes) if s.split("/")[0] in keys]
+
+    def prompt(tenant: str, user: str, character: str) -> str:
+        with Client(worker.url, keys[tenant], tenant) as api:
+            return api.prompt(user, character).text
+
+    def prompts():
+        try:
+            return {tuple(s): prompt(*s) for s in served}
+        except ApiError:
+            return None  # the worker has not read the new tenants yet
+
+    texts = wait_until(prompts, 30, "the worker to read the new tenants")
+    # The curl line shows a scope whose prompt has something in it, when one has.
+    tenant, user, character = next((s for s in served if texts[tuple(s)]), served[0])
+    key = keys[tenant]
+    out(f"\nserving the HTTP API on {worker.url} (Kafka {bootstrap}, topic prefix {run.topic_prefix}); "
+        f"Ctrl-C stops broker and worker")
+    for name in sorted(keys):
+        out(f"tenant {name} key: {keys[name]}")
+    out(f"export CREDENCE_URL={worker.url} CREDENCE_KEY={key}")
+    out(f'curl -s -H "Authorization: Bearer $CREDENCE_KEY" '
+        f"$CREDENCE_URL/v1/tenants/{tenant}/users/{user}/characters/{character}/prompt")
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        while not stop.wait(0.5) and worker.proc.poll() is None:
+            pass
+    except KeyboardInterrupt:
+        pass
 
 
 def _analytics(bootstrap: str, run: Settings, root: Path) -> list[str]:

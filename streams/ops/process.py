@@ -86,6 +86,13 @@ class WorkerProcess:
         response.raise_for_status()
         return response.json()
 
+    def get_text(self, path: str, missing_ok: bool = False) -> str:
+        response = httpx.get(self.url + path, timeout=5.0)
+        if missing_ok and response.status_code == 404:
+            return ""
+        response.raise_for_status()
+        return response.text
+
     def kill(self) -> None:
         """SIGKILL: no shutdown hooks, no final commit — the crash the recovery tests need."""
         if self.proc is not None and self.proc.poll() is None:

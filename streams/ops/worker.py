@@ -8,6 +8,8 @@ from pathlib import Path
 
 from credence.config import Settings
 from credence.errors import BrokerError
+from credence.kafka import diagnose
+from credence.outage import BrokerWatch, exit_after, quiet_kafka_logs
 from credence.streams.ops.admin import ensure_topics
 from credence.streams.ops.broker import BrokerState
 
@@ -32,8 +34,6 @@ def bootstrap_for(settings: Settings) -> str:
 
 
 def run_worker(settings: Settings, loglevel: str = "INFO") -> None:
-    import faust
-
     from credence.streams.runtime.app import create_app
 
     bootstrap = bootstrap_for(settings)
@@ -42,6 +42,50 @@ def run_worker(settings: Settings, loglevel: str = "INFO") -> None:
     asyncio.run(ensure_topics(bootstrap, settings, changelogs=True))
     (settings.data_dir / "worker").mkdir(parents=True, exist_ok=True)
     credence = create_app(settings, bootstrap)
+    watch_broker(credence, bootstrap)
+    quiet_kafka_logs(settings.kafka.outage_warning_interval_s)
     log.info("credence worker %s on %s (store %s, data %s)", settings.app_id, bootstrap,
              settings.table_store, settings.data_dir)
-    faust.Worker(credence.app, loglevel=loglevel, quiet=True).execute_from_commandline()
+    worker_class()(credence.app, settings.worker_stop_grace_s, loglevel=loglevel, quiet=True).execute_from_commandline()
+
+
+def watch_broker(credence, bootstrap: str) -> BrokerWatch:
+    """Probe the cluster from the worker; /status and /metrics carry since when it is unreachable."""
+    kafka = credence.settings.kafka
+
+    def on_change(since: float | None) -> None:
+        credence.stats.broker_unreachable_since = since or 0.0
+
+    watch = BrokerWatch(lambda: diagnose(bootstrap, kafka), backoff_cap_s=kafka.outage_backoff_max_s,
+                        warn_every_s=kafka.outage_warning_interval_s, on_change=on_change)
+    credence.app.task(_run_watch(watch))
+    return watch
+
+
+def _run_watch(watch: BrokerWatch):
+    async def run(app) -> None:
+        await watch.run()
+
+    return run
+
+
+def worker_class():
+    import faust
+
+    class Worker(faust.Worker):
+        """Faust's worker, bounded in how long a stop may take (its consumer can wait ~30-90 s on a
+        broker that is gone)."""
+
+        def __init__(self, app, stop_grace_s: float, **kwargs):
+            super().__init__(app, **kwargs)
+            self._stop_grace_s = stop_grace_s
+            self._watchdog = False
+
+        def _schedule_shutdown(self, signal) -> None:
+            if not self._watchdog:
+                self._watchdog = True
+                exit_after(self._stop_grace_s, "the worker")
+            super()._schedule_shutdown(signal)
+
+    return Worker
+

@@ -1,6 +1,6 @@
 """The scope agent: the one owner of every scope on its partitions.
 
-It reads turns, feedback, facts and control records (all keyed by scope, co-partitioned), loads the
+It reads turns, feedback, usage, facts and control records (all keyed by scope, co-partitioned), loads the
 scope's state, runs one pure step, saves the state, sends the step's records and hands its LLM requests
 to the runner. Delivery is at-least-once, and a step's records (journal, archive hand-off) are
 acknowledged by the broker before the scope's new state is written: a crash in between re-runs the step
@@ -20,7 +20,7 @@ from aiokafka.partitioner import DefaultPartitioner
 
 from credence.errors import RecordError
 from credence.deadletter import dead_letter
-from credence.streams.runtime.records import Turn, decode_control, decode_feedback, decode_turn
+from credence.streams.runtime.records import Turn, decode_control, decode_feedback, decode_turn, decode_usage
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.state import ScopeState
 from credence.streams.scope.step import event_now, step
@@ -45,7 +45,7 @@ def register(credence) -> None:
                                             credence.settings)
     seen, scopes = tables["seen"], tables["scopes"]
     boot = uuid.uuid4().hex[:12]
-    by_name = {settings.topic(n): n for n in ("turns", "feedback", "facts", "control")}
+    by_name = {settings.topic(n): n for n in ("turns", "feedback", "facts", "control", "usage")}
 
     async def send(topic: str, scope: str, record: dict) -> None:
         fut = await getattr(topics, topic).send(key=scope.encode(), value=_encode(record))
@@ -76,10 +76,13 @@ def register(credence) -> None:
         if name == "feedback":
             fb = decode_feedback(raw)
             return f"{fb['tenant']}/{fb['user']}/{fb['character']}", "feedback", fb, parse_instant(fb["ts"])
+        if name == "usage":
+            hit = decode_usage(raw)
+            return f"{hit['tenant']}/{hit['user']}/{hit['character']}", "usage", hit, parse_instant(hit["ts"])
         ctl = decode_control(raw)
         if ctl["type"] == "forget":
             return f"{ctl['tenant']}/{ctl['user']}/", "forget", ctl, None
-        at = parse_instant(ctl.get("now")) if ctl["type"] == "tick" else None
+        at = parse_instant(ctl.get("now") if ctl["type"] == "tick" else ctl.get("ts"))
         return f"{ctl['tenant']}/{ctl['user']}/{ctl['character']}", ctl["type"], ctl, at
 
     def first_time(name: str, scope: str, record: dict, position: str) -> bool:
@@ -122,7 +125,7 @@ def register(credence) -> None:
     def context(state: ScopeState, now: datetime) -> StepContext:
         tenant = state.scope.split("/")[0]
         return StepContext(now=now, powerful=credence.switch.enabled(tenant), boot=boot,
-                           memory=settings.memory, pipeline=settings.pipeline)
+                           memory=settings.memory, pipeline=settings.pipeline, usage=settings.usage)
 
     @app.agent(app.topic(*by_name, key_type=bytes, value_type=bytes, key_serializer="raw",
                          value_serializer="raw"), name="scopes")

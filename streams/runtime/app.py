@@ -27,6 +27,7 @@ class Stats:
     journal_events: int = 0
     archived: int = 0
     forgotten_scopes: int = 0
+    broker_unreachable_since: float = 0.0  # unix time the brokers were first found unreachable; 0 = reachable
 
 
 @dataclass

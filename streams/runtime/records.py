@@ -142,7 +142,8 @@ def decode_turn(raw: bytes | None) -> Turn:
 
 
 DECISIONS = ("confirm", "deny", "ignore")
-CONTROL_TYPES = ("result", "failed", "tick", "flush", "forget")
+CONTROL_TYPES = ("result", "failed", "tick", "flush", "forget", "restore")
+MAX_USAGE_IDS = 100  # entries one recall can return
 
 
 def decode_feedback(raw: bytes | None) -> dict:
@@ -174,4 +175,49 @@ def decode_control(raw: bytes | None) -> dict:
         raise RecordError("'request_id' must be a string")
     if obj["type"] == "tick" and obj.get("now") is not None:
         obj["now"] = iso(parse_utc(obj["now"], "now"))
+    if obj["type"] == "restore":
+        _entry_ref(obj, "entry_id")
+        if obj.get("ts") is not None:
+            obj["ts"] = iso(parse_utc(obj["ts"], "ts"))
     return obj
+
+
+def _entry_ref(obj: dict, name: str) -> str:
+    value = obj.get(name)
+    if not isinstance(value, str) or not value or len(value) > MAX_PART:
+        raise RecordError(f"'{name}' must be a non-empty string of at most {MAX_PART} characters")
+    return _encodable(value, name)
+
+
+def decode_usage(raw: bytes | None) -> dict:
+    """credence.usage v1 (seed 002): recall hits actually returned to a caller,
+    {tenant, user, character, entry_ids: [..], source, ts}; the scope's owner reinforces each entry once
+    per (source, UTC day)."""
+    if raw is None:
+        raise RecordError("empty record (null value)")
+    obj = _object(raw)
+    ids = obj.get("entry_ids")
+    if not isinstance(ids, list) or not ids or len(ids) > MAX_USAGE_IDS:
+        raise RecordError(f"'entry_ids' must be a list of 1..{MAX_USAGE_IDS} entry ids")
+    for i in range(len(ids)):
+        _entry_ref({"entry_ids": ids[i]}, "entry_ids")
+    source = obj.get("source")
+    if not isinstance(source, str) or not source.strip() or len(source) > MAX_PART:
+        raise RecordError(f"'source' must be a non-empty string of at most {MAX_PART} characters (e.g. 'recall')")
+    _encodable(source, "source")
+    return {"tenant": _part(obj, "tenant"), "user": _part(obj, "user"), "character": _part(obj, "character"),
+            "entry_ids": list(dict.fromkeys(ids)), "source": source, "ts": iso(parse_utc(obj.get("ts"), "ts"))}
+
+
+def usage_record(scope: str, entry_ids: list[str], source: str, at: datetime) -> dict:
+    """A credence.usage v1 record for the hits one recall returned to its caller (source "recall")."""
+    tenant, user, character = scope.split("/")
+    return {"v": 1, "tenant": tenant, "user": user, "character": character, "entry_ids": list(entry_ids),
+            "source": source, "ts": iso(at)}
+
+
+def restore_record(scope: str, entry_id: str, by: str, at: datetime) -> dict:
+    """A credence.control v1 restore request for a soft-archived entry."""
+    tenant, user, character = scope.split("/")
+    return {"v": 1, "type": "restore", "tenant": tenant, "user": user, "character": character,
+            "entry_id": entry_id, "by": by, "ts": iso(at)}

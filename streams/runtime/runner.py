@@ -12,9 +12,9 @@ import logging
 from collections.abc import Awaitable, Callable
 
 from credence.errors import CredenceError
-from credence.streams.runtime.embeddings import rank_by_similarity
 from credence.streams.llm.backend import LLMBackend
-from credence.streams.llm.models import Fact, Observation, ReflectionDraft, Turn
+from credence.streams.llm.tasks import STAGE1, TASKS
+from credence.streams.runtime.embeddings import rank_by_similarity
 from credence.streams.scope.state import Request
 
 log = logging.getLogger(__name__)
@@ -23,36 +23,15 @@ Send = Callable[[str, str, dict], Awaitable[None]]  # (logical topic, scope, rec
 
 
 async def execute(backend: LLMBackend, task: str, p: dict, encode=None) -> dict:
-    """One request's LLM work, typed in and out through the backend interface. `encode` (optional)
+    """One request's LLM work through the task registry, typed in and out. `encode` (optional)
     re-orders Stage-2 candidates by embedding similarity before the token caps cut the list."""
-    if task == "stage1":
-        facts = await backend.extract_facts([Turn(**t) for t in p["turns"]])
-        return {"facts": [f.model_dump() for f in facts]}
-    if task == "stage2":
-        facts = [Fact(**f) for f in p["facts"]]
-        obs = [Observation(**o) for o in p["observations"]]
-        if encode is not None:
-            obs = await asyncio.to_thread(rank_by_similarity, encode, facts, obs)
-        if p.get("rerank_limit"):
-            keep = await backend.rerank(facts, obs, p["rerank_limit"])
-            by_id = {o.id: o for o in obs}
-            obs = [by_id[i] for i in keep if i in by_id]
-        out = await backend.classify(facts, obs) if obs else []
-        return {"classifications": [c.model_dump() for c in out]}
-    if task == "synthesis":
-        drafts = await backend.synthesize([Fact(**f) for f in p["facts"]])
-        return {"drafts": [d.model_dump() for d in drafts]}
-    if task == "feedback":
-        out = await backend.check_feedback(p["reply_text"], [Observation(**o) for o in p["surfaced"]])
-        return {"decisions": [d.model_dump() for d in out]}
-    if task == "target":
-        ids = await backend.target_check(p["messages"], [Observation(**o) for o in p["observations"]])
-        return {"ids": list(ids)}
-    if task == "promotion":
-        decision = await backend.merge_decision(ReflectionDraft(**p["reflection"]),
-                                                [Observation(**o) for o in p["personas"]])
-        return {"decision": decision.model_dump()}
-    raise CredenceError(f"unknown LLM task {task!r}")
+    spec = TASKS.get(task)
+    if spec is None:
+        raise CredenceError(f"unknown LLM task {task!r}; known: {sorted(TASKS)}")
+    async def rank(facts, obs):
+        return await asyncio.to_thread(rank_by_similarity, encode, list(facts), list(obs))
+
+    return await spec.execute(backend, p, rank if encode is not None else None)
 
 
 class Runner:
@@ -82,7 +61,7 @@ class Runner:
             except Exception as exc:  # noqa: BLE001 - any failure is reported to the scope, never lost
                 log.warning("LLM %s for %s failed: %s", task, scope, exc)
                 record = head | {"type": "failed", "error": str(exc)[:500]}
-        topic = "facts" if task == "stage1" and record["type"] == "result" else "control"
+        topic = "facts" if task == STAGE1 and record["type"] == "result" else "control"
         try:
             await self.send(topic, scope, record)
         except Exception:  # noqa: BLE001

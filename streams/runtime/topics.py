@@ -22,6 +22,9 @@ TOPICS: dict[str, bool] = {
     # settings, keyed by tenant; character cards, keyed by tenant/character.
     "tenants": True,
     "cards": True,
+    # seed 002: recall hits (input of the scope agent) and the bridge's fact candidates (output only)
+    "usage": False,
+    "fact-candidates": False,
 }
 
 CHANGELOG_CONFIGS = {
@@ -44,6 +47,8 @@ class Topics:
     dlq: faust.TopicT
     tenants: faust.TopicT
     cards: faust.TopicT
+    usage: faust.TopicT
+    fact_candidates: faust.TopicT
 
 
 def declare_topics(app: faust.App, settings: Settings) -> Topics:
@@ -57,4 +62,4 @@ def declare_topics(app: faust.App, settings: Settings) -> Topics:
             compacting=TOPICS[name] or None,
         )
 
-    return Topics(**{name: topic(name) for name in TOPICS})
+    return Topics(**{name.replace("-", "_"): topic(name) for name in TOPICS})

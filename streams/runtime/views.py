@@ -22,6 +22,14 @@ def is_ready(app) -> bool:
     return bool(recovered and not app.rebalancing)
 
 
+def broker_text(unreachable_since: float) -> str:
+    if not unreachable_since:
+        return "reachable"
+    from credence.outage import iso
+
+    return f"broker unreachable since {iso(unreachable_since)}"
+
+
 def entry_view(entry, now, memory) -> dict:
     score = entry.score(now, settings=memory)
     return {"id": entry.id, "kind": entry.kind, "text": entry.text, "status": entry.status,
@@ -67,6 +75,7 @@ def register(credence) -> None:
                     "inflight": credence.runner.inflight},
             "tokenizer": default_tokenizer_name(),
             "reflections": reflection_counts(store.states()),
+            "broker": broker_text(credence.stats.broker_unreachable_since),
         })
 
     @app.page("/scopes")

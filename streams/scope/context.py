@@ -8,11 +8,20 @@ from datetime import datetime
 
 from credence.config.memory import MemorySettings
 from credence.deadletter import dead_letter
+from credence.errors import CredenceError
 from credence.config.pipeline import PipelineSettings
+from credence.config.usage import DEFAULT_USAGE_SETTINGS, UsageSettings
 from credence.streams.scope.state import Request, ScopeState
 from credence.tables.clock import format_instant
 from credence.tables.entries import Entry
 from credence.tables.evidence import derived_tier
+from credence.tables.validity import means_differently, supersede
+
+
+# Every journal event a step can emit; docs/records.md lists each one (tests/unit/scope/test_records_doc.py).
+JOURNAL_EVENTS = ("created", "signal", "transition", "merged", "promote_attempt", "promotion_rejected",
+                  "promotion_unblocked", "promotion_dropped", "archived", "mention", "sweep", "suppression_lifted",
+                  "invalidated", "usage", "restored")
 
 
 @dataclass
@@ -31,6 +40,7 @@ class StepContext:
     emits: list[Emit] = field(default_factory=list)
     requests: list[Request] = field(default_factory=list)  # to run after the state is saved
     log: list[str] = field(default_factory=list)
+    usage: UsageSettings = DEFAULT_USAGE_SETTINGS
 
     # -- the journal: every evidence or lifecycle change goes out with the entry's full snapshot --------
     def put(self, state: ScopeState, entry: Entry, event: str, cause: str, before: Entry | None = None) -> None:
@@ -40,10 +50,16 @@ class StepContext:
             # Re-created after archival under its deterministic id: continue the archived version line, so
             # "<id>@<version>" never names two snapshots and a newest-version-wins replay keeps the live one.
             entry = replace(entry, version=state.archived.pop(entry.id) + entry.version)
+        if before is not None and means_differently(before, entry):
+            # Seed 002: a change of meaning never overwrites — the old meaning is journalled closed first.
+            closed, entry = supersede(before, entry, self.now)
+            self.journal(closed, "invalidated", "superseded", before)
         state.entries[entry.id] = entry
         self.journal(entry, event, cause, before)
 
     def journal(self, entry: Entry, event: str, cause: str, before: Entry | None = None) -> None:
+        if event not in JOURNAL_EVENTS:
+            raise CredenceError(f"journal event {event!r} is not one of {JOURNAL_EVENTS} (docs/records.md)")
         score = entry.score(self.now, settings=self.memory)
         finite = score if score not in (float("inf"), float("-inf")) else None
         self.emits.append(Emit("evidence", {

@@ -15,10 +15,17 @@ from credence.tables.mentions import is_suppressed
 CANDIDATE_STATUSES = {"reflection": {"pending", "confirmed", "promote_blocked"}, "persona": {"active"}}
 # Reflections a user's reply or rebuttal can still deny (tables.lifecycle.DENIABLE).
 OPEN_REFLECTION_STATUSES = ("pending", "confirmed", "promote_blocked")
+AI_TEXT_CHARS = 1500  # the tail of the AI's last turn a feedback or rebuttal check sees
+SYNTHESIS_RELATED = 8  # existing observations synthesis sees, to decline restating them
 
 
 def observation(entry: Entry) -> dict:
     return {"id": entry.id, "text": entry.text, "subject": entry.subject}
+
+
+def scored(entry: Entry, ctx: StepContext) -> dict:
+    """An observation with its evidence_score now, for decisions that weigh evidence (merge)."""
+    return observation(entry) | {"score": round(entry.score(ctx.now, settings=ctx.memory), 3)}
 
 
 def candidate_pool(state: ScopeState, ctx: StepContext) -> list[Entry]:
@@ -64,16 +71,25 @@ def stage2_payload(state: ScopeState, ctx: StepContext, facts: list[dict]) -> di
             "rerank_limit": limit if len(ranked) > limit else None}
 
 
+def synthesis_payload(state: ScopeState, ctx: StepContext, facts: list[dict]) -> dict:
+    """The facts, and the existing observations closest to them (so synthesis can decline to restate)."""
+    related = [e for e in pre_rank(candidate_pool(state, ctx), facts)
+               if set(_words(f"{e.subject} {e.text}")) & {w for f in facts for w in _words(f"{f['subject']} {f['text']}")}]
+    return {"facts": facts, "related": [observation(e) for e in related[:SYNTHESIS_RELATED]]}
+
+
 def reflection_id(scope: str, text: str) -> str:
     """Deterministic: the same observation synthesised twice (a retry, a replay) is the same entry."""
     key = f"{scope}\x1f{' '.join(text.lower().split())}"
     return "r-" + hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
-def promotion_payload(state: ScopeState, reflection: Entry) -> dict:
-    personas = [observation(e) for e in state.entries.values()
+def promotion_payload(state: ScopeState, reflection: Entry, ctx: StepContext) -> dict:
+    """Scores ride along: merge rejects a contradiction only against stronger evidence."""
+    personas = [scored(e, ctx) for e in state.entries.values()
                 if e.kind == "persona" and e.status == "active" and not e.protected]
     return {"entry_id": reflection.id,
             "reflection": {"text": reflection.text, "subject": reflection.subject,
-                           "source_fact_ids": list(reflection.source_fact_ids)},
+                           "source_fact_ids": list(reflection.source_fact_ids),
+                           "score": scored(reflection, ctx)["score"]},
             "personas": sorted(personas, key=lambda o: o["id"])}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from credence.streams.llm import tasks
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import reflection_id
 from credence.streams.scope.state import ScopeState
@@ -19,6 +20,7 @@ from credence.tables.lifecycle import (
 
 # Decisions the powerful-memory switch turns off: their results are dropped once it is off.
 SWITCHED_TASKS = ("stage2", "promotion")
+from credence.tables.origin import fact_origin
 from credence.tables.scope import Scope
 
 
@@ -98,10 +100,15 @@ def drop_switched_off(state: ScopeState, req, ctx: StepContext) -> None:
 
 
 def _stage1(state: ScopeState, payload: dict, output: dict, ctx: StepContext) -> None:
+    turns = {t["id"]: t for t in payload["turns"]}
     for fact in output.get("facts", []):
         if state.knows_fact(fact["id"]):
             continue  # the same statement extracted again (content-derived id)
-        user = fact.get("origin", "user") == "user"
+        # A user fact only if the backend did not call it the AI's and every content-bearing turn it
+        # cites is a user turn (an AI question answered "yes" is the user's; an AI statement is not).
+        cited = fact_origin(fact.get("source_turn_ids", []), turns, settings=ctx.memory)
+        fact = {**fact, "origin": "ai" if fact.get("origin") == "ai" else cited}
+        user = fact["origin"] == "user"
         state.facts[fact["id"]] = {
             "fact": fact,
             # AI-origin facts never enter Stage-2 or synthesis: model output never reinforces itself.
@@ -214,5 +221,6 @@ def _promotion(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
             f"promotion_{decision.action}", stored)
 
 
-HANDLERS = {"stage1": _stage1, "stage2": _stage2, "synthesis": _synthesis, "feedback": _feedback,
-            "target": _target, "promotion": _promotion}
+# Keyed by the task registry's names (credence.streams.llm.tasks.TASKS), the one place they are spelled.
+HANDLERS = {tasks.STAGE1: _stage1, tasks.STAGE2: _stage2, tasks.SYNTHESIS: _synthesis, tasks.FEEDBACK: _feedback,
+            tasks.TARGET: _target, tasks.PROMOTION: _promotion}

@@ -51,9 +51,11 @@ class ScopeState:
     requests: dict[str, Request] = field(default_factory=dict)
     surfaced: list[str] = field(default_factory=list)  # reflections the last AI turn surfaced
     recent_user_messages: list[str] = field(default_factory=list)
+    last_ai_text: str = ""  # the AI's last turn (tail): what a reply or rebuttal answers
     powerful: bool | None = None  # the switch as last seen by this scope
     switched_off_at: datetime | None = None
     last_sweep_at: datetime | None = None
+    last_usage_sweep_at: datetime | None = None  # the daily usage-decay sweep (seed 002), in event time
     applied: dict[str, int] = field(default_factory=dict)  # source topic -> last applied offset
     seq: int = 0  # request-id counter
     turns: int = 0  # distinct turns applied to this scope
@@ -72,8 +74,10 @@ class ScopeState:
             "buffer": self.buffer, "window_started_at": format_instant(self.window_started_at),
             "facts": self.facts, "requests": {k: r.to_dict() for k, r in self.requests.items()},
             "surfaced": self.surfaced, "recent_user_messages": self.recent_user_messages,
+            "last_ai_text": self.last_ai_text,
             "powerful": self.powerful, "switched_off_at": format_instant(self.switched_off_at),
-            "last_sweep_at": format_instant(self.last_sweep_at), "applied": self.applied, "seq": self.seq,
+            "last_sweep_at": format_instant(self.last_sweep_at),
+            "last_usage_sweep_at": format_instant(self.last_usage_sweep_at), "applied": self.applied, "seq": self.seq,
             "queue": self.queue, "turns": self.turns,
             "done_facts": self.done_facts, "archived": self.archived,
         }
@@ -88,8 +92,10 @@ class ScopeState:
             facts={k: dict(v) for k, v in d.get("facts", {}).items()},
             requests={k: Request.from_dict(v) for k, v in d.get("requests", {}).items()},
             surfaced=list(d.get("surfaced", [])), recent_user_messages=list(d.get("recent_user_messages", [])),
+            last_ai_text=d.get("last_ai_text", ""),
             powerful=d.get("powerful"), switched_off_at=parse_instant(d.get("switched_off_at")),
-            last_sweep_at=parse_instant(d.get("last_sweep_at")), applied=dict(d.get("applied", {})),
+            last_sweep_at=parse_instant(d.get("last_sweep_at")),
+            last_usage_sweep_at=parse_instant(d.get("last_usage_sweep_at")), applied=dict(d.get("applied", {})),
             seq=d.get("seq", 0), queue=list(d.get("queue", [])), turns=d.get("turns", 0),
             done_facts=list(d.get("done_facts", [])),
             archived=dict(d.get("archived", {})),

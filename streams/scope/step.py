@@ -15,14 +15,16 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from credence.streams.scope import results
+from credence.streams.scope import results, usage
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import (
+    AI_TEXT_CHARS,
     OPEN_REFLECTION_STATUSES,
     observation,
     promotion_payload,
     stage2_batch,
     stage2_payload,
+    synthesis_payload,
 )
 from credence.streams.scope.state import ScopeState
 from credence.tables.clock import parse_instant
@@ -38,7 +40,8 @@ from credence.tables.lifecycle import (
     sweep_entry,
     unblock_promotion,
 )
-from credence.tables.mentions import lift_suppression, record_mention
+from credence.tables.mentions import lift_suppression, mentioned_in, record_mention
+from credence.tables.rendering import renderable
 
 def event_now(state: ScopeState, at: datetime | None) -> datetime:
     """Event time never runs backwards for a scope."""
@@ -53,7 +56,7 @@ def _is_promotion_result(state: ScopeState, record: dict) -> bool:
 
 
 def step(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
-    """Apply one input. `kind`: turn | feedback | result | failed | tick | flush."""
+    """Apply one input. `kind`: turn | feedback | usage | restore | result | failed | tick | flush."""
     _housekeeping(state, ctx)
     if kind in ("result", "failed"):
         if _is_promotion_result(state, record) and (state.blocked or state.queue):
@@ -85,6 +88,8 @@ def _run(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
         _on_turn(state, record, ctx)
     elif kind == "feedback":
         _on_feedback(state, record, ctx)
+    elif kind in usage.KINDS:
+        usage.apply(state, kind, record, ctx)
     _settle(state, ctx, flush=(kind == "flush"))
 
 
@@ -114,8 +119,9 @@ def _housekeeping(state: ScopeState, ctx: StepContext) -> None:
                 fact["stage2"] = "skipped"
                 fact["synthesis"] = "pending" if fact["synthesis"] == "after_stage2" else fact["synthesis"]
     state.powerful = ctx.powerful
+    answered = {item["record"].get("request_id") for item in state.queue}  # a result waiting its turn
     for req in list(state.requests.values()):
-        if req.boot != ctx.boot or req.failed:
+        if (req.boot != ctx.boot or req.failed) and req.id not in answered:
             if not ctx.powerful and req.task in results.SWITCHED_TASKS:
                 results.drop_switched_off(state, req, ctx)  # never re-sent once the switch is off
             else:
@@ -129,7 +135,9 @@ def _advance(state: ScopeState, ctx: StepContext) -> None:
         state.last_sweep_at = now
     every = timedelta(hours=ctx.memory.archive_sweep_interval_hours)
     for at in _sweep_times(state.last_sweep_at, now, ctx.pipeline.sweep_hourly_catchup_days, every):
+        usage.sweep_until(state, ctx, at)
         _sweep(state, ctx, at)
+    usage.sweep_until(state, ctx, now)
     if state.clock is None or now > state.clock:
         state.clock = now
 
@@ -167,10 +175,16 @@ def _fallback(state: ScopeState, ctx: StepContext) -> None:
         if entry.kind != "reflection" or entry.id not in state.entries:
             continue
         personas = [e for e in state.entries.values() if e.kind == "persona"]
+        blocked = entry if entry.status == "promote_blocked" else None
+        if blocked is not None:
+            # Still the confirmed reflection it was: the age-driven path may promote it without the LLM.
+            entry = unblock_promotion(blocked, ctx.now)
         step_ = fallback_tick(entry, ctx.now, personas=personas, switched_off_at=state.switched_off_at,
                               settings=ctx.memory)
         if step_ is None:
             continue
+        if blocked is not None:
+            ctx.put(state, entry, "promotion_unblocked", "fallback", blocked)
         if step_.persona is not None:
             ctx.put(state, step_.persona, "merged", "fallback_merge", state.entries.get(step_.persona.id))
         ctx.put(state, step_.reflection, "transition", "fallback", entry)
@@ -188,7 +202,7 @@ def _on_turn(state: ScopeState, turn: dict, ctx: StepContext) -> None:
     surfaced = [e for e in surfaced if e.kind == "reflection" and e.status in OPEN_REFLECTION_STATUSES]
     state.surfaced = []
     if surfaced:
-        ctx.request(state, "feedback", {"reply_text": turn["text"],
+        ctx.request(state, "feedback", {"reply_text": turn["text"], "ai_text": state.last_ai_text,
                                         "surfaced": [observation(e) for e in surfaced]})
     elif _has_negative_keyword(turn["text"], ctx):
         # A rebuttal answers what the character said lately: entries it mentioned inside the window.
@@ -196,14 +210,16 @@ def _on_turn(state: ScopeState, turn: dict, ctx: StepContext) -> None:
         mentioned = [e for e in state.entries.values() if not e.protected and any(m > since for m in e.recent_mentions)
                      and e.status in (*OPEN_REFLECTION_STATUSES, "active")]
         if mentioned:
-            ctx.request(state, "target", {"messages": list(state.recent_user_messages),
+            ctx.request(state, "target", {"messages": list(state.recent_user_messages), "ai_text": state.last_ai_text,
                                           "observations": [observation(e) for e in
                                                            sorted(mentioned, key=lambda e: e.id)]})
 
 
 def _on_ai_turn(state: ScopeState, turn: dict, ctx: StepContext) -> None:
+    state.last_ai_text = turn["text"][-AI_TEXT_CHARS:]
     surfaced = []
-    for entry_id in turn.get("surfaced_ids") or []:
+    ids = turn.get("surfaced_ids") or _mentioned_ids(state, turn["text"], ctx)
+    for entry_id in ids:
         entry = state.entries.get(entry_id)
         if entry is None:
             continue  # surfaced ids name entries of this scope only; others are ignored, never trusted
@@ -211,6 +227,14 @@ def _on_ai_turn(state: ScopeState, turn: dict, ctx: StepContext) -> None:
         if entry.kind == "reflection":
             surfaced.append(entry_id)
     state.surfaced = surfaced
+
+
+def _mentioned_ids(state: ScopeState, text: str, ctx: StepContext) -> list[str]:
+    """No surfaced_ids from the client: the renderable entries the AI text names (lexical fallback), so
+    repetition control and surfaced feedback work without client cooperation."""
+    candidates = [e for e in sorted(state.entries.values(), key=lambda e: e.id)
+                  if not e.protected and renderable(e, ctx.now, settings=ctx.memory)]
+    return [e.id for e in mentioned_in(text, candidates, settings=ctx.memory)]
 
 
 def _has_negative_keyword(text: str, ctx: StepContext) -> bool:
@@ -249,7 +273,7 @@ def _settle(state: ScopeState, ctx: StepContext, flush: bool = False) -> None:
             return
     pending = [f["fact"] for f in state.facts.values() if f["synthesis"] == "pending"]
     if len(pending) >= ctx.pipeline.synthesis_min_facts or (pending and flush):
-        ctx.request(state, "synthesis", {"facts": pending})
+        ctx.request(state, "synthesis", synthesis_payload(state, ctx, pending))
 
 
 def _stage1_due(state: ScopeState, ctx: StepContext, flush: bool) -> bool:
@@ -283,6 +307,6 @@ def _score_transitions(state: ScopeState, ctx: StepContext) -> None:
         elif decision == ATTEMPT:
             attempted, ticket = record_promote_attempt(entry, ctx.now)
             ctx.put(state, attempted, "promote_attempt", "threshold", entry)
-            payload = promotion_payload(state, attempted)
+            payload = promotion_payload(state, attempted, ctx)
             payload["ticket"] = {"version": ticket.version, "attempt": ticket.attempt}
             ctx.request(state, "promotion", payload)

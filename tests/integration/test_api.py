@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import uuid
@@ -10,6 +11,7 @@ from datetime import timedelta
 import httpx
 import pytest
 
+from credence.client import AsyncClient
 from credence.errors import ApiError
 from credence.streams.api.routes import ROUTES
 from credence.streams.ops.process import WorkerProcess, settings_env, wait_until
@@ -260,3 +262,22 @@ def _refused(api) -> int | None:
     except ApiError as exc:
         return exc.status
     return None
+
+
+def test_async_client_sees_what_the_sync_client_sees(served):
+    worker, settings, keys = served
+
+    async def read():
+        async with AsyncClient(worker.url, keys["acme"], "acme") as api:
+            prompt, listing = await asyncio.gather(api.prompt("alice", "tutor"), api.entries("alice", "tutor"))
+            detail = await api.entry("alice", "tutor", listing.entries[0].id)
+            try:
+                await api.entries("carol", "coach", tier="nope")
+            except ApiError as exc:
+                return prompt, listing, detail, exc.status
+        raise AssertionError("a bad tier was accepted")
+
+    prompt, listing, detail, status = asyncio.run(read())
+    with client(worker, keys["acme"], "acme") as api:
+        assert prompt == api.prompt("alice", "tutor") and listing == api.entries("alice", "tutor")
+    assert detail.entry == listing.entries[0] and status == 400

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -13,9 +15,9 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from credence.errors import BrokerError
 from credence.kafka import client_options
-from credence.streams.ops import broker as broker_module
+from credence.streams.ops import node as node_module
 from credence.streams.ops.admin import ensure_topics
-from credence.streams.ops.broker import EmbeddedBroker, free_port, wait_for_metadata
+from credence.streams.ops.broker import BrokerState, EmbeddedBroker, die_with_parent, free_port, wait_for_metadata
 from credence.streams.runtime.topics import TOPICS
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -90,14 +92,58 @@ def test_a_second_start_reuses_storage_and_cache(tmp_path, settings_factory, kaf
     def no_subprocess(*args, **kwargs):  # neither Maven nor the storage formatter may run again
         raise AssertionError(f"unexpected subprocess.run({args[0][:3]}...) on a warm start")
 
-    monkeypatch.setattr(broker_module.subprocess, "run", no_subprocess)
-    monkeypatch.setattr(broker_module.shutil, "which",
-                        lambda name, _which=broker_module.shutil.which: None if name == "mvn" else _which(name))
+    monkeypatch.setattr(node_module.subprocess, "run", no_subprocess)
+    monkeypatch.setattr(node_module.shutil, "which",
+                        lambda name, _which=node_module.shutil.which: None if name == "mvn" else _which(name))
     second = EmbeddedBroker(data_dir, settings.kafka_version, settings.broker_cache_dir)
     with second:
         assert asyncio.run(_read_one(second.bootstrap, settings.topic("turns"))) == b"kept across restarts"
     assert (data_dir / "kraft-logs" / "meta.properties").read_text() == meta  # same cluster id: no re-format
     assert not (data_dir / "broker.json").exists()
+
+
+def test_a_stale_broker_file_naming_another_live_process_is_ignored(tmp_path, settings_factory):
+    """A pid in broker.json that now names some other process (here: this test run) is not a broker."""
+    settings = settings_factory(topic_partitions=1)
+    data_dir = tmp_path / "broker"
+    data_dir.mkdir()
+    BrokerState("127.0.0.1:1", os.getpid(), str(data_dir.resolve()), 0).write()
+    assert BrokerState.read(data_dir) is None
+    with EmbeddedBroker(data_dir, settings.kafka_version, settings.broker_cache_dir) as broker:
+        assert BrokerState.read(data_dir).pid == broker.proc.pid
+
+
+def test_credence_broker_restarts_on_its_data_dir_after_sigkill(tmp_path):
+    """SIGKILL of `credence broker` and of its JVM, then the same command again: it starts (no manual
+    cleanup), keeps its port, keeps the data; and it still refuses a second live broker on that dir."""
+    data_dir = tmp_path / "broker"
+
+    def start() -> tuple[subprocess.Popen, str]:
+        proc = subprocess.Popen([sys.executable, "-m", "credence.streams.ops.cli", "broker", "--data-dir", str(data_dir)],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=die_with_parent)
+        for line in proc.stdout:
+            if line.startswith("export CREDENCE_KAFKA_BOOTSTRAP="):
+                return proc, line.strip().split("=", 1)[1]
+        raise AssertionError(f"credence broker exited with {proc.wait()}")
+
+    first, bootstrap = start()
+    try:
+        second = run_cli("broker", "--data-dir", str(data_dir))
+        assert second.returncode == 2 and "already runs on this data dir" in second.stderr
+        jvm = BrokerState.read(data_dir).pid
+        os.kill(first.pid, signal.SIGKILL)
+        os.kill(jvm, signal.SIGKILL)
+        first.wait()
+        again, bootstrap_again = start()
+    finally:
+        first.kill()
+    try:
+        assert bootstrap_again == bootstrap  # clients that knew the old address reconnect by themselves
+        assert BrokerState.read(data_dir).pid != jvm
+    finally:
+        again.send_signal(signal.SIGTERM)
+        assert again.wait(60) == 0
+    assert BrokerState.read(data_dir) is None
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:

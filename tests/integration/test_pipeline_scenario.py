@@ -198,3 +198,76 @@ def test_duplicate_deliveries_give_the_same_state(scenario_settings, kafka_boots
     assert_expected_end_state(*twice)
     strip = lambda d: {k: (v["status"], v["snapshot"]["evidence"], v["version"]) for k, v in d.items()}  # noqa: E731
     assert strip(once[0]) == strip(twice[0]) and strip(once[1]) == strip(twice[1])
+
+
+# -- a denial racing a slow promotion --------------------------------------------------------------
+# R1 reaches 2.4 with the third turn below and enters merge-on-promote; the character surfaces it at
+# once and the user denies it while the merge call runs. The seed: a late promotion result never
+# overwrites a newer denial. The order of records decides: the reply is on the partition before the
+# merge answer can be, whatever the model's latency (the openai run holds the merge answer back).
+TEA = "The user loves green tea."
+RACE = [
+    [(0, 0, "u1", "user", "I love green tea.", None),       # R1 seeded 0.4
+     (2, 0, "u1", "user", "I love green tea.", None)],      # +0.5 -> 0.9
+    [(4, 0, "u1", "ai", "Green tea again?", TEA),
+     (4, 1, "u1", "user", "yes, exactly", None)],           # confirm +1.0 -> 1.9 confirmed
+    [(6, 0, "u1", "user", "I love green tea.", None),       # +0.5 -> 2.4: merge-on-promote starts
+     (6, 1, "u1", "ai", "So green tea is your thing?", TEA),
+     (6, 2, "u1", "user", "no, that's wrong", None)],       # denied while the merge call runs
+]
+
+
+def run_race(settings, bootstrap, tmp_path, server=None):
+    from credence.streams.scope.requests import reflection_id
+
+    asyncio.run(ensure_topics(bootstrap, settings))
+    ids = {TEA: reflection_id(scope("u1"), TEA)}
+    worker = WorkerProcess(settings, bootstrap, tmp_path / "worker-race.log").start()
+    try:
+        topic, sent = settings.topic("turns"), 0
+        for phase in RACE:
+            asyncio.run(produce(bootstrap, topic, records(phase, ids, sent), 1))
+            sent += len(phase)
+            if server is not None and phase is RACE[-1]:
+                # The merge answer is held: the reflection is denied while its promotion is in flight.
+                wait_until(lambda: any(r.task == "merge_decision" for r in server.records), 60, "a merge call")
+                wait_until(lambda: entries_by_text(worker, "u1")[f"reflection:{TEA}"]["status"] == "denied",
+                           60, "the denial while the merge answer is held")
+                assert idle(worker, sent) is None  # the promotion is still in flight
+                server.release_delayed()
+            wait_until(lambda: idle(worker, sent), 60, f"{sent} turns to settle")
+        return entries_by_text(worker, "u1"), asyncio.run(consume_all(bootstrap, settings.topic("evidence")))
+    finally:
+        worker.stop()
+
+
+def assert_denial_won(u1: dict, journal: list[dict]) -> None:
+    r1 = u1[f"reflection:{TEA}"]
+    ev = r1["snapshot"]["evidence"]
+    assert r1["status"] == "denied" and r1["snapshot"]["merged_into_id"] is None
+    assert (ev["reinforcement"], ev["disputation"]) == (pytest.approx(2.4, abs=1e-9), 1.0)
+    assert [k for k in u1 if k.startswith("persona:")] == []  # no persona entry, no merge
+    mine = [j for j in journal if j["entry_id"] == r1["id"]]
+    assert [j["event"] for j in mine].count("promote_attempt") == 1  # the promotion did run
+    assert [j for j in journal if j["event"] == "merged" or j["to_status"] == "promoted"] == []
+    (denied,) = [j for j in mine if j["to_status"] == "denied"]
+    assert denied["cause"] == "user_deny"
+
+
+def test_a_denial_racing_a_promotion_wins_rules(scenario_settings, kafka_bootstrap, tmp_path):
+    u1, journal = run_race(scenario_settings(), kafka_bootstrap, tmp_path)
+    assert_denial_won(u1, journal)
+
+
+def test_a_denial_racing_a_slow_promotion_wins_openai(scenario_settings, kafka_bootstrap, tmp_path):
+    from credence.config.llm import LLMSettings
+    from credence.streams.llm.prompts import merge_decision
+    from tests.support.openai_server import OpenAICompatibleServer
+
+    with OpenAICompatibleServer(delay_tasks=[merge_decision.NAME], delay_timeout_s=60) as server:
+        llm = LLMSettings(backend="openai", base_url=server.base_url, model=server.model, timeout_s=90,
+                          max_retries=0)
+        u1, journal = run_race(scenario_settings(llm=llm), kafka_bootstrap, tmp_path, server)
+        assert server.violations == []
+        assert server.outcomes(merge_decision.NAME) == {"ok": 1}
+    assert_denial_won(u1, journal)

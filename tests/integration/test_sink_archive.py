@@ -48,6 +48,11 @@ def archive_record(i: int) -> dict:
         "merged_from_ids": [f"m{i}"] if i % 5 == 0 else [], "merged_into_id": None, "promote_attempts": i % 2,
         "last_promote_attempt_at": None, "recent_mentions": ["2026-03-02T00:00:00Z"], "suppressed_at": None,
         "version": i, "updated_at": f"2026-04-0{day}T10:00:00Z", "archived_at": f"2026-04-0{day}T10:00:00Z",
+        "valid_from": "2026-03-01T00:00:00Z", "invalidated_at": None,
+        "usage": {"strength": 0.15 * (i % 4) or None, "reinforce_count": i % 4,
+                  "last_reinforced_at": f"2026-04-0{day}T09:00:00Z" if i % 4 else None,
+                  "since": "2026-03-01T00:00:00Z", "reinforced_day": None, "reinforced_sources": [],
+                  "soft_archived_from": None},
     }
     return {"v": 1, "tenant": tenant, "user": user, "character": character, "entry_id": entry["id"],
             "entry_kind": entry["kind"], "archived_at": f"2026-04-0{day}T10:00:00Z", "reason": "sweep", "entry": entry}

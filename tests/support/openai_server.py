@@ -1,13 +1,18 @@
 """An OpenAI-compatible chat-completions server on 127.0.0.1 for contract tests.
 
-It answers each task with the rules backend's logic and checks every request the way production
-relies on: the configured model, the task's exact static system prefix, the task's output schema sent
-strictly, temperature 0, max_tokens within the task cap, and (Stage 2) the prompt within the token
-caps. A request that breaks a check gets HTTP 400 and is recorded in ``violations``.
+It answers each task with the rules backend's logic (applied to the aliased input it receives) and
+checks every request the way production relies on: the configured model, the task's exact static
+system prefix, a strict output schema that vLLM's guided decoding accepts (only allowed keywords,
+closed objects, every list and free string bounded) whose id enums are exactly the aliases in that
+request's input, temperature 0 on a first attempt (a retry may sample warmer and carry a repair hint
+before the input marker), max_tokens within the task cap, and (Stage 2 and rerank) the prompt within
+the token caps. With refuse_repeats, a byte-identical request seen before is refused too: a retry
+must change something. A request that breaks a check gets HTTP 400 and is recorded in ``violations``.
 
 On demand it fails like a real overloaded server: a seeded, order-independent choice per request
 among stalling past the client timeout, HTTP 500, HTTP 429, malformed JSON, schema-invalid content
-and content naming an unknown id. Plain stdlib server in threads, so sync and async tests both use it.
+and content naming an id the input never had. Plain stdlib server in threads, so sync and async tests
+both use it.
 """
 
 from __future__ import annotations
@@ -27,111 +32,18 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from credence.streams.llm.models import Fact
-from credence.streams.llm.prompts import (
-    TASKS,
-    candidate_rerank,
-    merge_decision,
-    negative_keyword_target,
-    reflection_synthesis,
-    stage1_extraction,
-    stage2_classification,
-    surfaced_feedback,
-)
-from credence.streams.llm.prompts.base import INPUT_MARKER, schema_name
-from credence.streams.llm.rules import extraction, feedback, matching, synthesis
+from credence.streams.llm.openai_parsing import REPAIR_PREFIX, split_user_message
+from credence.streams.llm.prompts import TASKS, candidate_rerank, stage2_classification
+from credence.streams.llm.prompts.base import schema_name
 from credence.streams.llm.token_budget import approx_tokens
+from tests.support.openai_answers import (
+    ANSWERS,
+    UNKNOWN_ID,
+    expected_id_enums,
+    schema_problems,
+)
 
 FAILURE_KINDS = ("timeout", "http_500", "http_429", "bad_json", "schema_invalid", "unknown_id")
-
-
-# -- answers: the rules logic in each task's wire format ---------------------------------------
-
-def _facts(refs: list[stage2_classification.FactRef]) -> list[Fact]:
-    return [
-        Fact(id=r.id, text=r.text, subject=r.subject, polarity=r.polarity, importance=5, source_turn_ids=[])
-        for r in refs
-    ]
-
-
-def _stage1(inp: stage1_extraction.Input) -> BaseModel:
-    return stage1_extraction.Output(facts=[
-        stage1_extraction.ExtractedFact(
-            text=f.text, subject=f.subject, importance=f.importance, polarity=f.polarity,
-            source_turn_ids=f.source_turn_ids,
-        )
-        for f in extraction.extract_facts(inp.turns)
-    ])
-
-
-def _stage2(inp: stage2_classification.Input) -> BaseModel:
-    return stage2_classification.Output(classifications=[
-        stage2_classification.Pair(fact_id=c.fact_id, observation_id=c.observation_id, relation=c.relation)
-        for c in matching.classify(_facts(inp.facts), inp.observations)
-    ])
-
-
-def _rerank(inp: candidate_rerank.Input) -> BaseModel:
-    return candidate_rerank.Output(observation_ids=matching.rerank(_facts(inp.facts), inp.observations, inp.limit))
-
-
-def _feedback(inp: surfaced_feedback.Input) -> BaseModel:
-    return surfaced_feedback.Output(decisions=[
-        surfaced_feedback.Decision(id=d.id, decision=d.decision)
-        for d in feedback.check_feedback(inp.reply_text, inp.surfaced)
-    ])
-
-
-def _target(inp: negative_keyword_target.Input) -> BaseModel:
-    return negative_keyword_target.Output(target_ids=matching.target_check(inp.last_user_messages, inp.observations))
-
-
-def _synthesis(inp: reflection_synthesis.Input) -> BaseModel:
-    return reflection_synthesis.Output(reflections=[
-        reflection_synthesis.Draft(text=r.text, subject=r.subject, source_fact_ids=r.source_fact_ids)
-        for r in synthesis.synthesize(inp.facts)
-    ])
-
-
-def _merge(inp: merge_decision.Input) -> BaseModel:
-    d = synthesis.merge_decision(inp.reflection, inp.persona_entries)
-    return merge_decision.Output(action=d.action, target_id=d.target_id, text=d.text)
-
-
-ANSWERS: dict[str, Callable[[Any], BaseModel]] = {
-    stage1_extraction.NAME: _stage1,
-    stage2_classification.NAME: _stage2,
-    candidate_rerank.NAME: _rerank,
-    surfaced_feedback.NAME: _feedback,
-    negative_keyword_target.NAME: _target,
-    reflection_synthesis.NAME: _synthesis,
-    merge_decision.NAME: _merge,
-}
-
-GHOST = "ghost-id-not-in-input"
-
-
-def _ghost_stage1(out: dict) -> dict:
-    fact = {"text": "The user likes ghosts.", "subject": "ghost", "importance": 5, "polarity": "positive",
-            "source_turn_ids": [GHOST]}
-    return {"facts": [*out["facts"], fact]}
-
-
-def _ghost_stage2(out: dict, inp: stage2_classification.Input) -> dict:
-    pair = {"fact_id": inp.facts[0].id, "observation_id": GHOST, "relation": "reinforce"}
-    return {"classifications": [*out["classifications"], pair]}
-
-
-# Output that passes the schema but names an id the input never had.
-UNKNOWN_ID: dict[str, Callable[[dict, Any], dict]] = {
-    stage1_extraction.NAME: lambda out, inp: _ghost_stage1(out),
-    stage2_classification.NAME: _ghost_stage2,
-    candidate_rerank.NAME: lambda out, inp: {"observation_ids": [GHOST]},
-    surfaced_feedback.NAME: lambda out, inp: {"decisions": [*out["decisions"], {"id": GHOST, "decision": "deny"}]},
-    negative_keyword_target.NAME: lambda out, inp: {"target_ids": [GHOST]},
-    reflection_synthesis.NAME: lambda out, inp: {"reflections": [{"text": "x", "subject": "x", "source_fact_ids": [GHOST]}]},
-    merge_decision.NAME: lambda out, inp: {"action": "merge", "target_id": GHOST, "text": "x"},
-}
 
 
 # -- the server ---------------------------------------------------------------------------------
@@ -162,9 +74,12 @@ class OpenAICompatibleServer:
         retry_after: str = "0",
         hold_until_in_flight: int = 0,
         hold_timeout_s: float = 5.0,
+        refuse_repeats: bool = False,
         observation_cap: int = 200,
         prompt_cap: int = 15_000,
         count_tokens: Callable[[str], int] = approx_tokens,
+        delay_tasks: Sequence[str] = (),
+        delay_timeout_s: float = 60.0,
         delay_s: tuple[float, float] = (0.0, 0.0),
     ) -> None:
         assert set(failure_kinds) <= set(FAILURE_KINDS), failure_kinds
@@ -176,9 +91,16 @@ class OpenAICompatibleServer:
         self.retry_after = retry_after
         self.hold_until_in_flight = hold_until_in_flight
         self.hold_timeout_s = hold_timeout_s
+        self.refuse_repeats = refuse_repeats
+        self._bodies: set[str] = set()
         self.observation_cap = observation_cap
         self.prompt_cap = prompt_cap
         self.count_tokens = count_tokens
+        # Answers of these tasks (e.g. merge_decision.NAME) wait until release_delayed(): a slow model,
+        # without a sleep in the test. Keep the client's timeout above delay_timeout_s.
+        self.delay_tasks = frozenset(delay_tasks)
+        self.delay_timeout_s = delay_timeout_s
+        self._delay_released = threading.Event()
         self.delay_s = delay_s  # every answer is late by a seeded amount in this range: a slow server
         self.records: list[RequestRecord] = []
         self.violations: list[str] = []
@@ -231,6 +153,10 @@ class OpenAICompatibleServer:
         return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
 
     # -- queries for assertions -----------------------------------------------------------------
+
+    def release_delayed(self) -> None:
+        """Let every delayed answer (held now or later) go out."""
+        self._delay_released.set()
 
     def outcomes(self, task: str | None = None) -> Counter[str]:
         with self._state:
@@ -289,36 +215,50 @@ class OpenAICompatibleServer:
         module = _BY_PREFIX.get(messages[0].get("content"))
         if module is None:
             raise _Refused("system message is not any task's static prefix")
-        expected_format = {
-            "type": "json_schema",
-            "json_schema": {"name": schema_name(module.NAME, module.VERSION),
-                            "schema": module.Output.model_json_schema(), "strict": True},
-        }
-        if body.get("response_format") != expected_format:
-            raise _Refused("response_format is not the task's strict output schema")
-        if body.get("temperature") != 0:
-            raise _Refused(f"temperature {body.get('temperature')!r} != 0")
+        fmt = body.get("response_format")
+        if not (isinstance(fmt, dict) and fmt.get("type") == "json_schema" and isinstance(fmt.get("json_schema"), dict)
+                and fmt["json_schema"].get("name") == schema_name(module.NAME, module.VERSION)
+                and fmt["json_schema"].get("strict") is True):
+            raise _Refused("response_format is not the task's strict json_schema")
+        temperature = body.get("temperature")
         max_tokens = body.get("max_tokens")
         if not isinstance(max_tokens, int) or not 0 < max_tokens <= module.MAX_TOKENS:
             raise _Refused(f"max_tokens {max_tokens!r} missing or above the cap {module.MAX_TOKENS}")
-        user = messages[1].get("content") or ""
-        if not user.startswith(INPUT_MARKER):
-            raise _Refused("user message lacks the input marker")
         try:
-            payload = module.Input.model_validate_json(user[len(INPUT_MARKER):])
+            hint, data = split_user_message(messages[1].get("content") or "")
+        except ValueError as exc:
+            raise _Refused(str(exc)) from exc
+        if hint and not hint.startswith(REPAIR_PREFIX):
+            raise _Refused("text before the input marker that is not a repair hint")
+        if not isinstance(temperature, (int, float)) or not 0 <= temperature <= 1:
+            raise _Refused(f"temperature {temperature!r} outside [0, 1]")
+        if hint and temperature == 0:
+            raise _Refused("a retry at temperature 0")
+        try:
+            payload = module.Input.model_validate_json(data)
         except ValidationError as exc:
             raise _Refused(f"user message input does not validate: {exc}") from exc
-        if module is stage2_classification:
-            self._check_stage2(user, payload)
+        problems = schema_problems(fmt["json_schema"].get("schema"), expected_id_enums(module, payload))
+        if problems:
+            raise _Refused("; ".join(problems[:4]))
+        if module in (stage2_classification, candidate_rerank):
+            self._check_caps(module, messages[1]["content"], payload)
         return module, payload
 
-    def _check_stage2(self, user: str, payload: stage2_classification.Input) -> None:
-        total = self.count_tokens(stage2_classification.SYSTEM) + self.count_tokens(user)
+    def _check_caps(self, module: ModuleType, user: str, payload: Any) -> None:
+        total = self.count_tokens(module.SYSTEM) + self.count_tokens(user)
         if total > self.prompt_cap:
-            raise _Refused(f"Stage-2 prompt is {total} tokens, above the cap {self.prompt_cap}")
+            raise _Refused(f"{module.NAME} prompt is {total} tokens, above the cap {self.prompt_cap}")
         for obs in payload.observations:
             if self.count_tokens(obs.text) > self.observation_cap:
                 raise _Refused(f"observation {obs.id} above {self.observation_cap} tokens")
+
+    def _repeated(self, raw: bytes) -> bool:
+        digest = hashlib.sha256(raw).hexdigest()
+        with self._state:
+            seen = digest in self._bodies
+            self._bodies.add(digest)
+        return seen
 
     def _content(self, module: ModuleType, payload: BaseModel, failure: str | None) -> str:
         out = ANSWERS[module.NAME](payload).model_dump(mode="json")
@@ -381,6 +321,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._send(404, {"error": {"message": f"no route {self.path}"}})
             try:
                 body = json.loads(raw)
+                if server.refuse_repeats and server._repeated(raw):
+                    raise _Refused("byte-identical to an earlier request: a retry must change something")
                 module, payload = server._check(body)
             except (ValueError, _Refused) as exc:
                 server._record(task, "violation", in_flight, str(exc))
@@ -397,6 +339,8 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._send(500, {"error": {"message": "injected server error"}})
             if failure == "http_429":
                 return self._send(429, {"error": {"message": "injected rate limit"}}, {"Retry-After": server.retry_after})
+            if task in server.delay_tasks:
+                server._delay_released.wait(server.delay_timeout_s)
             content = server._content(module, payload, failure)
             return self._send(200, server._completion(body["messages"], content))
         finally:

@@ -304,3 +304,8 @@ def entry_diff(a: dict[str, Entry], b: dict[str, Entry]) -> dict[str, object]:
             if fields:
                 out[eid] = fields
     return out
+
+
+# The input of the secured, outage and replicated-cluster tests: three scopes, two of them one user's (so
+# `forget` has a user with several scopes), 150 lines.
+CLUSTER_LINES = sample_lines(["acme/bob/barista", "acme/alice/tutor", "acme/alice/barista"])

@@ -61,6 +61,13 @@ def test_vllm_serves_the_configured_model_on_a_gpu(services):
     assert "/health" in " ".join(vllm["healthcheck"]["test"])
 
 
+def test_vllm_serves_what_the_prompts_rely_on(services):
+    """Prefix caching for the static prompts, xgrammar for the id enums and bounds, neutral sampling."""
+    args = services["vllm"]["command"]
+    for flag in ("--enable-prefix-caching", "--structured-outputs-config.backend=xgrammar", "--generation-config=vllm"):
+        assert flag in args
+
+
 def test_the_worker_is_wired_to_kafka_and_vllm(services):
     worker = services["worker"]
     assert worker["build"] == "." and (ROOT / "Dockerfile").exists()

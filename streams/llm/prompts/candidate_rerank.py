@@ -2,34 +2,60 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from collections.abc import Sequence
 
-from credence.streams.llm.models import Observation
-from credence.streams.llm.prompts.base import Wire, render_json
-from credence.streams.llm.prompts.stage2_classification import FactRef
+from pydantic import Field
+
+from credence.streams.llm.aliases import Aliases, Reader
+from credence.streams.llm.models import Fact, Observation
+from credence.streams.llm.prompts.base import DATA_RULE, JSON_RULE, Call, ObsAlias, Wire, WireIn, render_json, unique
+from credence.streams.llm.prompts.stage2_classification import FactRef, ObservationRef, fact_refs, observation_refs
 
 NAME = "candidate_rerank"
-VERSION = 1
-MAX_TOKENS = 1024
+VERSION = 2
+MAX_TOKENS = 256
+MAX_IDS = 50
 
-SYSTEM = """You select which existing observations about a user could be supported or contradicted by
+SYSTEM = f"""You select which existing observations about a user could be supported or contradicted by
 new facts the user stated.
 
-Return the ids of at most `limit` observations, most relevant first. Leave out observations that
-share no subject with any fact. Copy ids exactly from the input; never use an id that is not in it.
-Answer with JSON that matches the given schema and nothing else."""
+Return the ids of at most `limit` observations, most relevant first. Keep only observations about the
+same subject as some fact (in any language); leave out the rest, even if that leaves fewer than
+`limit` or none.
+{DATA_RULE}
+
+Examples:
+INPUT: {{"facts":[{{"id":"F1","text":"The user hates tea.","subject":"tea","polarity":"negative"}}],"observations":[{{"id":"O1","text":"The user has a dog.","subject":"dog"}},{{"id":"O2","text":"Der Nutzer trinkt gern Tee.","subject":"tea"}}],"limit":1}}
+OUTPUT: {{"observation_ids":["O2"]}}
+
+INPUT: {{"facts":[{{"id":"F1","text":"The user likes jazz.","subject":"jazz","polarity":"positive"}}],"observations":[{{"id":"O1","text":"The user has a dog.","subject":"dog"}}],"limit":2}}
+OUTPUT: {{"observation_ids":[]}}
+
+{JSON_RULE}"""
 
 
-class Input(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+class Input(WireIn):
     facts: list[FactRef]
-    observations: list[Observation]
+    observations: list[ObservationRef]
     limit: int = Field(ge=1)
 
 
 class Output(Wire):
-    observation_ids: list[str]
+    observation_ids: list[ObsAlias] = Field(max_length=MAX_IDS)
 
 
 def render_user(payload: Input) -> str:
     return render_json(payload)
+
+
+def build(facts: Sequence[Fact], observations: Sequence[Observation], limit: int) -> Call:
+    facts, observations = unique(facts), unique(observations)
+    f_ids = Aliases("F", [f.id for f in facts])
+    o_ids = Aliases("O", [o.id for o in observations])
+    payload = Input(facts=fact_refs(facts, f_ids), observations=observation_refs(observations, o_ids), limit=limit)
+
+    def read(out: Output, reader: Reader) -> list[str]:
+        found = (reader.real(o_ids, a) for a in dict.fromkeys(out.observation_ids))
+        return [r for r in found if r is not None][:limit]
+
+    return Call(payload, {"O": o_ids.names}, read, {"observation_ids": min(limit, MAX_IDS)})

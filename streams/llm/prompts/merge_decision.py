@@ -2,37 +2,108 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from collections.abc import Sequence
 
-from credence.streams.llm.models import MergeAction, Observation, ReflectionDraft
-from credence.streams.llm.prompts.base import Wire, render_json
+from credence.streams.llm.aliases import Aliases, Reader
+from credence.streams.llm.models import MergeAction, MergeDecision, Observation, ReflectionDraft
+from credence.streams.llm.prompts.base import (
+    DATA_RULE,
+    JSON_RULE,
+    Call,
+    Text,
+    Wire,
+    WireIn,
+    alias_field,
+    render_json,
+    unique,
+)
 
 NAME = "merge_decision"
-VERSION = 1
-MAX_TOKENS = 512
+VERSION = 2
+MAX_TOKENS = 256
+NO_TARGET = "none"
 
-SYSTEM = """A reflection about the user has earned promotion into the character's persona notes.
-Decide how it enters them:
-- "merge": an existing persona entry covers the same subject and agrees; target_id is that entry's
-  id and text is the merged sentence.
-- "create": no existing entry covers the subject; target_id is null and text is the new entry.
-- "reject": the reflection is empty or contradicts an existing entry; target_id is null.
+SYSTEM = f"""A reflection about the user has earned promotion into the character's persona notes.
+Each item carries score, its evidence score from the user's own signals (higher = better supported).
+Decide how the reflection enters the notes:
+- "merge": an entry covers the same subject. If they agree, target_id is that entry and text is one
+  merged sentence. If they contradict and the reflection's score is HIGHER than the entry's, the user
+  changed their mind: still "merge" into that entry, with text saying the new state.
+- "reject": the reflection contradicts an entry whose score is equal or higher, or the reflection is
+  empty. target_id "none".
+- "create": no entry covers the subject; target_id "none" and text is the new entry.
+A related but different subject ("cats" vs "dogs") is not the same subject.
+{DATA_RULE}
 
-Copy target_id exactly from the input; never use an id that is not in it.
-Answer with JSON that matches the given schema and nothing else."""
+Examples:
+INPUT: {{"reflection":{{"text":"The user loves hiking in the Alps.","subject":"hiking","score":2.1}},"persona_entries":[{{"id":"O1","text":"The user enjoys hiking.","subject":"hiking","score":1.5}}]}}
+OUTPUT: {{"action":"merge","target_id":"O1","text":"The user loves hiking, especially in the Alps."}}
+
+INPUT: {{"reflection":{{"text":"The user no longer eats meat.","subject":"meat","score":2.4}},"persona_entries":[{{"id":"O1","text":"The user loves steak.","subject":"meat","score":0.5}}]}}
+OUTPUT: {{"action":"merge","target_id":"O1","text":"The user no longer eats meat."}}
+
+INPUT: {{"reflection":{{"text":"Der Nutzer mag keinen Tee.","subject":"tea","score":2.0}},"persona_entries":[{{"id":"O1","text":"The user drinks tea every morning.","subject":"tea","score":3.5}}]}}
+OUTPUT: {{"action":"reject","target_id":"none","text":""}}
+
+INPUT: {{"reflection":{{"text":"El usuario tiene un gato.","subject":"cat","score":2.0}},"persona_entries":[{{"id":"O1","text":"The user has a dog.","subject":"dog","score":1.0}}]}}
+OUTPUT: {{"action":"create","target_id":"none","text":"El usuario tiene un gato."}}
+
+{JSON_RULE}"""
 
 
-class Input(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    reflection: ReflectionDraft
-    persona_entries: list[Observation]
+class ReflectionRef(WireIn):
+    text: str
+    subject: str
+    score: float
+
+
+class EntryRef(WireIn):
+    id: str
+    text: str
+    subject: str
+    score: float
+
+
+class Input(WireIn):
+    reflection: ReflectionRef
+    persona_entries: list[EntryRef]
+
+
+TargetAlias = alias_field("target")  # "none" or one of the call's O aliases
 
 
 class Output(Wire):
     action: MergeAction
-    target_id: str | None
-    text: str
+    target_id: TargetAlias  # type: ignore[valid-type]
+    text: Text
 
 
 def render_user(payload: Input) -> str:
     return render_json(payload)
+
+
+def _score(value: float | None) -> float:
+    return round(value, 2) if value is not None else 0.0
+
+
+def build(reflection: ReflectionDraft, persona_entries: Sequence[Observation]) -> Call:
+    persona_entries = unique(persona_entries)
+    ids = Aliases("O", [e.id for e in persona_entries])
+    payload = Input(
+        reflection=ReflectionRef(text=reflection.text, subject=reflection.subject, score=_score(reflection.score)),
+        persona_entries=[EntryRef(id=ids.alias(e.id), text=e.text, subject=e.subject, score=_score(e.score))
+                         for e in persona_entries],
+    )
+
+    def read(out: Output, reader: Reader) -> MergeDecision:
+        if out.action != "merge":
+            return MergeDecision(action=out.action, target_id=None, text=out.text.strip())
+        target = ids.get(out.target_id)
+        if target is None:
+            # A merge into nothing the call offered: the conservative answer is to keep the reflection
+            # confirmed (its attempt is counted; the throttle retries it), never to invent an entry.
+            reader.drop(out.target_id, "merge without a known target; rejected")
+            return MergeDecision(action="reject", target_id=None, text=out.text.strip())
+        return MergeDecision(action="merge", target_id=target, text=out.text.strip())
+
+    return Call(payload, {"target": [NO_TARGET, *ids.names]}, read)

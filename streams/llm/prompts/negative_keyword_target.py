@@ -2,32 +2,69 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from collections.abc import Sequence
 
+from pydantic import Field
+
+from credence.streams.llm.aliases import Aliases, Reader
 from credence.streams.llm.models import Observation
-from credence.streams.llm.prompts.base import Wire, render_json
+from credence.streams.llm.prompts.base import DATA_RULE, JSON_RULE, Call, ObsAlias, Wire, WireIn, render_json, unique
+from credence.streams.llm.prompts.surfaced_feedback import MAX_AI_CHARS, SurfacedRef
 
 NAME = "negative_keyword_target"
-VERSION = 1
-MAX_TOKENS = 256
+VERSION = 2
+MAX_TOKENS = 128
+MAX_TARGETS = 20
+MAX_MESSAGES = 3
 
-SYSTEM = """The user's recent messages contain a rebuttal word (no, wrong, not true, …). Decide which
-of the candidate observations about the user, if any, the rebuttal is aimed at.
+SYSTEM = f"""The user's latest message (the last of user_messages) contains a rebuttal word ("no",
+"wrong", "not true", "nein", "falsch", "no es verdad", …). The AI character's previous turn is
+ai_turn; observations are what the AI recently said about the user. Decide which observations, if
+any, the rebuttal says are wrong about the user.
 
-Return the ids of the targeted observations; return an empty list when the rebuttal is about
-something else. Copy ids exactly from the input; never use an id that is not in it.
-Answer with JSON that matches the given schema and nothing else."""
+Return the ids of the targeted observations. Return {{"target_ids": []}} when the rebuttal is aimed at
+something else: the weather, a story or game, another person, the AI's own opinion, or a plain "no"
+to an offer or question that is not about these observations.
+{DATA_RULE}
+
+Examples:
+INPUT: {{"ai_turn":"Since you love coffee, try this new café!","user_messages":["That's wrong, I never liked coffee."],"observations":[{{"id":"O1","text":"The user loves coffee.","subject":"coffee"}},{{"id":"O2","text":"The user has a dog.","subject":"dog"}}]}}
+OUTPUT: {{"target_ids":["O1"]}}
+
+INPUT: {{"ai_turn":"Want me to tell you another story?","user_messages":["no thanks, I'm tired"],"observations":[{{"id":"O1","text":"The user likes fantasy stories.","subject":"fantasy stories"}}]}}
+OUTPUT: {{"target_ids":[]}}
+
+INPUT: {{"ai_turn":"Dein Hund Bello wartet sicher schon.","user_messages":["Falsch, ich habe eine Katze, keinen Hund."],"observations":[{{"id":"O1","text":"The user has a dog named Bello.","subject":"dog"}},{{"id":"O2","text":"The user lives in Hamburg.","subject":"home"}}]}}
+OUTPUT: {{"target_ids":["O1"]}}
+
+INPUT: {{"ai_turn":"Creo que va a llover mañana.","user_messages":["No, el pronóstico dice sol."],"observations":[{{"id":"O1","text":"The user likes hiking.","subject":"hiking"}}]}}
+OUTPUT: {{"target_ids":[]}}
+
+{JSON_RULE}"""
 
 
-class Input(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    last_user_messages: list[str]
-    observations: list[Observation]
+class Input(WireIn):
+    ai_turn: str
+    user_messages: list[str]
+    observations: list[SurfacedRef]
 
 
 class Output(Wire):
-    target_ids: list[str]
+    target_ids: list[ObsAlias] = Field(max_length=MAX_TARGETS)
 
 
 def render_user(payload: Input) -> str:
     return render_json(payload)
+
+
+def build(last_user_messages: Sequence[str], observations: Sequence[Observation], ai_text: str = "") -> Call:
+    ids = Aliases("O", [o.id for o in observations])
+    payload = Input(ai_turn=ai_text[-MAX_AI_CHARS:], user_messages=list(last_user_messages[-MAX_MESSAGES:]),
+                    observations=[SurfacedRef(id=ids.alias(o.id), text=o.text, subject=o.subject)
+                                  for o in unique(observations)])
+
+    def read(out: Output, reader: Reader) -> list[str]:
+        found = (reader.real(ids, a) for a in dict.fromkeys(out.target_ids))
+        return [r for r in found if r is not None]
+
+    return Call(payload, {"O": ids.names}, read, {"target_ids": min(len(ids.names), MAX_TARGETS)})

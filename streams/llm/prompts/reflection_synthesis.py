@@ -2,40 +2,97 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from collections.abc import Sequence
 
-from credence.streams.llm.models import Fact
-from credence.streams.llm.prompts.base import Wire, render_json
+from pydantic import Field
+
+from credence.streams.llm.aliases import Aliases, Reader
+from credence.streams.llm.models import Fact, Observation, ReflectionDraft
+from credence.streams.llm.prompts.base import (
+    unique,
+    DATA_RULE,
+    JSON_RULE,
+    Call,
+    FactAlias,
+    Subject,
+    Text,
+    Wire,
+    WireIn,
+    real_ids,
+    render_json,
+)
+from credence.streams.llm.prompts.stage2_classification import FactRef, fact_refs
 
 NAME = "reflection_synthesis"
-VERSION = 1
+VERSION = 2
 MAX_TOKENS = 1024
+MAX_REFLECTIONS = 10
+MAX_EXISTING = 8
 
-SYSTEM = """You write reflections: short, durable observations about a user, synthesised from facts
-the user stated.
+SYSTEM = f"""You write reflections: short, durable observations about a user, synthesised from facts
+the user stated. existing lists observations already kept about the user.
 
-- Group facts about the same subject into one reflection; when facts disagree, the most recent one
-  (last in the input) wins.
-- text: one third-person sentence ("The user likes coffee.").
-- subject: the lowercase key phrase the reflection is about.
-- source_fact_ids: the ids of every fact the reflection rests on, copied exactly from the input.
-Answer with JSON that matches the given schema and nothing else."""
+- Group facts about the same subject into one reflection; when facts disagree, the latest one (last
+  in the input) wins.
+- Leave out a group that only restates an existing observation. Return {{"reflections": []}} when
+  every group does, or when there are no durable facts.
+- text: one third-person sentence in the language of the facts ("The user likes coffee.").
+- subject: the lowercase English key phrase the reflection is about.
+- source_fact_ids: the ids of every fact the reflection rests on.
+{DATA_RULE}
+
+Examples:
+INPUT: {{"facts":[{{"id":"F1","text":"The user likes coffee.","subject":"coffee","polarity":"positive"}},{{"id":"F2","text":"The user has a dog.","subject":"dog","polarity":"positive"}},{{"id":"F3","text":"The user stopped drinking coffee.","subject":"coffee","polarity":"negative"}}],"existing":[]}}
+OUTPUT: {{"reflections":[{{"text":"The user no longer drinks coffee.","subject":"coffee","source_fact_ids":["F1","F3"]}},{{"text":"The user has a dog.","subject":"dog","source_fact_ids":["F2"]}}]}}
+
+INPUT: {{"facts":[{{"id":"F1","text":"Der Nutzer liebt Jazz.","subject":"jazz","polarity":"positive"}}],"existing":[{{"text":"The user enjoys jazz music.","subject":"jazz"}}]}}
+OUTPUT: {{"reflections":[]}}
+
+INPUT: {{"facts":[{{"id":"F1","text":"La usuaria aprende alemán.","subject":"german","polarity":"positive"}}],"existing":[{{"text":"The user lives in Madrid.","subject":"home"}}]}}
+OUTPUT: {{"reflections":[{{"text":"La usuaria está aprendiendo alemán.","subject":"german","source_fact_ids":["F1"]}}]}}
+
+{JSON_RULE}"""
 
 
-class Input(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    facts: list[Fact]
+class ExistingRef(WireIn):
+    text: str
+    subject: str = ""
+
+
+class Input(WireIn):
+    facts: list[FactRef]
+    existing: list[ExistingRef]
 
 
 class Draft(Wire):
-    text: str
-    subject: str
-    source_fact_ids: list[str]
+    text: Text
+    subject: Subject
+    source_fact_ids: list[FactAlias] = Field(min_length=1, max_length=20)
 
 
 class Output(Wire):
-    reflections: list[Draft]
+    reflections: list[Draft] = Field(max_length=MAX_REFLECTIONS)
 
 
 def render_user(payload: Input) -> str:
     return render_json(payload)
+
+
+def build(facts: Sequence[Fact], related: Sequence[Observation] = ()) -> Call:
+    facts = unique(facts)
+    ids = Aliases("F", [f.id for f in facts])
+    payload = Input(facts=fact_refs(facts, ids),
+                    existing=[ExistingRef(text=o.text, subject=o.subject) for o in related[:MAX_EXISTING]])
+
+    def read(out: Output, reader: Reader) -> list[ReflectionDraft]:
+        drafts = []
+        for r in out.reflections:
+            sources = real_ids(reader, ids, list(r.source_fact_ids))
+            if not sources:
+                reader.drop(r.text, "cites no fact of the input")
+                continue
+            drafts.append(ReflectionDraft(text=r.text.strip(), subject=r.subject.strip().lower(),
+                                          source_fact_ids=sources))
+        return drafts
+
+    return Call(payload, {"F": ids.names}, read)

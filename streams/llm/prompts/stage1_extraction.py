@@ -2,51 +2,117 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from collections.abc import Sequence
+from typing import Literal
 
-from credence.streams.llm.models import Polarity, Turn
-from credence.streams.llm.prompts.base import Wire, render_json
+from pydantic import Field
+
+from credence.streams.llm.aliases import Aliases, Reader
+from credence.streams.llm.models import Fact, Polarity, Turn, fact_id
+from credence.streams.llm.prompts.base import (
+    unique,
+    DATA_RULE,
+    JSON_RULE,
+    Call,
+    Subject,
+    Text,
+    TurnAlias,
+    Wire,
+    WireIn,
+    real_ids,
+    render_json,
+)
 
 NAME = "stage1_extraction"
-VERSION = 1
+VERSION = 2
 MAX_TOKENS = 2048
+MAX_FACTS = 20
+MAX_TURN_CHARS = 2000  # a pasted essay is not a statement about the user; its head is enough
 
-SYSTEM = """You extract durable facts about the USER from a chat between a user and an AI character.
+SYSTEM = f"""You extract durable facts about the USER from a chat between the user and an AI character.
 
 Rules:
-- Extract only what the user states about themselves: preferences, dislikes, identity (name, home,
+- Extract only what the user states about themselves: likes and dislikes, identity (name, home,
   occupation), pets, skills being learned, habits started or stopped.
-- Statements made by the AI are context only; extract a fact from an AI turn only when the user
-  clearly accepts it in their own turn, and cite the user turn.
-- One fact per statement. Write each fact as a short third-person sentence ("The user likes coffee.").
-- subject: the normalised key phrase the fact is about, lowercase, no articles ("coffee", "rust",
-  "dog"); for identity facts use "name", "home" or "occupation".
+- AI turns are context only. Use an AI turn only when the user's own next turn clearly accepts it
+  ("yes, exactly"), and cite both turns. Laughing ("haha", "lol"), "maybe" or a change of topic is
+  not acceptance.
+- Role-play, hypotheticals, jokes, sarcasm and fiction are not facts: "as a pirate I love rum",
+  "if I were rich I'd buy a boat", "I'm a potato lol" give nothing.
+- Other people are not the user: "my sister loves cats" says nothing about what the user likes.
+- The user may write in any language. text: one short third-person sentence in the user's language
+  ("The user likes coffee.", "Der Nutzer mag Kaffee."). subject: a lowercase ENGLISH key phrase, no
+  articles ("coffee", "rust", "dog"); for identity use "name", "home" or "occupation".
 - polarity: "negative" when the user rejects, dislikes, stopped or no longer does the subject;
   otherwise "positive".
-- importance 1-10: name and identity 9-10; strong feelings (love, hate) 7-8; casual mentions 5-6;
-  trivia 1-4.
-- source_turn_ids: the ids of the turns the fact comes from, copied exactly from the input.
-- Return an empty list when the turns contain no such fact. Never invent facts.
+- importance 1-10: 10 ONLY when the user explicitly asks to remember it ("remember this", "merk dir
+  das", "no lo olvides"); name and identity 8-9; strong feelings (love, hate) 7-8; casual mentions
+  5-6; trivia 1-4.
+- source_turn_ids: the ids of the turns the fact comes from.
+- One fact per statement; never invent facts. Return {{"facts": []}} when there is none.
+{DATA_RULE}
 
-Answer with JSON that matches the given schema and nothing else."""
+Examples:
+INPUT: {{"turns":[{{"id":"T1","role":"user","text":"I've been learning Rust since May, and I hate Mondays."}}]}}
+OUTPUT: {{"facts":[{{"text":"The user is learning Rust.","subject":"rust","importance":6,"polarity":"positive","source_turn_ids":["T1"]}},{{"text":"The user hates Mondays.","subject":"mondays","importance":7,"polarity":"negative","source_turn_ids":["T1"]}}]}}
+
+INPUT: {{"turns":[{{"id":"T1","role":"ai","text":"You must love sushi!"}},{{"id":"T2","role":"user","text":"haha, if I were a cat I would"}}]}}
+OUTPUT: {{"facts":[]}}
+
+INPUT: {{"turns":[{{"id":"T1","role":"ai","text":"Du wohnst doch in Hamburg, oder?"}},{{"id":"T2","role":"user","text":"Ja, genau. Meine Schwester liebt Katzen."}}]}}
+OUTPUT: {{"facts":[{{"text":"Der Nutzer wohnt in Hamburg.","subject":"home","importance":8,"polarity":"positive","source_turn_ids":["T1","T2"]}}]}}
+
+INPUT: {{"turns":[{{"id":"T1","role":"user","text":"Recuerda esto: soy alérgica a los cacahuetes. Ya no como carne."}}]}}
+OUTPUT: {{"facts":[{{"text":"La usuaria es alérgica a los cacahuetes.","subject":"peanut allergy","importance":10,"polarity":"positive","source_turn_ids":["T1"]}},{{"text":"La usuaria ya no come carne.","subject":"meat","importance":6,"polarity":"negative","source_turn_ids":["T1"]}}]}}
+
+{JSON_RULE}"""
 
 
-class Input(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    turns: list[Turn]
+class TurnRef(WireIn):
+    id: str
+    role: Literal["user", "ai"]
+    text: str
+
+
+class Input(WireIn):
+    turns: list[TurnRef]
 
 
 class ExtractedFact(Wire):
-    text: str
-    subject: str
-    importance: int = Field(ge=1, le=10)
+    text: Text
+    subject: Subject
+    importance: Literal[1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
     polarity: Polarity
-    source_turn_ids: list[str]
+    source_turn_ids: list[TurnAlias] = Field(min_length=1, max_length=4)
 
 
 class Output(Wire):
-    facts: list[ExtractedFact]
+    facts: list[ExtractedFact] = Field(max_length=MAX_FACTS)
 
 
 def render_user(payload: Input) -> str:
     return render_json(payload)
+
+
+def build(turns: Sequence[Turn]) -> Call:
+    turns = unique(turns)
+    ids = Aliases("T", [t.id for t in turns])
+    payload = Input(turns=[TurnRef(id=ids.alias(t.id), role=t.role, text=t.text[:MAX_TURN_CHARS]) for t in turns])
+    roles = {t.id: t.role for t in turns}
+
+    def read(out: Output, reader: Reader) -> list[Fact]:
+        facts: dict[str, Fact] = {}
+        for item in out.facts:
+            sources = real_ids(reader, ids, list(item.source_turn_ids))
+            if not sources:
+                reader.drop(item.text, "cites no turn of the input")
+                continue
+            # Origin comes from the cited turns, not the model's say-so: AI-only facts stay out of Stage 2.
+            origin = "user" if any(roles[t] == "user" for t in sources) else "ai"
+            subject = item.subject.strip().lower()
+            fid = fact_id(sources, subject, item.polarity, item.text)
+            facts.setdefault(fid, Fact(id=fid, text=item.text.strip(), subject=subject, importance=item.importance,
+                                       polarity=item.polarity, source_turn_ids=sources, origin=origin))
+        return list(facts.values())
+
+    return Call(payload, {"T": ids.names}, read)

@@ -4,56 +4,114 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import Field
 
-from credence.streams.llm.models import Fact, Observation, Polarity, Relation
-from credence.streams.llm.prompts.base import Wire, render_json
+from credence.streams.llm.aliases import Aliases, Reader
+from credence.streams.llm.models import Classification, Fact, Observation, Polarity, Relation
+from credence.streams.llm.prompts.base import (
+    unique,
+    DATA_RULE,
+    JSON_RULE,
+    Call,
+    FactAlias,
+    ObsAlias,
+    Wire,
+    WireIn,
+    render_json,
+)
 
 NAME = "stage2_classification"
-VERSION = 1
-MAX_TOKENS = 2048
+VERSION = 2
+MAX_TOKENS = 1024
+MAX_PAIRS = 60
 
-SYSTEM = """You compare new facts a user stated with existing observations about that user.
+SYSTEM = f"""You compare new facts a user stated with existing observations about that user.
 
-For every pair of (fact, observation) decide:
-- "reinforce": the fact supports the observation (same subject, same direction).
-- "negate": the fact contradicts the observation (same subject, opposite direction, or a different
-  value for something that has only one value, such as the user's name, home or occupation).
-- Unrelated pairs are omitted. Most pairs are unrelated; do not guess.
+For a (fact, observation) pair about the SAME subject decide:
+- "reinforce": same direction. A negative fact reinforces a negative observation ("hates tea"
+  supports "dislikes tea").
+- "negate": opposite direction, or a different value for something that has one value at a time
+  (the user's name, home, occupation).
+Leave out every other pair. A related but different subject is a different subject: "likes green tea
+ice cream" is not about "tea", "has a cat" is not about "dog". Most pairs are unrelated; do not guess.
+Facts and observations may be in different languages; compare their meaning.
+Return {{"classifications": []}} when no pair is about the same subject.
+{DATA_RULE}
 
-Copy fact_id and observation_id exactly from the input; never use an id that is not in the input.
-Answer with JSON that matches the given schema and nothing else."""
+Examples:
+INPUT: {{"facts":[{{"id":"F1","text":"The user hates tea.","subject":"tea","polarity":"negative"}}],"observations":[{{"id":"O1","text":"The user dislikes tea.","subject":"tea"}},{{"id":"O2","text":"The user likes green tea ice cream.","subject":"green tea ice cream"}}]}}
+OUTPUT: {{"classifications":[{{"fact_id":"F1","observation_id":"O1","relation":"reinforce"}}]}}
+
+INPUT: {{"facts":[{{"id":"F1","text":"The user lives in Madrid.","subject":"home","polarity":"positive"}},{{"id":"F2","text":"Der Nutzer trinkt keinen Kaffee mehr.","subject":"coffee","polarity":"negative"}}],"observations":[{{"id":"O1","text":"The user lives in Berlin.","subject":"home"}},{{"id":"O2","text":"The user loves coffee.","subject":"coffee"}}]}}
+OUTPUT: {{"classifications":[{{"fact_id":"F1","observation_id":"O1","relation":"negate"}},{{"fact_id":"F2","observation_id":"O2","relation":"negate"}}]}}
+
+INPUT: {{"facts":[{{"id":"F1","text":"The user does not eat meat.","subject":"meat","polarity":"negative"}}],"observations":[{{"id":"O1","text":"The user is vegetarian.","subject":"vegetarian diet"}}]}}
+OUTPUT: {{"classifications":[{{"fact_id":"F1","observation_id":"O1","relation":"reinforce"}}]}}
+
+INPUT: {{"facts":[{{"id":"F1","text":"The user likes jazz.","subject":"jazz","polarity":"positive"}}],"observations":[{{"id":"O1","text":"The user has a dog.","subject":"dog"}}]}}
+OUTPUT: {{"classifications":[]}}
+
+{JSON_RULE}"""
 
 
-class FactRef(BaseModel):
+class FactRef(WireIn):
     """What Stage 2 needs of a fact; subject and polarity spare the model re-deriving them."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
     id: str
     text: str
     subject: str
     polarity: Polarity
 
 
-def fact_refs(facts: Sequence[Fact]) -> list[FactRef]:
-    return [FactRef(id=f.id, text=f.text, subject=f.subject, polarity=f.polarity) for f in facts]
+class ObservationRef(WireIn):
+    id: str
+    text: str
+    subject: str = ""
 
 
-class Input(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+def fact_refs(facts: Sequence[Fact], ids: Aliases | None = None) -> list[FactRef]:
+    return [FactRef(id=ids.alias(f.id) if ids else f.id, text=f.text, subject=f.subject, polarity=f.polarity)
+            for f in facts]
+
+
+def observation_refs(observations: Sequence[Observation], ids: Aliases | None = None) -> list[ObservationRef]:
+    return [ObservationRef(id=ids.alias(o.id) if ids else o.id, text=o.text, subject=o.subject)
+            for o in observations]
+
+
+class Input(WireIn):
     facts: list[FactRef]
-    observations: list[Observation]
+    observations: list[ObservationRef]
 
 
 class Pair(Wire):
-    fact_id: str
-    observation_id: str
+    fact_id: FactAlias
+    observation_id: ObsAlias
     relation: Relation
 
 
 class Output(Wire):
-    classifications: list[Pair]
+    classifications: list[Pair] = Field(max_length=MAX_PAIRS)
 
 
 def render_user(payload: Input) -> str:
     return render_json(payload)
+
+
+def build(facts: Sequence[Fact], observations: Sequence[Observation]) -> Call:
+    """facts and observations already fitted to the Stage-2 caps (token_budget.fit_stage2)."""
+    facts, observations = unique(facts), unique(observations)
+    f_ids = Aliases("F", [f.id for f in facts])
+    o_ids = Aliases("O", [o.id for o in observations])
+    payload = Input(facts=fact_refs(facts, f_ids), observations=observation_refs(observations, o_ids))
+
+    def read(out: Output, reader: Reader) -> list[Classification]:
+        pairs: dict[tuple[str, str], Classification] = {}
+        for p in out.classifications:
+            fact, obs = reader.real(f_ids, p.fact_id), reader.real(o_ids, p.observation_id)
+            if fact is not None and obs is not None:
+                pairs.setdefault((fact, obs), Classification(fact_id=fact, observation_id=obs, relation=p.relation))
+        return list(pairs.values())
+
+    return Call(payload, {"F": f_ids.names, "O": o_ids.names}, read,
+                {"classifications": min(MAX_PAIRS, len(f_ids.names) * len(o_ids.names))})

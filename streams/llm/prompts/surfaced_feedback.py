@@ -2,39 +2,85 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from collections.abc import Sequence
 
-from credence.streams.llm.models import Feedback, Observation
-from credence.streams.llm.prompts.base import Wire, render_json
+from pydantic import Field
+
+from credence.streams.llm.aliases import Aliases, Reader
+from credence.streams.llm.models import Feedback, FeedbackDecision, Observation
+from credence.streams.llm.prompts.base import DATA_RULE, JSON_RULE, Call, ObsAlias, Wire, WireIn, render_json, unique
 
 NAME = "surfaced_feedback"
-VERSION = 1
-MAX_TOKENS = 512
+VERSION = 2
+MAX_TOKENS = 256
+MAX_DECISIONS = 20
+MAX_AI_CHARS = 1500
 
-SYSTEM = """The AI character just mentioned some observations about the user ("surfaced"), and the
-user replied. For each surfaced observation decide what the reply does to it:
-- "confirm": the user agrees it is true (yes, right, exactly, that's true).
-- "deny": the user says it is wrong (no, not really, wrong, that's not true).
-- "ignore": the reply does not address it.
+SYSTEM = f"""The AI character's last turn (ai_turn) mentioned some observations about the user
+("surfaced"), and the user replied (reply). For each surfaced observation decide what the reply does
+to it:
+- "confirm": the reply says it is true ("yes", "exactly", "ja, stimmt", "sí, claro", or restating it).
+- "deny": the reply says it is wrong or no longer true ("no", "not anymore", "nein", "ya no").
+- "ignore": the reply does not address it. Laughter alone ("haha", "lol"), thanks, or a new topic is
+  "ignore".
+A bare "yes" or "no" answers what ai_turn asked: apply it to the observation the question was about
+and "ignore" the others. A reply naming one observation leaves the others "ignore".
+Give one decision per surfaced observation.
+{DATA_RULE}
 
-Give exactly one decision per surfaced observation, copying its id exactly from the input.
-Answer with JSON that matches the given schema and nothing else."""
+Examples:
+INPUT: {{"ai_turn":"You still go hiking every weekend, right? Say hi to your dog!","reply":"Yes, every Saturday.","surfaced":[{{"id":"O1","text":"The user hikes on weekends.","subject":"hiking"}},{{"id":"O2","text":"The user has a dog.","subject":"dog"}}]}}
+OUTPUT: {{"decisions":[{{"id":"O1","decision":"confirm"}},{{"id":"O2","decision":"ignore"}}]}}
+
+INPUT: {{"ai_turn":"Wie wäre es mit einem Kaffee? Du liebst doch Kaffee.","reply":"Nein, ich trinke keinen Kaffee mehr.","surfaced":[{{"id":"O1","text":"The user loves coffee.","subject":"coffee"}}]}}
+OUTPUT: {{"decisions":[{{"id":"O1","decision":"deny"}}]}}
+
+INPUT: {{"ai_turn":"As a teacher you must be tired after class.","reply":"haha what's the weather like tomorrow?","surfaced":[{{"id":"O1","text":"The user works as a teacher.","subject":"occupation"}}]}}
+OUTPUT: {{"decisions":[{{"id":"O1","decision":"ignore"}}]}}
+
+INPUT: {{"ai_turn":"¿Sigues aprendiendo alemán y tocando la guitarra?","reply":"La guitarra ya no, pero el alemán sí.","surfaced":[{{"id":"O1","text":"The user is learning German.","subject":"german"}},{{"id":"O2","text":"The user plays guitar.","subject":"guitar"}}]}}
+OUTPUT: {{"decisions":[{{"id":"O1","decision":"confirm"}},{{"id":"O2","decision":"deny"}}]}}
+
+{JSON_RULE}"""
 
 
-class Input(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    reply_text: str
-    surfaced: list[Observation]
+class SurfacedRef(WireIn):
+    id: str
+    text: str
+    subject: str = ""
+
+
+class Input(WireIn):
+    ai_turn: str
+    reply: str
+    surfaced: list[SurfacedRef]
 
 
 class Decision(Wire):
-    id: str
+    id: ObsAlias
     decision: Feedback
 
 
 class Output(Wire):
-    decisions: list[Decision]
+    decisions: list[Decision] = Field(max_length=MAX_DECISIONS)
 
 
 def render_user(payload: Input) -> str:
     return render_json(payload)
+
+
+def build(reply_text: str, surfaced: Sequence[Observation], ai_text: str = "") -> Call:
+    ids = Aliases("O", [o.id for o in surfaced])
+    payload = Input(ai_turn=ai_text[-MAX_AI_CHARS:], reply=reply_text,
+                    surfaced=[SurfacedRef(id=ids.alias(o.id), text=o.text, subject=o.subject) for o in unique(surfaced)])
+
+    def read(out: Output, reader: Reader) -> list[FeedbackDecision]:
+        given: dict[str, str] = {}
+        for d in out.decisions:
+            real = reader.real(ids, d.id)
+            if real is not None:
+                given.setdefault(real, d.decision)
+        # A surfaced reflection the model left out was not addressed by the reply.
+        return [FeedbackDecision(id=o.id, decision=given.get(o.id, "ignore")) for o in surfaced]  # type: ignore[arg-type]
+
+    return Call(payload, {"O": ids.names}, read, {"decisions": min(len(ids.names), MAX_DECISIONS)})

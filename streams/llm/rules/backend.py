@@ -17,7 +17,7 @@ from credence.streams.llm.models import (
     Turn,
 )
 from credence.streams.llm.rules import extraction, feedback, matching, synthesis
-from credence.streams.llm.token_budget import CountTokens, approx_tokens, fit_stage2
+from credence.streams.llm.token_budget import CountTokens, approx_tokens, fit_rerank, fit_stage2
 
 log = logging.getLogger(__name__)
 
@@ -64,23 +64,27 @@ class RulesBackend(LLMBackend):
             facts, observations, observation_cap=self._observation_cap,
             prompt_cap=self._prompt_cap, count_tokens=self._count_tokens,
         )
-        return matching.classify(facts, fitted.observations)
+        return matching.classify(facts, fitted)
 
     async def rerank(self, facts: Sequence[Fact], observations: Sequence[Observation], limit: int) -> list[str]:
         self._count()
-        return matching.rerank(facts, observations, limit)
+        fitted = fit_rerank(facts, observations, limit, observation_cap=self._observation_cap,
+                            prompt_cap=self._prompt_cap, count_tokens=self._count_tokens)
+        return matching.rerank(facts, fitted, limit)
 
-    async def check_feedback(self, reply_text: str, surfaced: Sequence[Observation]) -> list[FeedbackDecision]:
+    async def check_feedback(self, reply_text: str, surfaced: Sequence[Observation],
+                             ai_text: str = "") -> list[FeedbackDecision]:
         self._count()
         return feedback.check_feedback(reply_text, surfaced)
 
-    async def target_check(self, last_user_messages: Sequence[str], observations: Sequence[Observation]) -> list[str]:
+    async def target_check(self, last_user_messages: Sequence[str], observations: Sequence[Observation],
+                           ai_text: str = "") -> list[str]:
         self._count()
         return matching.target_check(last_user_messages[-3:], observations)
 
-    async def synthesize(self, facts: Sequence[Fact]) -> list[ReflectionDraft]:
+    async def synthesize(self, facts: Sequence[Fact], related: Sequence[Observation] = ()) -> list[ReflectionDraft]:
         self._count()
-        return synthesis.synthesize(facts)
+        return synthesis.synthesize(facts, related)
 
     async def merge_decision(
         self, reflection: ReflectionDraft, persona_entries: Sequence[Observation]

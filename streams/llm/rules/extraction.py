@@ -1,7 +1,8 @@
 """Stage 1 without a model: first-person statement patterns -> facts with subject, polarity, importance.
 
-Importance follows the prompt's scale: name/identity 9-10, strong feelings 8, casual 6, and an
-intensifier ("really", "absolutely") adds one."""
+Importance follows the prompt's scale: name/identity 9, strong feelings 8, casual 6, an intensifier
+("really", "absolutely") adds one, and 10 only when the user explicitly asks to remember it (10 seeds a
+reflection at 0.8: an identity claimed in role-play must not start there)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,12 @@ _PETS = r"dog|puppy|cat|kitten|parrot|hamster|rabbit|horse|fish|bird|turtle|snak
 _INTENSE = r"(?P<intense>really |absolutely |truly |just )?"
 _IGNORED_SUBJECTS = {"", "you", "it", "that", "this", "them", "him", "her", "to", "so"}
 _MAX_OBJECT_WORDS = 8
+_REMEMBER = re.compile(
+    r"\b(?:remember (?:this|that)|please remember|don't forget|do not forget|merk dir|vergiss nicht|"
+    r"recuerda esto|no lo olvides|no olvides)\b",
+    re.IGNORECASE,
+)
+REMEMBERED = 10
 
 
 @dataclass(frozen=True)
@@ -36,8 +43,8 @@ def _p(pattern: str, polarity: str, importance: int, template: str, **kw) -> _Pa
 
 # First match wins, so negated and specific forms come before the general ones they contain.
 PATTERNS: tuple[_Pattern, ...] = (
-    _p(r"\bmy name is (?P<x>.+)", "positive", 10, "The user's name is {x}.", subject="name"),
-    _p(r"\b(?:call me|i'm called|i am called) (?P<x>.+)", "positive", 10, "The user's name is {x}.",
+    _p(r"\bmy name is (?P<x>.+)", "positive", 9, "The user's name is {x}.", subject="name"),
+    _p(r"\b(?:call me|i'm called|i am called) (?P<x>.+)", "positive", 9, "The user's name is {x}.",
        subject="name"),
     _p(r"\bi(?:'m| am) no longer (?P<x>.+)", "negative", 6, "The user says they are no longer {x}.",
        drop_gerund=True),
@@ -97,7 +104,7 @@ def _fact_from(pattern: _Pattern, match: re.Match[str], turn: Turn) -> Fact | No
         return None
     groups = {k: (v or "").strip() for k, v in match.groupdict().items()}
     text = pattern.template.format(**{**groups, "x": obj})
-    importance = min(10, pattern.importance + (1 if groups.get("intense") in {"really", "absolutely", "truly"} else 0))
+    importance = min(9, pattern.importance + (1 if groups.get("intense") in {"really", "absolutely", "truly"} else 0))
     return Fact(
         id=fact_id([turn.id], subject, pattern.polarity, text),
         text=text,
@@ -123,8 +130,9 @@ def extract_facts(turns: Sequence[Turn]) -> list[Fact]:
     for turn in turns:
         if turn.role != "user":
             continue
+        remember = _REMEMBER.search(clean(turn.text)) is not None
         for statement in _SPLIT.split(clean(turn.text)):
             fact = facts_in_statement(statement.strip(), turn)
             if fact is not None:
-                facts.setdefault(fact.id, fact)
+                facts.setdefault(fact.id, fact.model_copy(update={"importance": REMEMBERED}) if remember else fact)
     return list(facts.values())

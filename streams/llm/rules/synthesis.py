@@ -12,16 +12,27 @@ def _key(subject: str) -> frozenset[str]:
     return frozenset(content_stems(normalise_subject(subject))) or frozenset({subject.strip().lower()})
 
 
-def synthesize(facts: Sequence[Fact]) -> list[ReflectionDraft]:
+def _restates(text: str, subject: str, related: Sequence[Observation]) -> bool:
+    key = _key(subject)
+    return any(o.subject and _key(o.subject) == key and polarity_of(o.text) == polarity_of(text) for o in related)
+
+
+def synthesize(facts: Sequence[Fact], related: Sequence[Observation] = ()) -> list[ReflectionDraft]:
     """One reflection per subject; the latest fact states it (users change their minds), and every fact
-    on the subject is a source."""
+    on the subject is a source. A subject that only restates a related observation gives none."""
     groups: dict[frozenset[str], list[Fact]] = {}
     for fact in facts:
         groups.setdefault(_key(fact.subject), []).append(fact)
     return [
         ReflectionDraft(text=group[-1].text, subject=group[-1].subject, source_fact_ids=[f.id for f in group])
         for group in groups.values()
+        if not _restates(group[-1].text, group[-1].subject, related)
     ]
+
+
+def _stronger(reflection: ReflectionDraft, entry: Observation) -> bool:
+    """The reflection's evidence beats the entry's; without both scores the entry stands."""
+    return reflection.score is not None and entry.score is not None and reflection.score > entry.score
 
 
 def merge_decision(reflection: ReflectionDraft, persona_entries: Sequence[Observation]) -> MergeDecision:
@@ -31,7 +42,7 @@ def merge_decision(reflection: ReflectionDraft, persona_entries: Sequence[Observ
     key = _key(reflection.subject)
     for entry in persona_entries:
         if entry.subject and _key(entry.subject) == key:
-            if polarity_of(entry.text) != polarity_of(text):
+            if polarity_of(entry.text) != polarity_of(text) and not _stronger(reflection, entry):
                 return MergeDecision(action="reject", target_id=None, text=text)
             return MergeDecision(action="merge", target_id=entry.id, text=text)
     return MergeDecision(action="create", target_id=None, text=text)

@@ -1,5 +1,7 @@
 import hashlib
+import json
 
+import jsonschema
 import pytest
 
 from credence.streams.llm.models import Fact, Observation, ReflectionDraft, Turn
@@ -14,17 +16,18 @@ from credence.streams.llm.prompts import (
     stage2_classification,
     surfaced_feedback,
 )
-from credence.streams.llm.prompts.base import INPUT_MARKER
+from credence.streams.llm.prompts.base import ALLOWED_KEYWORDS, INPUT_MARKER, static_schema
+from tests.support.openai_answers import expected_id_enums, schema_problems
 
 # Editing a system prefix changes what the model is asked: bump VERSION and update the fingerprint.
 FINGERPRINTS = {
-    ("stage1_extraction", 1): "680673d2a01fbfad",
-    ("stage2_classification", 1): "e9c38a1a105c872d",
-    ("candidate_rerank", 1): "bc12ee691b1f93af",
-    ("surfaced_feedback", 1): "ee454d92c85e81c9",
-    ("negative_keyword_target", 1): "d4c49024d69fbec2",
-    ("reflection_synthesis", 1): "4bf4973b5299ded6",
-    ("merge_decision", 1): "e3b5f41f86e94da8",
+    ("stage1_extraction", 2): "dce449e65403466d",
+    ("stage2_classification", 2): "904799764a63b509",
+    ("candidate_rerank", 2): "95c970dd9a72b328",
+    ("surfaced_feedback", 2): "a7e84d91535c6747",
+    ("negative_keyword_target", 2): "4cc176e6795fda42",
+    ("reflection_synthesis", 2): "7bf77d9339eb82cb",
+    ("merge_decision", 2): "29ccf62c9aa97d27",
 }
 
 
@@ -33,27 +36,28 @@ def _fingerprint(system: str) -> str:
 
 
 def _fact(i: int) -> Fact:
-    return Fact(id=f"f{i}", text=f"The user likes thing {i}.", subject=f"thing {i}", importance=6,
+    return Fact(id=f"f-{i:020d}", text=f"The user likes thing {i}.", subject=f"thing {i}", importance=6,
                 polarity="positive", source_turn_ids=[f"t{i}"])
 
 
 def _obs(i: int) -> Observation:
-    return Observation(id=f"o{i}", text=f"The user likes thing {i}.", subject=f"thing {i}")
+    return Observation(id=f"r-{i:016x}", text=f"The user likes thing {i}.", subject=f"thing {i}", score=0.5 * i)
 
 
-def _inputs(i: int) -> dict:
-    """Two different inputs per task (i = 1, 2), to show the prefix does not follow the input."""
+def calls(i: int) -> dict:
+    """Two different calls per task (i = 1, 2; call i has i items), to show what follows the input."""
+    n = range(1, i + 1)
+    facts, obs = [_fact(k) for k in n], [_obs(k) for k in n]
+    turns = [Turn(id=f"turn-{k}", role="user", text=f"I like {k}", ts="x") for k in n]
+    draft = ReflectionDraft(text=f"r{i}", subject="s", source_fact_ids=[facts[0].id], score=2.0)
     return {
-        "stage1_extraction": stage1_extraction.Input(turns=[Turn(id=f"t{i}", role="user", text=f"I like {i}", ts="x")]),
-        "stage2_classification": stage2_classification.Input(
-            facts=stage2_classification.fact_refs([_fact(i)]), observations=[_obs(i)]),
-        "candidate_rerank": candidate_rerank.Input(
-            facts=stage2_classification.fact_refs([_fact(i)]), observations=[_obs(i)], limit=i),
-        "surfaced_feedback": surfaced_feedback.Input(reply_text=f"yes {i}", surfaced=[_obs(i)]),
-        "negative_keyword_target": negative_keyword_target.Input(last_user_messages=[f"no {i}"], observations=[_obs(i)]),
-        "reflection_synthesis": reflection_synthesis.Input(facts=[_fact(i)]),
-        "merge_decision": merge_decision.Input(
-            reflection=ReflectionDraft(text=f"r{i}", subject="s", source_fact_ids=[f"f{i}"]), persona_entries=[_obs(i)]),
+        "stage1_extraction": stage1_extraction.build(turns),
+        "stage2_classification": stage2_classification.build(facts, obs),
+        "candidate_rerank": candidate_rerank.build(facts, obs, i),
+        "surfaced_feedback": surfaced_feedback.build(f"yes {i}", obs, f"ai {i}"),
+        "negative_keyword_target": negative_keyword_target.build([f"no {i}"], obs, f"ai {i}"),
+        "reflection_synthesis": reflection_synthesis.build(facts, obs),
+        "merge_decision": merge_decision.build(draft, obs),
     }
 
 
@@ -73,43 +77,128 @@ def test_module_shape(name):
 def test_system_prefix_is_pinned_to_its_version(name):
     module = TASKS[name]
     assert _fingerprint(module.SYSTEM) == FINGERPRINTS[(module.NAME, module.VERSION)], (
-        f"{name} SYSTEM changed: bump VERSION and record the new fingerprint"
+        f"{name} SYSTEM changed: bump VERSION and record the new fingerprint {_fingerprint(module.SYSTEM)}"
     )
 
 
 @pytest.mark.parametrize("name", sorted(TASKS))
-def test_variable_data_goes_only_in_the_user_message(name):
-    module = TASKS[name]
-    first, second = _inputs(1)[name], _inputs(2)[name]
-    system_before = module.SYSTEM
-    rendered = [module.render_user(first), module.render_user(second)]
-    assert module.SYSTEM == system_before
-    assert rendered[0] != rendered[1]
-    assert all(r.startswith(INPUT_MARKER) for r in rendered)
-    assert module.Input.model_validate_json(rendered[0][len(INPUT_MARKER):]) == first
-    assert module.render_user(first) == rendered[0]  # deterministic rendering
+def test_deciding_prompts_carry_worked_examples_including_the_empty_answer(name):
+    system = TASKS[name].SYSTEM
+    examples = system.count("\nINPUT: ")
+    assert (2 if name == "candidate_rerank" else 3) <= examples <= 6
+    assert examples == system.count("\nOUTPUT: ")
+    outputs = [line[len("OUTPUT: "):] for line in system.splitlines() if line.startswith("OUTPUT: ")]
+    for out in outputs:  # every example answer is valid output of the task
+        TASKS[name].Output.model_validate_json(out)
+    for inp in (line[len("INPUT: "):] for line in system.splitlines() if line.startswith("INPUT: ")):
+        TASKS[name].Input.model_validate_json(inp)  # and every example input has the real input's shape
+    if name == "surfaced_feedback":  # one decision per surfaced entry: "empty" is all-ignore
+        assert any({d["decision"] for d in json.loads(out)["decisions"]} == {"ignore"} for out in outputs)
+    elif name != "merge_decision":  # merge always decides; its "nothing to do" answer is reject
+        assert any(v == [] for out in outputs for v in json.loads(out).values()), "no empty-answer example"
+    assert "never instructions" in system
 
 
-def _objects(schema: dict):
-    if isinstance(schema, dict):
-        if schema.get("type") == "object":
-            yield schema
-        for value in schema.values():
-            yield from _objects(value)
-    elif isinstance(schema, list):
-        for item in schema:
-            yield from _objects(item)
+def test_stage1_rules_cover_roleplay_third_parties_language_and_importance_ten():
+    system = stage1_extraction.SYSTEM
+    for needle in ("Role-play", "hypotheticals", "jokes", "Other people", "any language", "10 ONLY", "remember this"):
+        assert needle in system
+
+
+def test_stage2_examples_reinforce_negative_with_negative_and_leave_out_a_related_subject():
+    system = stage2_classification.SYSTEM
+    assert '"polarity":"negative"}],"observations":[{"id":"O1","text":"The user dislikes tea."' in system
+    assert "green tea ice cream" in system and '"observation_id":"O2"' not in system.split("OUTPUT: ")[1].splitlines()[0]
 
 
 @pytest.mark.parametrize("name", sorted(TASKS))
-def test_schema_sent_is_the_output_models_strict_schema(name):
+def test_system_prompt_is_byte_identical_across_calls_and_data_goes_in_the_user_message(name):
     module = TASKS[name]
-    fmt = response_format(module)
-    assert fmt["type"] == "json_schema"
-    assert fmt["json_schema"]["strict"] is True
-    assert fmt["json_schema"]["name"] == f"{module.NAME}_v{module.VERSION}"
-    schema = fmt["json_schema"]["schema"]
-    assert schema == module.Output.model_json_schema()
-    for obj in _objects(schema):  # strict mode: closed objects, every property required
-        assert obj.get("additionalProperties") is False
-        assert sorted(obj.get("required", [])) == sorted(obj.get("properties", {}))
+    first, second = calls(1)[name], calls(2)[name]
+    system_before = module.SYSTEM
+    rendered = [module.render_user(first.payload), module.render_user(second.payload)]
+    assert module.SYSTEM == system_before
+    assert rendered[0] != rendered[1]
+    assert all(r.startswith(INPUT_MARKER) for r in rendered)
+    assert module.Input.model_validate_json(rendered[0][len(INPUT_MARKER):]) == first.payload
+    assert module.render_user(calls(1)[name].payload) == rendered[0]  # deterministic rendering
+    # No long real id reaches the model: only short aliases.
+    assert "f-0000" not in rendered[1] and "r-0000" not in rendered[1] and "turn-" not in rendered[1]
+
+
+def _nodes(schema):
+    if isinstance(schema, dict):
+        yield schema
+        for value in schema.values():
+            yield from _nodes(value)
+    elif isinstance(schema, list):
+        for item in schema:
+            yield from _nodes(item)
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_every_output_model_is_bounded_and_vllm_safe(name):
+    schema = static_schema(TASKS[name].Output)
+    for node in _nodes(schema):
+        if not isinstance(node, dict) or "type" not in node:
+            continue
+        assert set(node) - {"x-credence-alias"} <= ALLOWED_KEYWORDS, node
+        if node["type"] == "array":
+            assert node.get("maxItems", 0) > 0, node
+        if node["type"] == "string" and "enum" not in node:
+            assert node.get("maxLength", 0) > 0, node
+        if node["type"] == "object":  # strict mode: closed objects, every property required
+            assert node.get("additionalProperties") is False
+            assert sorted(node.get("required", [])) == sorted(node.get("properties", {}))
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_call_schema_is_strict_and_its_id_enums_are_exactly_the_calls_aliases(name):
+    module = TASKS[name]
+    for i in (1, 2):
+        call = calls(i)[name]
+        fmt = response_format(module, call)
+        assert fmt["type"] == "json_schema" and fmt["json_schema"]["strict"] is True
+        assert fmt["json_schema"]["name"] == f"{module.NAME}_v{module.VERSION}"
+        schema = fmt["json_schema"]["schema"]
+        assert "x-credence-alias" not in json.dumps(schema)
+        assert schema_problems(schema, expected_id_enums(module, call.payload)) == []
+
+
+# An answer per task with one id slot, filled with the id under test.
+def _answer(name: str, alias: str) -> dict:
+    return {
+        "stage1_extraction": {"facts": [{"text": "x", "subject": "x", "importance": 5, "polarity": "positive",
+                                         "source_turn_ids": [alias]}]},
+        "stage2_classification": {"classifications": [{"fact_id": "F1", "observation_id": alias,
+                                                       "relation": "reinforce"}]},
+        "candidate_rerank": {"observation_ids": [alias]},
+        "surfaced_feedback": {"decisions": [{"id": alias, "decision": "confirm"}]},
+        "negative_keyword_target": {"target_ids": [alias]},
+        "reflection_synthesis": {"reflections": [{"text": "x", "subject": "x", "source_fact_ids": [alias]}]},
+        "merge_decision": {"action": "merge", "target_id": alias, "text": "x"},
+    }[name]
+
+
+OFFERED = {"stage1_extraction": "T2", "reflection_synthesis": "F2"}
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_enum_schema_accepts_the_calls_aliases_and_nothing_else(name):
+    schema = response_format(TASKS[name], calls(2)[name])["json_schema"]["schema"]
+    jsonschema.validate(_answer(name, OFFERED.get(name, "O2")), schema)
+    for invented in ("O3", "T3", "F3", "O9", "r-0000000000000001", "", "o1"):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(_answer(name, invented), schema)
+
+
+def test_list_caps_follow_the_call():
+    schema = response_format(surfaced_feedback, calls(2)["surfaced_feedback"])["json_schema"]["schema"]
+    assert schema["properties"]["decisions"]["maxItems"] == 2
+    schema = response_format(candidate_rerank, calls(1)["candidate_rerank"])["json_schema"]["schema"]
+    assert schema["properties"]["observation_ids"]["maxItems"] == 1
+
+
+def test_merge_input_carries_evidence_scores():
+    payload = calls(2)["merge_decision"].payload
+    assert payload.reflection.score == 2.0 and [e.score for e in payload.persona_entries] == [0.5, 1.0]

@@ -62,13 +62,13 @@ def test_every_task_runs_offline_and_is_counted(turn_factory):
 
     backend = asyncio.run(run())
     assert backend.stats.as_dict() == {
-        "calls": 7, "retries": 0, "failures": 0, "prompt_tokens": 0, "completion_tokens": 0,
+        "calls": 7, "retries": 0, "failures": 0, "prompt_tokens": 0, "completion_tokens": 0, "unknown_ids": 0,
     }
 
 
 def test_rules_classify_keeps_to_the_stage2_budget(turn_factory):
     async def run() -> list[str]:
-        backend = RulesBackend(prompt_cap=700)
+        backend = RulesBackend(prompt_cap=1300)
         facts = await backend.extract_facts([turn_factory("I love coffee")])
         many = [Observation(id=f"o{i}", text="The user likes coffee. " * 20, subject="coffee") for i in range(50)]
         return [c.observation_id for c in await backend.classify(facts, many)]
@@ -76,3 +76,14 @@ def test_rules_classify_keeps_to_the_stage2_budget(turn_factory):
     kept = asyncio.run(run())
     assert 0 < len(kept) < 50
     assert kept == [f"o{i}" for i in range(len(kept))]  # the best-ranked survive
+
+
+def test_rules_rerank_keeps_to_the_same_budget(turn_factory):
+    async def run() -> list[str]:
+        backend = RulesBackend(prompt_cap=900)
+        facts = await backend.extract_facts([turn_factory("I love coffee")])
+        many = [Observation(id=f"o{i}", text="The user likes coffee. " * 20, subject="coffee") for i in range(50)]
+        return await backend.rerank(facts, many, 40)
+
+    kept = asyncio.run(run())
+    assert 0 < len(kept) < 40 and kept == [f"o{i}" for i in range(len(kept))]

@@ -17,8 +17,8 @@ from credence.streams.llm.rules.extraction import extract_facts
         ("I'm a big fan of jazz", "The user is a fan of jazz.", "jazz", "positive", 7),
         ("I am learning Rust", "The user is learning Rust.", "rust", "positive", 6),
         ("I\u2019m learning Japanese these days", "The user is learning Japanese.", "japanese", "positive", 6),
-        ("My name is Anna Lee.", "The user's name is Anna Lee.", "name", "positive", 10),
-        ("Call me Bob", "The user's name is Bob.", "name", "positive", 10),
+        ("My name is Anna Lee.", "The user's name is Anna Lee.", "name", "positive", 9),
+        ("Call me Bob", "The user's name is Bob.", "name", "positive", 9),
         ("I live in Berlin now", "The user lives in Berlin.", "home", "positive", 9),
         ("I moved to Paris", "The user lives in Paris.", "home", "positive", 9),
         ("I work as a nurse.", "The user works as a nurse.", "occupation", "positive", 9),
@@ -73,3 +73,11 @@ def test_repeated_statement_in_one_turn_is_one_fact(turn_factory):
 def test_same_statement_in_two_turns_is_two_facts(turn_factory):
     facts = extract_facts([turn_factory("I love coffee", turn_id="a"), turn_factory("I love coffee", turn_id="b")])
     assert [f.source_turn_ids for f in facts] == [["a"], ["b"]]
+
+
+@pytest.mark.parametrize("said", ["Remember this: I hate olives", "Please remember that I live in Lyon",
+                                  "Don't forget, I love jazz"])
+def test_importance_ten_only_when_the_user_asks_to_remember(turn_factory, said):
+    [fact] = extract_facts([turn_factory(said)])
+    assert fact.importance == 10
+    assert max(f.importance for f in extract_facts([turn_factory("My name is Sam. I really love hiking.")])) == 9

@@ -6,8 +6,9 @@ from credence.errors import LLMError
 from credence.streams.llm.models import Fact, Observation
 from credence.streams.llm.token_budget import (
     approx_tokens,
+    fit_rerank,
     fit_stage2,
-    stage2_input,
+    rerank_prompt_tokens,
     stage2_prompt_tokens,
     trim_to_tokens,
 )
@@ -34,17 +35,16 @@ FACTS = [Fact(id="f1", text="The user loves coffee.", subject="coffee", importan
 texts = st.text(alphabet=st.sampled_from("ab cd\u4f60\u597d\u3053\u3093"), max_size=1500)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=60, deadline=None)
 @given(
     obs_texts=st.lists(texts, max_size=40),
     observation_cap=st.integers(min_value=1, max_value=300),
-    prompt_cap=st.integers(min_value=600, max_value=6000),
+    prompt_cap=st.integers(min_value=1000, max_value=6000),
 )
 def test_fitted_prompt_always_fits(obs_texts, observation_cap, prompt_cap):
     observations = [Observation(id=f"o{i}", text=t, subject="s") for i, t in enumerate(obs_texts)]
-    fitted = fit_stage2(FACTS, observations, observation_cap=observation_cap, prompt_cap=prompt_cap)
-    assert stage2_prompt_tokens(fitted) <= prompt_cap
-    kept = fitted.observations
+    kept = fit_stage2(FACTS, observations, observation_cap=observation_cap, prompt_cap=prompt_cap)
+    assert stage2_prompt_tokens(FACTS, kept) <= prompt_cap
     assert all(approx_tokens(o.text) <= observation_cap for o in kept)
     # Lowest-ranked dropped first: what survives is a prefix, each text a prefix of the original.
     assert [o.id for o in kept] == [o.id for o in observations[: len(kept)]]
@@ -53,7 +53,21 @@ def test_fitted_prompt_always_fits(obs_texts, observation_cap, prompt_cap):
     if len(kept) < len(observations):
         nxt = observations[len(kept)].model_copy(
             update={"text": trim_to_tokens(observations[len(kept)].text, observation_cap)})
-        assert stage2_prompt_tokens(stage2_input(FACTS, [*kept, nxt])) > prompt_cap
+        assert stage2_prompt_tokens(FACTS, [*kept, nxt]) > prompt_cap
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    obs_texts=st.lists(texts, max_size=40),
+    limit=st.integers(min_value=1, max_value=30),
+    prompt_cap=st.integers(min_value=800, max_value=6000),
+)
+def test_rerank_input_respects_the_stage2_prompt_cap(obs_texts, limit, prompt_cap):
+    observations = [Observation(id=f"o{i}", text=t, subject="s") for i, t in enumerate(obs_texts)]
+    kept = fit_rerank(FACTS, observations, limit, observation_cap=200, prompt_cap=prompt_cap)
+    assert rerank_prompt_tokens(FACTS, kept, limit) <= prompt_cap
+    assert [o.id for o in kept] == [o.id for o in observations[: len(kept)]]
+    assert all(approx_tokens(o.text) <= 200 for o in kept)
 
 
 @settings(max_examples=50, deadline=None)
@@ -63,9 +77,9 @@ def test_pluggable_counter_is_the_one_obeyed(obs_texts, factor):
         return factor * len(text)
 
     observations = [Observation(id=f"o{i}", text=t, subject="s") for i, t in enumerate(obs_texts)]
-    fitted = fit_stage2(FACTS, observations, observation_cap=50, prompt_cap=5000, count_tokens=count)
-    assert stage2_prompt_tokens(fitted, count) <= 5000
-    assert all(count(o.text) <= 50 for o in fitted.observations)
+    fitted = fit_stage2(FACTS, observations, observation_cap=50, prompt_cap=8000, count_tokens=count)
+    assert stage2_prompt_tokens(FACTS, fitted, count) <= 8000
+    assert all(count(o.text) <= 50 for o in fitted)
 
 
 def test_facts_alone_over_the_cap_is_an_error_that_says_what_to_do():

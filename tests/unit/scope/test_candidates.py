@@ -107,3 +107,39 @@ def test_small_candidate_pools_are_not_reranked(driver_factory, state_factory):
     d.pump_one()
     (req,) = d.outbox
     assert req.payload["rerank_limit"] is None and len(req.payload["observations"]) == 30
+
+
+def test_without_surfaced_ids_the_ai_text_is_matched_against_renderable_entries(driver_factory):
+    d = driver_factory()
+    d.turn("I love hiking", T0)
+    d.flush()
+    d.feedback(HIKING, "confirm", T0 + timedelta(minutes=1))
+    for n in range(3):
+        d.turn("You love hiking, don't you?", T0 + (n + 1) * HOUR, role="ai")  # a client that sends no ids
+    entry = d.state.entries[HIKING]
+    assert len(entry.recent_mentions) == 3 and entry.suppressed_at == T0 + 3 * HOUR
+    causes = [j["cause"] for j in d.journal() if j["event"] == "mention"]
+    assert causes == ["ai_mention"] * 3
+
+
+def test_surfaced_ids_win_over_the_text(driver_factory):
+    d = driver_factory()
+    d.turn("I love hiking", T0)
+    d.flush()
+    d.feedback(HIKING, "confirm", T0 + timedelta(minutes=1))
+    d.turn("You love hiking!", T0 + HOUR, role="ai", surfaced_ids=["not-in-this-scope"])
+    assert d.state.entries[HIKING].recent_mentions == ()
+    d.turn("Nice weather today.", T0 + 2 * HOUR, role="ai")
+    assert d.state.entries[HIKING].recent_mentions == ()
+
+
+def test_a_pending_reflection_named_in_the_ai_text_is_surfaced_for_feedback(driver_factory):
+    d = driver_factory()
+    d.turn("I love hiking", T0)
+    d.flush()
+    assert d.state.entries[HIKING].status == "pending"
+    d.turn("You love hiking, right?", T0 + HOUR, role="ai")
+    assert d.state.surfaced == [HIKING]
+    d.turn("No, that's wrong.", T0 + HOUR + timedelta(minutes=1))
+    assert d.state.entries[HIKING].status == "denied"
+    assert d.state.entries[HIKING].recent_mentions == ()  # pending reflections are never mention-counted

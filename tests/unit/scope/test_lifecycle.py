@@ -86,13 +86,17 @@ def test_promotion_result_merges_into_an_existing_persona_entry(driver_factory):
     d.state.entries[existing.id] = existing
     d.feedback(HIKING, "confirm", T0 + 2 * MIN, feedback_id="fb2")
     (req,) = d.requests_of("promotion")
-    assert req.payload["personas"] == [{"id": "p-hike", "text": "The user enjoys hiking.", "subject": "hiking"}]
+    assert req.payload["personas"] == [{"id": "p-hike", "text": "The user enjoys hiking.", "subject": "hiking", "score": 0.0}]
     assert [p.id for p in d.personas()] == ["p-hike"]
     persona = d.state.entries["p-hike"]
-    assert persona.merged_from_ids == (HIKING,) and persona.version == 2
+    # the merge rewrote the text: the old meaning is closed as version 2, the new one is version 3
+    assert persona.merged_from_ids == (HIKING,) and persona.version == 3 and persona.invalidated_at is None
     assert d.state.entries[HIKING].merged_into_id == "p-hike"
+    (closed,) = [j for j in d.journal() if j["event"] == "invalidated"]
+    assert closed["event_id"] == "p-hike@2" and closed["entry"]["text"] == "The user enjoys hiking."
+    assert closed["entry"]["invalidated_at"] == persona.valid_from.isoformat()
     (merged,) = [j for j in d.journal() if j["event"] == "merged"]
-    assert merged["event_id"] == "p-hike@2"
+    assert merged["event_id"] == "p-hike@3"
 
 
 CREATE = {"decision": {"action": "create", "target_id": None, "text": "The user loves hiking."}}
@@ -338,3 +342,20 @@ def test_a_blocked_reflection_stays_in_the_prompt_and_takes_feedback(driver_fact
     assert [e.id for e in block.reflections] == [HIKING]
     d.feedback(HIKING, "deny", now + MIN, feedback_id="fb-deny")
     assert d.state.entries[HIKING].status == "denied"
+
+
+def test_a_promotion_result_waiting_in_the_queue_is_not_asked_again_after_a_restart(driver_factory):
+    from credence.streams.scope.state import ScopeState
+
+    d, req = promotion_in_flight(driver_factory)
+    d.turn("I like tea", T0 + 3 * MIN)
+    d.flush()  # Stage-1 in flight: the scope is held
+    d.result(req, CREATE)
+    assert [q["record"]["request_id"] for q in d.state.queue] == [req.id]
+    d.state, d.boot = ScopeState.from_dict(d.state.to_dict()), "boot-2"
+    d.outbox.clear()
+    d.tick(T0 + 3 * MIN)
+    assert [r.task for r in d.outbox] == ["stage1"]  # re-sent: lost with the old run; the merge was answered
+    d.auto = True
+    d.pump()
+    assert d.state.entries[HIKING].status == "promoted" and d.state.queue == []

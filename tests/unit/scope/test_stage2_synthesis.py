@@ -95,7 +95,8 @@ def test_reflection_ids_are_deterministic_and_never_duplicated(driver_factory):
 
 
 @pytest.mark.parametrize("text, seed", [("I love hiking", 0.4), ("I really love hiking", 0.6),
-                                         ("My name is Sam", 0.8), ("I have a dog", 0.2), ("I like tea", 0.0)])
+                                         ("My name is Sam", 0.6), ("I have a dog", 0.2), ("I like tea", 0.0),
+                                         ("Remember this: I love hiking", 0.8)])
 def test_new_reflection_is_seeded_by_its_source_importance(driver_factory, text, seed):
     d = driver_factory()
     d.turn(text, T0)
@@ -134,3 +135,22 @@ def test_stage2_classification_of_an_observation_not_offered_is_ignored(driver_f
     d.result(req, {"classifications": [{"fact_id": f["id"], "observation_id": HIKING, "relation": "reinforce"}]})
     assert d.state.entries[HIKING] == denied
     assert d.state.facts[f["id"]]["synthesis"] == "pending"  # not evidence: it may become an observation
+
+
+def test_fact_origin_comes_from_the_cited_turns(driver_factory):
+    d = driver_factory(auto=False)
+    d.turn("Do you like hiking?", T0, role="ai")
+    d.turn("Yes!", T0 + timedelta(seconds=1))
+    d.turn("You must also love rowing.", T0 + timedelta(seconds=2), role="ai")
+    d.turn("haha, I love tea", T0 + timedelta(seconds=3))
+    d.flush()
+    (req,) = d.outbox
+    d.outbox.clear()
+    hiking = {**fact("f-hiking", 6, subject="hiking"), "source_turn_ids": ["t1", "t2"]}
+    rowing = {**fact("f-rowing", 6, subject="rowing"), "source_turn_ids": ["t3", "t4"]}  # backend said "user"
+    tea = {**fact("f-tea", 6, subject="tea"), "source_turn_ids": ["t4"]}
+    d.result(req, {"facts": [hiking, rowing, tea]})
+    # the answered question is the user's; the AI's statement is not, though a user turn is cited too
+    assert sorted(d.state.facts) == ["f-hiking", "f-tea"] and d.state.knows_fact("f-rowing")
+    (stage2,) = d.outbox
+    assert [f["id"] for f in stage2.payload["facts"]] == ["f-hiking", "f-tea"]

@@ -221,3 +221,20 @@ def test_a_promotion_result_arriving_after_the_switch_went_off_is_dropped(driver
     # the age-driven fallback takes over: promoted 7 days after the switch went off, without the LLM
     d.tick(T0 + 8 * DAY)
     assert d.state.entries[HIKING].status == "promoted" and d.requests_of("promotion") == [req]
+
+
+def test_a_blocked_reflection_takes_the_age_driven_path_while_off(driver_factory):
+    from dataclasses import replace
+
+    d = driver_factory(powerful=False)
+    d.turn("I love hiking", T0)
+    d.flush()
+    hiking = d.state.entries[HIKING]
+    d.state.entries[HIKING] = replace(hiking, status="promote_blocked", confirmed_at=T0, promote_attempts=5,
+                                      last_promote_attempt_at=T0)
+    d.tick(T0 + 6 * DAY)
+    assert d.state.entries[HIKING].status == "promote_blocked"
+    d.tick(T0 + 7 * DAY + HOUR)
+    assert d.state.entries[HIKING].status == "promoted" and len(d.personas()) == 1
+    events = [(j["event"], j["cause"], j["to_status"]) for j in d.journal() if j["entry_id"] == HIKING][-2:]
+    assert events == [("promotion_unblocked", "fallback", "confirmed"), ("transition", "fallback", "promoted")]

@@ -23,12 +23,17 @@ JOURNAL = [
     ("acme", "2026-03-02T05:00:00Z", "merged", None),
     ("acme", "2026-03-02T06:00:00Z", "archived", "archived"),
     ("acme", "2026-03-02T07:00:00Z", "transition", "confirmed"),
+    ("acme", "2026-03-02T08:00:00Z", "promotion_rejected", None),
+    ("acme", "2026-03-02T09:00:00Z", "transition", "promote_blocked"),
+    ("acme", "2026-03-02T10:00:00Z", "promotion_unblocked", "confirmed"),  # a retry, not a new confirmation
+    ("acme", "2026-03-02T11:00:00Z", "promotion_dropped", None),
     ("globex", "2026-03-01T12:00:00Z", "created", "pending"),
     ("globex", "2026-03-01T13:00:00Z", "mention", None),
 ]
 EXPECTED = [
     FunnelRow("acme", date(2026, 3, 1), created=2, confirmed=1, promoted=0, merged=0, denied=1, archived=0),
-    FunnelRow("acme", date(2026, 3, 2), created=0, confirmed=1, promoted=1, merged=1, denied=0, archived=1),
+    FunnelRow("acme", date(2026, 3, 2), created=0, confirmed=1, promoted=1, merged=1, denied=0, archived=1,
+              rejected=1, blocked=1, unblocked=1, dropped=1),
     FunnelRow("globex", date(2026, 3, 1), created=1, confirmed=0, promoted=0, merged=0, denied=0, archived=0),
 ]
 
@@ -67,8 +72,8 @@ def test_query_binds_parameters_and_renders_each_format(journal_root):
     sql = "SELECT tenant, count(*) AS n FROM evidence WHERE tenant = ? GROUP BY tenant"
     hostile = "acme' OR '1'='1"
     assert json.loads(query(journal_root, sql, [hostile], fmt="json")) == []
-    assert json.loads(query(journal_root, sql, ["acme"], fmt="json")) == [{"tenant": "acme", "n": 9}]
-    assert query(journal_root, sql, ["acme"], fmt="csv") == "tenant,n\nacme,9\n"
+    assert json.loads(query(journal_root, sql, ["acme"], fmt="json")) == [{"tenant": "acme", "n": 13}]
+    assert query(journal_root, sql, ["acme"], fmt="csv") == "tenant,n\nacme,13\n"
     table = query(journal_root, 'SELECT min("at") AS first_at FROM evidence WHERE tenant = $t', {"t": "globex"})
     assert "2026-03-01T12:00:00+00:00" in table and "(1 row)" in table
 

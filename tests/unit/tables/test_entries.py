@@ -24,7 +24,7 @@ RECORDS_MD_KEYS = [
     "id", "kind", "tenant", "user", "character", "text", "subject", "importance", "source_fact_ids",
     "protected", "status", "evidence", "created_at", "confirmed_at", "promoted_at", "merged_from_ids",
     "merged_into_id", "promote_attempts", "last_promote_attempt_at", "recent_mentions", "suppressed_at",
-    "version", "updated_at", "archived_at", "promotion_rejected_at",
+    "version", "updated_at", "archived_at", "promotion_rejected_at", "valid_from", "invalidated_at", "usage",
 ]  # fmt: skip
 EVIDENCE_KEYS = [
     "reinforcement", "disputation", "rein_last_signal_at", "disp_last_signal_at", "sub_zero_days",

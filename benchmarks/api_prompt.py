@@ -1,0 +1,151 @@
+"""Prompt route latency over HTTP at 100 / 1,000 / 10,000 entries per scope, against two baselines
+measured in the same run.
+
+    python benchmarks/api_prompt.py [--sizes 100,1000,10000] [--requests 300]
+
+A worker on the embedded broker (or CREDENCE_KAFKA_BOOTSTRAP) recovers scopes of N entries from its
+`scopes` changelog (written up front in the table's own format), then one keep-alive HTTP client times
+  status:  GET /status (the web server's floor: no key, no scope)
+  prompt:  GET /v1/…/prompt with a tenant key (auth, store read, rendering, JSON)
+  core:    the same scope rendered in-process by the handler's pure part (no HTTP, no store read)
+and prints p50/p99 per size and the ratios prompt/status and prompt/core at the median.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import httpx
+from aiokafka import AIOKafkaProducer
+from aiokafka.partitioner import DefaultPartitioner
+
+from credence.config import load_settings
+from credence.kafka import client_options
+from credence.streams.api import reads, tenant_admin
+from credence.streams.api.tenants import TenantSettings
+from credence.streams.ops.admin import changelog_topic, ensure_topics
+from credence.streams.ops.broker import EmbeddedBroker, free_port
+from credence.streams.ops.process import WorkerProcess, wait_until
+from credence.streams.scope.state import ScopeState
+from credence.tables.entries import Entry
+from credence.tables.evidence import Evidence
+from credence.tables.scope import Scope
+from credence.tables.tokens import default_token_counter
+
+NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
+WORDS = "tea coffee rust lisbon cat miso guitar running chess paris tokyo bread jazz garden rain".split()
+
+
+def scope_state(scope: str, n: int) -> ScopeState:
+    tenant, user, character = scope.split("/")
+    entries = {}
+    for i in range(n):
+        at = NOW - timedelta(hours=i % 500)
+        text = f"The user likes {WORDS[i % len(WORDS)]} and {WORDS[(i * 7) % len(WORDS)]} ({i})."
+        entries[f"r-{i:06d}"] = Entry(
+            id=f"r-{i:06d}", kind="reflection" if i % 5 else "persona", tenant=tenant, user=user,
+            character=character, text=text, created_at=at, status="pending" if i % 5 else "active",
+            evidence=Evidence(reinforcement=(i % 17) / 4, disputation=(i % 5) / 3, rein_last_signal_at=at,
+                              disp_last_signal_at=at), updated_at=at)
+    return ScopeState(scope=scope, clock=NOW, entries=entries)
+
+
+async def seed(bootstrap: str, settings, states: list[ScopeState]) -> None:
+    await ensure_topics(bootstrap, settings, changelogs=True)
+    producer = AIOKafkaProducer(**client_options(bootstrap, settings.kafka, acks="all",
+                                                 max_request_size=50_000_000, compression_type="gzip"))
+    await producer.start()
+    parts = list(range(settings.topic_partitions))
+    try:
+        for state in states:  # the changelog partition is the scope's input partition (raw key hash)
+            partition = DefaultPartitioner()(state.scope.encode(), parts, parts)
+            await producer.send_and_wait(changelog_topic(settings, "scopes"), json.dumps(state.to_dict()).encode(),
+                                         key=json.dumps(state.scope).encode(), partition=partition)
+    finally:
+        await producer.stop()
+
+
+def timed(fn, n: int) -> list[float]:
+    out = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - t0) * 1000)
+    return out
+
+
+def pct(values: list[float], q: float) -> float:
+    return sorted(values)[min(len(values) - 1, int(q * len(values)))]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--sizes", default="100,1000,10000")
+    ap.add_argument("--requests", type=int, default=300)
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    with tempfile.TemporaryDirectory(prefix="credence-bench-") as tmp:
+        root = Path(tmp)
+        broker = None
+        bootstrap = os.environ.get("CREDENCE_KAFKA_BOOTSTRAP")
+        if not bootstrap:
+            base = load_settings()
+            broker = EmbeddedBroker(root / "broker", base.kafka_version, base.broker_cache_dir)
+            bootstrap = broker.start()
+        settings = load_settings(kafka_bootstrap=bootstrap, topic_prefix="bench", app_id="bench-app",
+                                 data_dir=root / "data", web_port=free_port(), topic_partitions=2,
+                                 table_store="memory", core_config_path=root / "core.json")
+        api_defaults = settings.api.model_copy(update={"requests_per_second": 1e6, "burst": 10**6})
+        settings = settings.model_copy(update={"api": api_defaults})
+        states = [scope_state(f"bench/u{n}/c", n) for n in sizes]
+        asyncio.run(seed(bootstrap, settings, states))
+        key = asyncio.run(tenant_admin.add(bootstrap, settings, "bench", TenantSettings()))
+        worker = WorkerProcess(settings, bootstrap, root / "worker.log")
+        try:
+            worker.start()
+            wait_until(lambda: len(worker.get("/scopes")["scopes"]) == len(sizes), 120, "the scopes to recover")
+            run(worker, key, states, settings, args.requests)
+        except BaseException:
+            print((root / "worker.log").read_text(errors="replace")[-3000:], file=sys.stderr)
+            raise
+        finally:
+            worker.stop()
+            if broker is not None:
+                broker.stop()
+    return 0
+
+
+def run(worker: WorkerProcess, key: str, states: list[ScopeState], settings, n: int) -> None:
+    count = default_token_counter()
+    print(f"{'entries':>8} {'status p50/p99 ms':>18} {'prompt p50/p99 ms':>18} {'core p50/p99 ms':>16} "
+          f"{'prompt/status':>13} {'prompt/core':>11}")
+    with httpx.Client(base_url=worker.url, headers={"Authorization": f"Bearer {key}"}, timeout=30) as http:
+        for state in states:
+            _, user, character = state.scope.split("/")
+            path = f"/v1/tenants/bench/users/{user}/characters/{character}/prompt"
+            assert http.get(path).json()["entries"], "the prompt is empty: the scope did not recover"
+            entries = list(state.entries.values())
+            scope = Scope.parse(state.scope)
+            rounds = {"status": [], "prompt": [], "core": []}
+            for _ in range(3):  # interleaved, so drift hits every variant alike
+                rounds["status"] += timed(lambda: http.get("/status").raise_for_status(), n // 3)
+                rounds["prompt"] += timed(lambda: http.get(path).raise_for_status(), n // 3)
+                rounds["core"] += timed(lambda: reads.prompt(scope, entries, [], state.clock, settings.memory,
+                                                             count).model_dump_json(), max(3, n // 30))
+            s, p, c = (rounds[k] for k in ("status", "prompt", "core"))
+            print(f"{len(entries):>8} {pct(s, .5):>8.2f}/{pct(s, .99):<8.2f} {pct(p, .5):>8.2f}/{pct(p, .99):<8.2f}"
+                  f" {pct(c, .5):>7.2f}/{pct(c, .99):<7.2f} {statistics.median(p) / statistics.median(s):>13.1f}"
+                  f" {statistics.median(p) / statistics.median(c):>11.2f}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

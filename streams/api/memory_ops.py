@@ -1,0 +1,88 @@
+"""Seed 002 on the /v1 API: recall hits become usage records, soft-archived entries are restored, ripe
+entries are nominated across the bridge. Writes go through topics, so the scope's owner applies them in
+order; nothing of a refused request is produced."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+from credence.errors import ApiError, BridgeError
+from credence.streams.api import models
+from credence.streams.runtime.records import restore_record, usage_record
+from credence.tables.entries import ARCHIVED, Entry
+from credence.tables.usage import RECALL
+from credence.tables.validity import as_of
+
+
+def _raw(record: dict) -> bytes:
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode()
+
+
+def recallable(entries: list[Entry]) -> list[Entry]:
+    """The active view recall searches: soft-archived entries (kept in the scope) are left out."""
+    return [e for e in entries if e.status != ARCHIVED]
+
+
+def usage_ids(hit_ids: list[str], entries: list[Entry]) -> list[str]:
+    """The hits that reinforce: the scope's own, non-protected entries (card entries keep no usage)."""
+    own = {e.id for e in entries if not e.protected}
+    return [i for i in dict.fromkeys(hit_ids) if i in own]
+
+
+async def record_recall(handlers, scope, response: models.RecallResponse, entries: list[Entry], now: datetime):
+    """One usage record (source "recall") for the hits actually returned to the caller."""
+    ids = usage_ids([h.id for h in response.hits], entries)
+    if ids:
+        await handlers._send("usage", scope.key, _raw(usage_record(scope.key, ids, RECALL, now)))
+
+
+async def restore(handlers, call) -> tuple[int, models.MemoryActionResponse]:
+    scope, state, entries, card = handlers._scope_data(call)
+    entry_id = call.params["entry_id"]
+    entry = state.entries.get(entry_id) if state else None
+    if entry is None:
+        raise ApiError(404, f"no entry {entry_id!r} in this scope")
+    if entry.status != ARCHIVED or entry.usage.soft_archived_from is None:
+        raise ApiError(409, f"{entry_id!r} is {entry.status}, not soft-archived by the usage sweep: nothing to restore")
+    body: models.MemoryActionRequest = call.body
+    # At the scope's clock, like the API's reads: the restore lands in the scope's own event time.
+    record = restore_record(scope.key, entry_id, body.by, state.clock or datetime.now(timezone.utc))
+    await handlers._send("control", scope.key, _raw(record))
+    return 202, models.MemoryActionResponse(entry_id=entry_id, requested="restore")
+
+
+async def nominate(handlers, call) -> tuple[int, models.MemoryActionResponse]:
+    from credence.streams.ops.operator import candidate_from_journal, journal_of
+
+    settings = handlers.credence.settings
+    if not settings.bridge.bridge_enabled:
+        raise ApiError(409, "the bridge to verified facts is retired (bridge_enabled is false): nothing was "
+                            "nominated; an operator sets CREDENCE_BRIDGE__BRIDGE_ENABLED=true to open it")
+    scope, state, entries, card = handlers._scope_data(call)
+    entry_id = call.params["entry_id"]
+    if state is None or entry_id not in state.entries:
+        raise ApiError(404, f"no entry {entry_id!r} in this scope")
+    bootstrap = getattr(handlers, "bootstrap", None) or settings.kafka_bootstrap
+    events = await journal_of(bootstrap, settings, entry_id, scope)
+    try:
+        candidate = candidate_from_journal(events, entry_id, datetime.now(timezone.utc), call.body.by, settings)
+    except BridgeError as exc:
+        raise ApiError(409, str(exc)) from None
+    await handlers._send("fact_candidates", scope.key, _raw(candidate))
+    return 202, models.MemoryActionResponse(entry_id=entry_id, requested="nominate",
+                                            candidate_id=candidate["candidate_id"])
+
+
+async def entries_as_of(handlers, scope, at: datetime) -> list[Entry]:
+    """What was valid in ``scope`` at ``at``: its journal (one partition of credence.evidence) folded by
+    tables.validity.as_of. A scan per request: as-of reads are for audits, not for serving prompts."""
+    from credence.streams.ops.operator import journal_of
+
+    settings = handlers.credence.settings
+    bootstrap = getattr(handlers, "bootstrap", None) or settings.kafka_bootstrap
+    try:
+        events = await journal_of(bootstrap, settings, None, scope)
+    except Exception as exc:  # noqa: BLE001 - the journal could not be read: say so, never answer half
+        raise ApiError(503, f"could not read the journal for as_of ({type(exc).__name__}); retry") from None
+    return list(as_of((Entry.from_dict(e["entry"]) for e in events), at).values())

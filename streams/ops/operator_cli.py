@@ -1,0 +1,90 @@
+"""`credence memory restore` and `credence bridge nominate` (seed 002): deliberate human actions.
+
+Kept out of cli.py so the main command table stays small; imports are lazy like the other commands'.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import datetime, timezone
+
+from credence.errors import CredenceError
+
+
+def _settings():
+    from credence.config import load_settings
+
+    return load_settings()
+
+
+def _operator(args) -> str:
+    import getpass
+
+    by = (args.by or getpass.getuser() or "").strip()
+    if not by:
+        raise CredenceError("say who is acting: --by NAME")
+    return by
+
+
+def _scope_arg(args):
+    from credence.tables.scope import Scope
+
+    return Scope.parse(args.scope) if args.scope else None
+
+
+def cmd_memory_restore(args) -> int:
+    from credence.streams.ops.operator import journal_of, scope_of, send_restore
+    from credence.streams.ops.worker import bootstrap_for
+
+    settings = _settings()
+    scope = _scope_arg(args)
+    by = _operator(args)
+    bootstrap = bootstrap_for(settings)
+    scope = scope or scope_of(asyncio.run(journal_of(bootstrap, settings, args.entry_id)), args.entry_id)
+    asyncio.run(send_restore(bootstrap, settings, scope, args.entry_id, by, datetime.now(timezone.utc)))
+    print(f"asked the owner of {scope.key} to restore {args.entry_id} (applied in order; a soft-archived entry "
+          "returns to the status it had, anything else is left as it is)")
+    return 0
+
+
+def cmd_bridge_nominate(args) -> int:
+    from credence.errors import BridgeRetired
+    from credence.streams.ops.operator import candidate_from_journal, journal_of, send_candidate
+    from credence.streams.ops.worker import bootstrap_for
+
+    settings = _settings()
+    if not settings.bridge.bridge_enabled:  # refuse before touching the cluster: nothing is read or emitted
+        raise BridgeRetired("the bridge to verified facts is retired (bridge_enabled is false): nothing was "
+                            "nominated; set CREDENCE_BRIDGE__BRIDGE_ENABLED=true to open it")
+    by = _operator(args)
+    bootstrap = bootstrap_for(settings)
+    events = asyncio.run(journal_of(bootstrap, settings, args.entry_id, _scope_arg(args)))
+    candidate = candidate_from_journal(events, args.entry_id, datetime.now(timezone.utc), by, settings)
+    asyncio.run(send_candidate(bootstrap, settings, candidate))
+    print(f"nominated {candidate['candidate_id']} ({candidate['tenant']}/{candidate['user']}/"
+          f"{candidate['character']}) to {settings.topic('fact-candidates')} with "
+          f"{len(candidate['provenance']['versions'])} versions and {len(candidate['provenance']['signals'])} events")
+    return 0
+
+
+def add_operator_parsers(sub) -> None:
+    p = sub.add_parser("memory", help="operator actions on memory entries (seed 002)")
+    msub = p.add_subparsers(dest="memory_command", required=True, metavar="SUBCOMMAND")
+    r = msub.add_parser("restore", help="bring a soft-archived entry back into the active view",
+                        description="Sends a restore control record to the scope's owner; the entry returns to "
+                                    "the status it had before the usage-decay sweep soft-archived it.")
+    r.add_argument("entry_id")
+    r.add_argument("--scope", help="tenant/user/character (default: looked up in the journal)")
+    r.add_argument("--by", help="who restores (default: the OS user)")
+    r.set_defaults(func=cmd_memory_restore)
+
+    p = sub.add_parser("bridge", help="the gated, manual bridge from memory to verified facts (seed 002)")
+    bsub = p.add_subparsers(dest="bridge_command", required=True, metavar="SUBCOMMAND")
+    n = bsub.add_parser("nominate", help="nominate one ripe entry as a fact candidate (a human action)",
+                        description="Refuses (exit 2) while CREDENCE_BRIDGE__BRIDGE_ENABLED is false. Reads the "
+                                    "entry's history from the journal, checks it is ripe, and emits one candidate "
+                                    "record with full provenance to <prefix>.fact-candidates.")
+    n.add_argument("entry_id")
+    n.add_argument("--scope", help="tenant/user/character (default: looked up in the journal)")
+    n.add_argument("--by", help="who nominates (default: the OS user)")
+    n.set_defaults(func=cmd_bridge_nominate)

@@ -1,0 +1,68 @@
+"""The usage channel inside a scope step (seed 002): recall hits, the daily decay sweep, restores.
+
+Usage records are applied by the scope's owner in partition order, like every other input, so a
+duplicated or replayed record lands on the same (source, UTC day) and changes nothing. The daily sweep
+runs in event time at ``decay_sweep_at`` (03:00 UTC) and only while ``decay_enabled`` is on; what it
+soft-archives stays in the scope's state with status "archived" (out of the prompt, recall and the
+Stage-2 pool, never deleted, journalled) until an operator restores it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime
+
+from credence.streams.scope.context import StepContext
+from credence.streams.scope.state import ScopeState
+from credence.tables.entries import ARCHIVED, changed
+from credence.tables.lifecycle import archive
+from credence.tables.usage import decay_sweep, reinforce, restored, sweep_instants
+
+KINDS = ("usage", "restore")
+SOFT_ARCHIVE_CAUSE = "usage_decay"
+
+
+def apply(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
+    if kind == "usage":
+        _reinforce(state, record, ctx)
+    else:
+        _restore(state, record, ctx)
+
+
+def _reinforce(state: ScopeState, record: dict, ctx: StepContext) -> None:
+    for entry_id in record["entry_ids"]:
+        entry = state.entries.get(entry_id)
+        if entry is None or entry.protected or entry.status == ARCHIVED:
+            ctx.log.append(f"usage for unknown, protected or archived entry {entry_id} ignored")
+            continue
+        usage = reinforce(entry.usage, ctx.now, record["source"], settings=ctx.usage)
+        if usage is not entry.usage:  # same source, same UTC day: already counted
+            ctx.put(state, changed(entry, ctx.now, usage=usage), "usage", record["source"], entry)
+
+
+def _restore(state: ScopeState, record: dict, ctx: StepContext) -> None:
+    entry = state.entries.get(record["entry_id"])
+    if entry is None or entry.status != ARCHIVED or entry.usage.soft_archived_from is None:
+        ctx.log.append(f"restore of {record['entry_id']} ignored: not a soft-archived entry of this scope")
+        return
+    usage = replace(restored(entry.usage, ctx.now, settings=ctx.usage), soft_archived_from=None)
+    back = changed(entry, ctx.now, status=entry.usage.soft_archived_from, archived_at=None, usage=usage)
+    ctx.put(state, back, "restored", record.get("by") or "operator", entry)
+
+
+def sweep_until(state: ScopeState, ctx: StepContext, until: datetime) -> None:
+    """Run every daily decay sweep due at or before ``until`` (event time), oldest first."""
+    if not ctx.usage.decay_enabled:
+        return  # the gate: nothing rots, and no catch-up is owed for the time it was off
+    for at in sweep_instants(state.last_usage_sweep_at, until, settings=ctx.usage):
+        saved, ctx.now = ctx.now, at
+        for entry in sorted(state.entries.values(), key=lambda e: e.id):
+            if entry.protected or entry.status == ARCHIVED or entry.created_at > at:
+                continue
+            _, due = decay_sweep(entry.usage, at, consensus_score=None, settings=ctx.usage)
+            if due:
+                gone = archive(entry, at)
+                gone = replace(gone, usage=replace(gone.usage, soft_archived_from=entry.status))
+                ctx.put(state, gone, "archived", SOFT_ARCHIVE_CAUSE, entry)
+        state.last_usage_sweep_at = at
+        ctx.now = saved

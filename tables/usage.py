@@ -1,0 +1,193 @@
+"""Usage strength: the pull channel beside the user-evidence push channel (seed 002).
+
+Every recall hit actually returned to a caller reinforces an entry with an asymptotic impulse
+Δ = α · (ceiling − current), at most once per (source, UTC day). Strength decays at read time like the
+evidence score: nothing within the grace after the last reinforcement (or after the usage started, for an
+entry never recalled), then exponentially with a 4-week half-life, never below the floor. A daily sweep
+soft-archives what fell below the threshold — only while the gate ``decay_enabled`` is on.
+
+Strength never changes the evidence score or tier; rendering uses it only as a tie-break.
+Pure: time is always a parameter.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from datetime import date, datetime, timedelta
+from typing import Any
+
+from credence.config.usage import DEFAULT_USAGE_SETTINGS, UsageSettings
+from credence.errors import DomainError
+from credence.tables.clock import as_utc, format_day, format_instant, parse_day, parse_instant
+
+SECONDS_PER_DAY = 86_400.0
+RECALL = "recall"  # the source of usage records emitted by the API's recall route
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """One entry's usage snapshot.
+
+    ``strength`` is the value at the anchor (the later of ``last_reinforced_at`` and ``since``); None
+    means the initial strength from settings. ``since`` is when the usage started counting (the entry's
+    creation, or its restoration): an entry never recalled decays from there. ``reinforced_day`` and
+    ``reinforced_sources`` are the latest UTC day with a reinforcement and the sources already applied on
+    it (daily idempotency).
+    """
+
+    strength: float | None = None
+    reinforce_count: int = 0
+    last_reinforced_at: datetime | None = None
+    since: datetime | None = None
+    reinforced_day: date | None = None
+    reinforced_sources: tuple[str, ...] = ()
+    # The status an entry had when the daily sweep soft-archived it (None = not soft-archived): what
+    # an operator's restore puts back.
+    soft_archived_from: str | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("last_reinforced_at", "since"):
+            value = getattr(self, name)
+            if value is not None:
+                object.__setattr__(self, name, as_utc(value))
+        object.__setattr__(self, "reinforced_sources", tuple(sorted(set(self.reinforced_sources))))
+        count = self.reinforce_count
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise DomainError(f"usage reinforce_count must be an int >= 0, got {self.reinforce_count!r}")
+        if self.strength is not None and not (isinstance(self.strength, int | float) and self.strength >= 0):
+            raise DomainError(f"usage strength must be a number >= 0 or null, got {self.strength!r}")
+
+    @property
+    def anchor(self) -> datetime | None:
+        """Where decay counts from: the later of the last reinforcement and the start of this life."""
+        stamps = [t for t in (self.last_reinforced_at, self.since) if t is not None]
+        return max(stamps) if stamps else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "strength": self.strength,
+            "reinforce_count": self.reinforce_count,
+            "last_reinforced_at": format_instant(self.last_reinforced_at),
+            "since": format_instant(self.since),
+            "reinforced_day": format_day(self.reinforced_day),
+            "reinforced_sources": list(self.reinforced_sources),
+            "soft_archived_from": self.soft_archived_from,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None, *, since: datetime | None = None) -> Usage:
+        """Read a snapshot; a missing one (an entry written before seed 002) starts at ``since``."""
+        if d is None:
+            return cls(since=since)
+        if not isinstance(d, Mapping):
+            raise DomainError(f"usage snapshot must be a JSON object or null, got {type(d).__name__}")
+        strength = d.get("strength")
+        if strength is not None and (isinstance(strength, bool) or not isinstance(strength, int | float)):
+            raise DomainError(f"usage strength must be a number or null, got {strength!r}")
+        count = d.get("reinforce_count", 0)
+        sources = d.get("reinforced_sources") or ()
+        if not isinstance(sources, list | tuple) or not all(isinstance(s, str) and s for s in sources):
+            raise DomainError("usage reinforced_sources must be a list of non-empty strings")
+        return cls(
+            strength=None if strength is None else float(strength),
+            reinforce_count=count,
+            last_reinforced_at=parse_instant(d.get("last_reinforced_at")),
+            since=parse_instant(d.get("since")) or since,
+            reinforced_day=parse_day(d.get("reinforced_day")),
+            reinforced_sources=tuple(sources),
+            soft_archived_from=_status(d.get("soft_archived_from")),
+        )
+
+
+def _status(value: Any) -> str | None:
+    if value is None or (isinstance(value, str) and value):
+        return value
+    raise DomainError(f"usage soft_archived_from must be an entry status or null, got {value!r}")
+
+
+def usage_strength(u: Usage, now: datetime, *, settings: UsageSettings = DEFAULT_USAGE_SETTINGS) -> float:
+    """The strength at ``now``: the stored value through the grace, then halved every half-life, floored."""
+    base = settings.initial_strength if u.strength is None else u.strength
+    anchor = u.anchor
+    if anchor is None or base <= settings.decay_floor:
+        return base  # no clock to decay from, or already at/under the floor: it stays where it is
+    beyond_grace = (as_utc(now) - anchor).total_seconds() - settings.decay_grace_days * SECONDS_PER_DAY
+    if beyond_grace <= 0:
+        return base
+    decayed = base * 0.5 ** (beyond_grace / (settings.decay_half_life_days * SECONDS_PER_DAY))
+    return max(settings.decay_floor, decayed)
+
+
+def reinforce(u: Usage, at: datetime, source: str, *, settings: UsageSettings = DEFAULT_USAGE_SETTINGS) -> Usage:
+    """One recall hit from ``source`` at ``at``. A second hit of the same source on the same UTC day, and a
+    hit dated on a UTC day before the latest reinforced one (already past its idempotency window), return
+    ``u`` itself, unchanged."""
+    if not isinstance(source, str) or not source.strip():
+        raise DomainError(f"a usage source must be a non-empty string, got {source!r}")
+    at = as_utc(at)
+    day = at.date()
+    latest = u.reinforced_day
+    if latest is not None and (day < latest or (day == latest and source in u.reinforced_sources)):
+        return u
+    # Event time never runs backwards for a usage: a hit stamped before its anchor counts at the anchor.
+    anchor = u.anchor
+    when = at if anchor is None or at > anchor else anchor
+    current = usage_strength(u, when, settings=settings)
+    sources = (*u.reinforced_sources, source) if day == u.reinforced_day else (source,)
+    return replace(
+        u,
+        strength=current + settings.reinforce_alpha * (settings.reinforce_ceiling - current),
+        reinforce_count=u.reinforce_count + 1,
+        last_reinforced_at=when,
+        reinforced_day=day,
+        reinforced_sources=sources,
+    )
+
+
+def decay_sweep(
+    u: Usage,
+    now: datetime,
+    *,
+    consensus_score: float | None = None,
+    settings: UsageSettings = DEFAULT_USAGE_SETTINGS,
+) -> tuple[Usage, bool]:
+    """One daily-sweep visit: (usage, whether to soft-archive the entry now).
+
+    Decay is read-time, so the usage itself is returned unchanged; the sweep only decides. Skipped (False)
+    while the gate is off, and for entries whose external corroboration reaches ``consensus_skip_at``.
+    """
+    if not settings.decay_enabled:
+        return u, False
+    if consensus_score is not None and consensus_score >= settings.consensus_skip_at:
+        return u, False
+    return u, usage_strength(u, now, settings=settings) < settings.soft_archive_below
+
+
+def restored(u: Usage, at: datetime, *, settings: UsageSettings = DEFAULT_USAGE_SETTINGS) -> Usage:
+    """The usage of an entry an operator restored: a new life from ``at`` with at least the initial strength,
+    so the next sweep does not send it straight back. The reinforcement history is kept."""
+    at = as_utc(at)
+    current = usage_strength(u, at, settings=settings)
+    return replace(u, strength=max(settings.initial_strength, current), since=max(at, u.anchor or at))
+
+
+def sweep_instants(last: datetime | None, now: datetime, *, settings: UsageSettings = DEFAULT_USAGE_SETTINGS,
+                   max_days: int = 400) -> list[datetime]:
+    """The daily sweep instants (``decay_sweep_at`` UTC) in (last, now]; with no ``last``, only the latest.
+    After a gap longer than ``max_days`` only the latest ``max_days`` are visited: strength only falls
+    between reinforcements, so the skipped ones could only have archived earlier, never differently."""
+    now = as_utc(now)
+    at = settings.decay_sweep_at
+    latest = now.replace(hour=at.hour, minute=at.minute, second=at.second, microsecond=at.microsecond)
+    if latest > now:
+        latest -= timedelta(days=1)
+    if last is None:
+        return [latest]
+    last = as_utc(last)
+    instants: list[datetime] = []
+    t = latest
+    while t > last and len(instants) < max_days:
+        instants.append(t)
+        t -= timedelta(days=1)
+    return instants[::-1]

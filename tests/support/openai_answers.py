@@ -1,0 +1,182 @@
+"""What the OpenAI-compatible test server answers (the rules backend's logic, in each task's aliased
+wire format), the failures it can inject, and what it demands of a request's output schema."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import Any
+
+from pydantic import BaseModel
+
+from credence.streams.llm.models import Fact, Observation, ReflectionDraft, Turn
+from credence.streams.llm.prompts import (
+    candidate_rerank,
+    merge_decision,
+    negative_keyword_target,
+    reflection_synthesis,
+    stage1_extraction,
+    stage2_classification,
+    surfaced_feedback,
+)
+from credence.streams.llm.prompts.base import ALLOWED_KEYWORDS
+from credence.streams.llm.rules import extraction, feedback, matching, synthesis
+
+# -- answers: the rules logic in each task's wire format ---------------------------------------
+
+def _facts(refs: list[stage2_classification.FactRef]) -> list[Fact]:
+    return [
+        Fact(id=r.id, text=r.text, subject=r.subject, polarity=r.polarity, importance=5, source_turn_ids=[])
+        for r in refs
+    ]
+
+
+def _observations(refs: Sequence[Any]) -> list[Observation]:
+    return [Observation(id=getattr(r, "id", ""), text=r.text, subject=r.subject,
+                        score=getattr(r, "score", None)) for r in refs]
+
+
+def _stage1(inp: stage1_extraction.Input) -> BaseModel:
+    turns = [Turn(id=t.id, role=t.role, text=t.text, ts="") for t in inp.turns]
+    return stage1_extraction.Output(facts=[
+        stage1_extraction.ExtractedFact(
+            text=f.text, subject=f.subject, importance=f.importance, polarity=f.polarity,
+            source_turn_ids=f.source_turn_ids,
+        )
+        for f in extraction.extract_facts(turns)[:stage1_extraction.MAX_FACTS]
+    ])
+
+
+def _stage2(inp: stage2_classification.Input) -> BaseModel:
+    return stage2_classification.Output(classifications=[
+        stage2_classification.Pair(fact_id=c.fact_id, observation_id=c.observation_id, relation=c.relation)
+        for c in matching.classify(_facts(inp.facts), _observations(inp.observations))[:stage2_classification.MAX_PAIRS]
+    ])
+
+
+def _rerank(inp: candidate_rerank.Input) -> BaseModel:
+    ids = matching.rerank(_facts(inp.facts), _observations(inp.observations), inp.limit)
+    return candidate_rerank.Output(observation_ids=ids)
+
+
+def _feedback(inp: surfaced_feedback.Input) -> BaseModel:
+    return surfaced_feedback.Output(decisions=[
+        surfaced_feedback.Decision(id=d.id, decision=d.decision)
+        for d in feedback.check_feedback(inp.reply, _observations(inp.surfaced))
+    ])
+
+
+def _target(inp: negative_keyword_target.Input) -> BaseModel:
+    ids = matching.target_check(inp.user_messages, _observations(inp.observations))
+    return negative_keyword_target.Output(target_ids=ids)
+
+
+def _synthesis(inp: reflection_synthesis.Input) -> BaseModel:
+    return reflection_synthesis.Output(reflections=[
+        reflection_synthesis.Draft(text=r.text, subject=r.subject, source_fact_ids=r.source_fact_ids)
+        for r in synthesis.synthesize(_facts(inp.facts), _observations(inp.existing))[:reflection_synthesis.MAX_REFLECTIONS]
+    ])
+
+
+def _merge(inp: merge_decision.Input) -> BaseModel:
+    r = inp.reflection
+    draft = ReflectionDraft(text=r.text, subject=r.subject, source_fact_ids=[], score=r.score)
+    d = synthesis.merge_decision(draft, _observations(inp.persona_entries))
+    return merge_decision.Output(action=d.action, target_id=d.target_id or merge_decision.NO_TARGET, text=d.text)
+
+
+ANSWERS: dict[str, Callable[[Any], BaseModel]] = {
+    stage1_extraction.NAME: _stage1,
+    stage2_classification.NAME: _stage2,
+    candidate_rerank.NAME: _rerank,
+    surfaced_feedback.NAME: _feedback,
+    negative_keyword_target.NAME: _target,
+    reflection_synthesis.NAME: _synthesis,
+    merge_decision.NAME: _merge,
+}
+
+# Well-formed aliases no input of the tests reaches: they pass the static schema, not the call's enum.
+GHOST = {"T": "T99", "F": "F99", "O": "O99"}
+
+
+def _ghost_stage1(out: dict) -> dict:
+    fact = {"text": "The user likes ghosts.", "subject": "ghost", "importance": 5, "polarity": "positive",
+            "source_turn_ids": [GHOST["T"]]}
+    return {"facts": [*out["facts"], fact]}
+
+
+def _ghost_stage2(out: dict, inp: stage2_classification.Input) -> dict:
+    pair = {"fact_id": inp.facts[0].id, "observation_id": GHOST["O"], "relation": "reinforce"}
+    return {"classifications": [*out["classifications"], pair]}
+
+
+# Output that passes the static schema but names an id the input never had.
+UNKNOWN_ID: dict[str, Callable[[dict, Any], dict]] = {
+    stage1_extraction.NAME: lambda out, inp: _ghost_stage1(out),
+    stage2_classification.NAME: _ghost_stage2,
+    candidate_rerank.NAME: lambda out, inp: {"observation_ids": [GHOST["O"]]},
+    surfaced_feedback.NAME: lambda out, inp: {"decisions": [*out["decisions"], {"id": GHOST["O"], "decision": "deny"}]},
+    negative_keyword_target.NAME: lambda out, inp: {"target_ids": [GHOST["O"]]},
+    reflection_synthesis.NAME: lambda out, inp: {"reflections": [{"text": "x", "subject": "x",
+                                                                  "source_fact_ids": [GHOST["F"]]}]},
+    merge_decision.NAME: lambda out, inp: {"action": "merge", "target_id": GHOST["O"], "text": "x"},
+}
+
+
+# -- what a request's schema must say ------------------------------------------------------------
+
+def expected_id_enums(module: ModuleType, inp: Any) -> list[list[str]]:
+    """The id lists the schema's enums must be: exactly the ids this input carries, per kind."""
+    ids = lambda items: list(dict.fromkeys(i.id for i in items))  # noqa: E731
+    return {
+        stage1_extraction.NAME: lambda: [ids(inp.turns)],
+        stage2_classification.NAME: lambda: [ids(inp.facts), ids(inp.observations)],
+        candidate_rerank.NAME: lambda: [ids(inp.observations)],
+        surfaced_feedback.NAME: lambda: [ids(inp.surfaced)],
+        negative_keyword_target.NAME: lambda: [ids(inp.observations)],
+        reflection_synthesis.NAME: lambda: [ids(inp.facts)],
+        merge_decision.NAME: lambda: [[merge_decision.NO_TARGET, *ids(inp.persona_entries)]],
+    }[module.NAME]()
+
+
+_VALUE_ENUMS = ({"positive", "negative"}, {"reinforce", "negate"}, {"confirm", "deny", "ignore"},
+                {"create", "merge", "reject"})
+
+
+def schema_problems(schema: Any, id_enums: list[list[str]]) -> list[str]:
+    """Why vLLM's guided decoding could not enforce this schema, or it does not pin the call's ids."""
+    problems: list[str] = []
+    seen_enums: list[list[str]] = []
+
+    def walk(node: Any, path: str) -> None:
+        if not isinstance(node, dict):
+            return
+        bad = set(node) - ALLOWED_KEYWORDS
+        if bad:
+            problems.append(f"{path}: keywords {sorted(bad)} are not safe for guided decoding")
+        kind = node.get("type")
+        if kind == "object":
+            if node.get("additionalProperties") is not False:
+                problems.append(f"{path}: object not closed")
+            if sorted(node.get("required", [])) != sorted(node.get("properties", {})):
+                problems.append(f"{path}: not every property required")
+            for name, sub in node.get("properties", {}).items():
+                walk(sub, f"{path}.{name}")
+        elif kind == "array":
+            if "maxItems" not in node:
+                problems.append(f"{path}: array without maxItems")
+            walk(node.get("items"), f"{path}[]")
+        elif kind == "string" and "enum" not in node and "maxLength" not in node:
+            problems.append(f"{path}: free string without maxLength")
+        enum = node.get("enum")
+        if isinstance(enum, list) and all(isinstance(v, str) for v in enum) and set(enum) not in _VALUE_ENUMS:
+            seen_enums.append(enum)
+
+    walk(schema, "$")
+    for enum in seen_enums:
+        if enum not in id_enums:
+            problems.append(f"id enum {enum[:6]} is not the input's ids")
+    for wanted in id_enums:
+        if wanted not in seen_enums:
+            problems.append(f"the input's ids {wanted[:6]} are not an enum of the schema")
+    return problems

@@ -1,0 +1,57 @@
+"""credence.usage v1 and the restore control record: decoded with validation, refused with a reason."""
+
+import json
+
+import pytest
+
+from credence.errors import RecordError
+from credence.streams.runtime.records import decode_control, decode_usage
+
+
+def raw(**fields) -> bytes:
+    base = {"v": 1, "tenant": "acme", "user": "u1", "character": "aria", "entry_ids": ["p1", "p2", "p1"],
+            "source": "recall", "ts": "2026-03-02T12:00:00+01:00"}
+    base.update(fields)
+    return json.dumps({k: v for k, v in base.items() if v is not ...}).encode()
+
+
+def test_usage_record_decodes_to_utc_and_unique_ids():
+    rec = decode_usage(raw())
+    assert rec == {"tenant": "acme", "user": "u1", "character": "aria", "entry_ids": ["p1", "p2"],
+                   "source": "recall", "ts": "2026-03-02T11:00:00Z"}
+
+
+@pytest.mark.parametrize("fields, reason", [
+    ({"entry_ids": []}, "entry_ids"),
+    ({"entry_ids": "p1"}, "entry_ids"),
+    ({"entry_ids": [""]}, "entry_ids"),
+    ({"entry_ids": [f"e{i}" for i in range(101)]}, "entry_ids"),
+    ({"source": " "}, "source"),
+    ({"source": ...}, "source"),
+    ({"ts": "2026-03-02T12:00:00"}, "UTC offset"),
+    ({"tenant": ""}, "tenant"),
+    ({"v": 2}, "version"),
+])
+def test_bad_usage_records_are_refused_with_a_reason(fields, reason):
+    with pytest.raises(RecordError, match=reason):
+        decode_usage(raw(**fields))
+
+
+def test_restore_control_record():
+    body = {"v": 1, "type": "restore", "tenant": "acme", "user": "u1", "character": "aria", "entry_id": "p1",
+            "ts": "2026-03-02T12:00:00Z"}
+    assert decode_control(json.dumps(body).encode())["entry_id"] == "p1"
+    with pytest.raises(RecordError, match="entry_id"):
+        decode_control(json.dumps({**body, "entry_id": 3}).encode())
+
+
+def test_the_builders_write_what_the_decoders_read():
+    from datetime import UTC, datetime
+
+    from credence.streams.runtime.records import restore_record, usage_record
+
+    at = datetime(2026, 3, 2, 11, 0, tzinfo=UTC)
+    rec = decode_usage(json.dumps(usage_record("acme/u1/aria", ["p1"], "recall", at)).encode())
+    assert rec["entry_ids"] == ["p1"] and rec["ts"] == "2026-03-02T11:00:00Z"
+    ctl = decode_control(json.dumps(restore_record("acme/u1/aria", "p1", "ops", at)).encode())
+    assert (ctl["type"], ctl["entry_id"], ctl["by"]) == ("restore", "p1", "ops")
