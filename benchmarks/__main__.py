@@ -27,8 +27,8 @@ sys.path.insert(0, str(HERE.parent))  # tests.support (the OpenAI-compatible tes
 from benchmarks.report import Row, write  # noqa: E402
 
 # Run first to last; modules found later (with report_rows) run after these.
-ORDER = ("throughput", "pipeline_throughput", "stage2_efficiency", "latency", "serving", "prompt_eval",
-         "archive_funnel")
+ORDER = ("throughput", "pipeline_throughput", "stage2_efficiency", "latency", "serving", "api_prompt",
+         "prompt_eval", "archive_funnel")
 NOT_BENCHMARKS = {"__main__", "__init__", "report"}
 
 
@@ -64,9 +64,59 @@ def _pipeline_throughput(quick: bool, bootstrap: str, work: Path) -> list[Row]:
             Row("pipeline throughput", "LLM calls per Stage-1 fact", ours["calls"] / max(ours["facts"], 1), unit="calls")]
 
 
+def _prompt_eval(quick: bool, bootstrap: str, work: Path) -> list[Row]:
+    """The labelled eval set: the rules backend (baseline) and the openai backend through the test server
+    (which answers with the rules' logic, so this checks the wire path; a real model runs with --base-url)."""
+    import json
+
+    from tests.support.openai_server import OpenAICompatibleServer
+
+    module = importlib.import_module("benchmarks.prompt_eval")
+    out_json = work / "prompt_eval.json"
+    with OpenAICompatibleServer(model="bench-model") as server:
+        module.main(["--base-url", server.base_url, "--model", "bench-model", "--json", str(out_json)])
+    rows = json.loads(out_json.read_text())
+    by = {(r["backend"], r["task"]): r for r in rows}
+    out = []
+    for (backend, task), r in sorted(by.items()):
+        if backend == "rules":
+            continue
+        base = by.get(("rules", task))
+        accuracy = lambda x: x["correct"] / max(x["cases"], 1)  # noqa: E731
+        out.append(Row("prompt eval", f"{task}: share correct", accuracy(r), accuracy(base) if base else None,
+                       baseline_label="rules backend", target="ratio >= 1.0"))
+        if r.get("prefix_share") is not None:
+            out.append(Row("prompt eval", f"{task}: static-prefix share of prompt tokens", r["prefix_share"],
+                           target=">= 70%"))
+    return out
+
+
+def _api_prompt(quick: bool, bootstrap: str, work: Path) -> list[Row]:
+    """benchmarks/api_prompt.py prints its table; run it and read the rows (entries, status, prompt)."""
+    import os
+    import subprocess
+
+    args = ["--sizes", "100,1000" if quick else "100,1000,10000", "--requests", "90" if quick else "300"]
+    env = dict(os.environ, CREDENCE_KAFKA_BOOTSTRAP=bootstrap)
+    done = subprocess.run([sys.executable, str(HERE / "api_prompt.py"), *args], env=env, capture_output=True,
+                          text=True, timeout=1800)
+    if done.returncode != 0:
+        raise RuntimeError(done.stderr[-500:])
+    out = []
+    for line in done.stdout.splitlines():
+        parts = line.split()
+        if len(parts) == 6 and parts[0].isdigit():
+            status, prompt = (float(x.split("/")[0]) for x in parts[1:3])
+            out.append(Row("serving (prompt route)", f"p50 at {int(parts[0]):,} entries", prompt, status, unit="ms",
+                           baseline_label="GET /status"))
+    return out
+
+
 ADAPTERS: dict[str, Callable[[bool, str, Path], list[Row]]] = {
     "archive_funnel": _archive_funnel,
     "pipeline_throughput": _pipeline_throughput,
+    "prompt_eval": _prompt_eval,
+    "api_prompt": _api_prompt,
 }
 
 
