@@ -133,6 +133,13 @@ def runner_for(name: str) -> Callable[[bool, str, Path], list[Row]] | None:
     return getattr(module, "report_rows", None)
 
 
+def _header(quick: bool, started: float, settings, partial: bool = False) -> str:
+    return (f"{'Quick' if quick else 'Full'} run{' (in progress)' if partial else ''}, "
+            f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {time.monotonic() - started:.0f} s, one Kafka "
+            f"{settings.kafka_version} broker, `python -m benchmarks{' --quick' if quick else ''}`. "
+            "Ratio = ours / baseline.")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -177,13 +184,12 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 rows.extend(got)
                 print(f"   {len(got)} rows in {time.monotonic() - t0:.0f} s", flush=True)
+                # written after each benchmark, so a run stopped half-way still leaves its rows
+                write(rows, _header(args.quick, started, settings, partial=True), failures, Path(args.out))
         finally:
             if broker is not None:
                 broker.stop()
-    header = (f"{'Quick' if args.quick else 'Full'} run, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-              f"{time.monotonic() - started:.0f} s, one Kafka {settings.kafka_version} broker, "
-              f"`python -m benchmarks{' --quick' if args.quick else ''}`. Ratio = ours / baseline.")
-    report = write(rows, header, failures, Path(args.out))
+    report = write(rows, _header(args.quick, started, settings), failures, Path(args.out))
     print(report.read_text())
     print(f"wrote {report}")
     return 0 if not failures else 1
