@@ -27,7 +27,6 @@ from tests.support.pipeline import (
     journal_mismatch,
     pipeline_settings,
     produce_lines,
-    run_pipeline,
     scopes_of,
     turn_counts,
     valid_turn_counts,
@@ -40,10 +39,25 @@ def fresh_settings(bootstrap: str, root: Path, **overrides) -> Settings:
     return pipeline_settings(bootstrap, root, f"f{uuid.uuid4().hex[:10]}", **overrides)
 
 
+READY_S = 300.0  # a worker's start on a shared, overloaded CI machine (load 30 on 2 cores seen: >60 s)
+
+
 def reference_run(bootstrap: str, root: Path, lines: list[bytes], deadline_s: float) -> RunResult:
     """One worker, one uninterrupted delivery: what every faulted run must end with."""
     settings = fresh_settings(bootstrap, root)
-    return run_pipeline(settings, bootstrap, lines, root / "reference.log", deadline_s=deadline_s)
+    log = root / "reference.log"
+    worker = WorkerProcess(settings, bootstrap, log)
+    try:
+        worker.start(ready_timeout_s=READY_S)
+        asyncio.run(produce_lines(bootstrap, settings, lines))
+        wait_turns_or_explain(worker, valid_turn_counts(lines), deadline_s)
+        status = flush_and_wait_idle(worker, bootstrap, settings, scopes_of(lines), deadline_s)
+        return collect(worker, bootstrap, settings, scopes_of(lines), status)
+    except BaseException:
+        print(f"--- reference log tail ({log}) ---\n{log.read_text(errors='replace')[-4000:] if log.exists() else ''}")
+        raise
+    finally:
+        worker.stop()
 
 
 def story(run: RunResult) -> set[tuple]:
@@ -108,13 +122,13 @@ def run_with_kills(settings: Settings, bootstrap: str, lines: list[bytes], log: 
     worker = WorkerProcess(settings, bootstrap, log, extra_env=FAST_GROUP_ENV)
     landed: list[int] = []
     try:
-        worker.start(ready_timeout_s=120)
+        worker.start(ready_timeout_s=READY_S)
         asyncio.run(produce_lines(bootstrap, settings, lines))
         for point in points:
             landed.append(wait_until(lambda: (n := taken_in(worker)) >= point and n, deadline_s,
                                      f"the worker to take in {point} turns (log: {log})"))
             worker.kill()  # SIGKILL: no shutdown hook, no final commit, in-flight LLM calls lost
-            worker = WorkerProcess(settings, bootstrap, log, extra_env=FAST_GROUP_ENV).start(ready_timeout_s=120)
+            worker = WorkerProcess(settings, bootstrap, log, extra_env=FAST_GROUP_ENV).start(ready_timeout_s=READY_S)
         wait_turns_or_explain(worker, expected, deadline_s)
         status = flush_and_wait_idle(worker, bootstrap, settings, scopes, deadline_s)
         return collect(worker, bootstrap, settings, scopes, status), landed

@@ -48,7 +48,7 @@ def test_broker_restart_mid_replay_ends_in_the_uninterrupted_state(own_broker, r
     half = len(lines) // 2
     worker = WorkerProcess(settings, bootstrap, log, extra_env=FAST_GROUP_ENV)
     try:
-        worker.start(ready_timeout_s=120)
+        worker.start(ready_timeout_s=300)
         asyncio.run(produce_lines(bootstrap, settings, lines[:half]))
         wait_until(lambda: taken_in(worker) >= half // 2, deadline, "the worker to be mid-replay")
         own_broker.stop()  # the process ends; its data directory stays

@@ -88,7 +88,7 @@ def test_hostile_records_on_every_topic_are_dead_lettered_and_good_ones_unharmed
     worker = WorkerProcess(settings, kafka_bootstrap, tmp_path / "worker.log", extra_env=FAST_GROUP_ENV)
     expected = valid_turn_counts(good + isolated)
     try:
-        worker.start(ready_timeout_s=120)
+        worker.start(ready_timeout_s=300)
         result = cli(["replay", str(path), "--quiet"], settings, kafka_bootstrap, tmp_path)
         assert "Traceback" not in result.stdout + result.stderr, result.stderr[-3000:]
         assert result.returncode == 0 and "too large for Kafka" in result.stderr, result.stderr[-2000:]

@@ -46,10 +46,10 @@ def test_two_workers_a_third_joins_one_is_killed_same_state_as_one(restart_lines
     workers = [member(1), member(2)]
     try:
         for w in workers:
-            w.start(ready_timeout_s=120)
+            w.start(ready_timeout_s=300)
         asyncio.run(produce_lines(kafka_bootstrap, group, lines[:third]))
         wait_until(lambda: progress(workers) >= third // 2, deadline, "two members to be mid-replay")
-        workers.append(member(3).start(ready_timeout_s=120))  # joins: the group rebalances mid-stream
+        workers.append(member(3).start(ready_timeout_s=300))  # joins: the group rebalances mid-stream
         asyncio.run(produce_lines(kafka_bootstrap, group, lines[third:2 * third]))
         wait_until(lambda: progress(workers) >= third + third // 2, deadline, "three members to be mid-replay")
         workers[0].kill()  # SIGKILL one of the first two: its partitions move after its session times out
