@@ -82,11 +82,10 @@ def _prompt_eval(quick: bool, bootstrap: str, work: Path) -> list[Row]:
         if backend == "rules":
             continue
         base = by.get(("rules", task))
-        accuracy = lambda x: x["correct"] / max(x["cases"], 1)  # noqa: E731
-        out.append(Row("prompt eval", f"{task}: share correct", accuracy(r), accuracy(base) if base else None,
+        out.append(Row("prompt eval", f"{task}: accuracy", r["accuracy"] or 0.0, base["accuracy"] if base else None,
                        baseline_label="rules backend", target="ratio >= 1.0"))
-        if r.get("prefix_share") is not None:
-            out.append(Row("prompt eval", f"{task}: static-prefix share of prompt tokens", r["prefix_share"],
+        if r.get("static_prefix_share") is not None:
+            out.append(Row("prompt eval", f"{task}: static-prefix share of prompt tokens", r["static_prefix_share"],
                            target=">= 70%"))
     return out
 
@@ -180,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
                     got = run(args.quick, bootstrap, work / name)
                 except Exception as exc:  # noqa: BLE001 - one broken benchmark must not hide the others
                     traceback.print_exc()
-                    failures[name] = f"{type(exc).__name__}: {exc}"[:500]
+                    failures[name] = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
                     continue
                 rows.extend(got)
                 print(f"   {len(got)} rows in {time.monotonic() - t0:.0f} s", flush=True)
