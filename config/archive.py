@@ -6,7 +6,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class ArchiveSettings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     # A local folder or any URL pyarrow.fs understands (s3://bucket/prefix, gs://…).
     root: str = ".credence/archive"

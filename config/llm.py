@@ -10,7 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 
 class LLMSettings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     # "rules" keeps the whole pipeline offline and deterministic; it is the embedded default.
     backend: Literal["rules", "openai"] = "rules"

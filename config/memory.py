@@ -44,7 +44,7 @@ DEFAULT_ASSENT_WORDS: dict[str, list[str]] = {
 
 
 class MemorySettings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     # Read-time decay: effective = counter * 0.5 ** (age_days / half_life).
     reinforcement_half_life_days: float = Field(default=30.0, gt=0)

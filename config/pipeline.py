@@ -4,7 +4,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class PipelineSettings(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
     # Stage-1 window per scope: extract when this many user turns wait, or when the oldest waited this long.
     stage1_max_batch: int = Field(default=8, ge=1)

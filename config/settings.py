@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field, ValidationError, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
 
 from credence.config.api import ApiSettings
 from credence.config.archive import ArchiveSettings
@@ -17,6 +19,9 @@ from credence.config.pipeline import PipelineSettings
 from credence.config.state import StateSettings
 from credence.config.usage import BridgeSettings, UsageSettings
 from credence.errors import ConfigError
+
+
+_KAFKA_NAME = re.compile(r"[A-Za-z0-9._-]{1,200}")
 
 
 class Settings(BaseSettings):
@@ -48,7 +53,7 @@ class Settings(BaseSettings):
     # Worker.
     app_id: str = "credence"
     data_dir: Path = Path(".credence")
-    table_store: str = "rocksdb"  # "rocksdb" (rocksdict) or "memory"; see README for the measurement
+    table_store: Literal["rocksdb", "memory"] = "rocksdb"  # rocksdict or memory; see README for the measurement
     web_port: int = Field(default=6066, ge=0, le=65535)
     web_host: str = "127.0.0.1"
     # The hot-read switch file (powerful_memory_enabled, per tenant); read on each decision.
@@ -76,6 +81,16 @@ class Settings(BaseSettings):
                              f"{self.topic_replicas}: no acks=all write could ever succeed")
         return self
 
+    @field_validator("topic_prefix", "app_id")
+    @classmethod
+    def _kafka_name(cls, value: str) -> str:
+        # Both become Kafka topic names (<prefix>.turns, <app_id>-…-changelog): Kafka's rule, checked now
+        # rather than as an unclear broker error later.
+        if not _KAFKA_NAME.fullmatch(value) or value in (".", ".."):
+            raise ValueError("must be 1-200 characters of letters, digits, '.', '_' or '-' (a Kafka topic "
+                             f"name), not '.' or '..'; got {value[:40]!r}")
+        return value
+
     def retention_hours(self, name: str) -> int:
         """Retention of a logical topic in hours (-1 = forever)."""
         if name == "dlq":
@@ -95,3 +110,5 @@ def load_settings(**overrides) -> Settings:
         return Settings(**overrides)
     except ValidationError as exc:
         raise ConfigError(f"invalid credence settings: {exc}") from exc
+    except SettingsError as exc:  # a value the environment source cannot even parse (broken JSON)
+        raise ConfigError(f"invalid credence settings: {exc} ({exc.__cause__})") from exc

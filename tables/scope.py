@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import unicodedata
 from dataclasses import dataclass
 
 from credence.errors import DomainError
 
 SEPARATOR = "/"
 MAX_PART = 200  # a tenant, user or character id longer than this is a client bug, not a name
+# Control, format (zero-width, bidi overrides), surrogate and line/paragraph separator characters: an id
+# holding one looks like another id on screen, or breaks a key, a path or a log line.
+_UNPRINTABLE = ("Cc", "Cf", "Cs", "Zl", "Zp")
+
+
+def _unprintable(value: str) -> bool:
+    return any(unicodedata.category(c) in _UNPRINTABLE for c in value)
 
 
 def check_part(name: str, value: object) -> str:
@@ -16,7 +24,7 @@ def check_part(name: str, value: object) -> str:
     if not isinstance(value, str) or not value.strip():
         raise DomainError(f"scope {name} must be a non-empty string, got {value!r}")
     if (SEPARATOR in value or value in (".", "..") or value != value.strip() or len(value) > MAX_PART
-            or any(ord(c) < 32 or ord(c) == 127 for c in value)):
+            or _unprintable(value)):
         raise DomainError(f"scope {name} must be at most {MAX_PART} characters, without '/', control "
                           f"characters or edge spaces, and not a dot path (got {value[:40]!r})")
     return value

@@ -23,6 +23,12 @@ from credence.config import Settings, load_settings
 from credence.streams.ops.broker import EmbeddedBroker, free_port
 
 
+def pytest_addoption(parser):
+    # Declared here (the suite's root conftest) so the option exists however pytest is invoked.
+    parser.addoption("--faults-size", default=None, choices=["tiny", "small", "large"],
+                     help="size of the fault suite's runs (default: $CREDENCE_FAULTS_SIZE or small)")
+
+
 @pytest.fixture(scope="session")
 def kafka_bootstrap(tmp_path_factory) -> str:
     external = os.environ.get("CREDENCE_KAFKA_BOOTSTRAP")

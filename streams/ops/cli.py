@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+from aiokafka.errors import KafkaError
+
 from credence import __version__
 from credence.errors import CredenceError
 from credence.streams.ops.operator_cli import add_operator_parsers
@@ -138,7 +140,10 @@ def cmd_forget(args) -> int:
     from credence.sinks.forget import forget_user
     from credence.streams.ops.replay import send_forget
     from credence.streams.ops.worker import bootstrap_for
+    from credence.tables.scope import check_part
 
+    check_part("tenant", args.tenant)  # the scope-part rule, before anything is sent or rewritten
+    check_part("user", args.user)
     settings = _settings(args)
     if not args.archive_only:
         parts = asyncio.run(send_forget(bootstrap_for(settings), settings, args.tenant, args.user))
@@ -306,6 +311,9 @@ def main(argv: list[str] | None = None) -> int:
         return args.func(args)
     except CredenceError as exc:
         print(f"credence: error: {exc}", file=sys.stderr)
+        return 2
+    except KafkaError as exc:  # e.g. an unreachable --bootstrap: say so, no traceback
+        print(f"credence: error: Kafka: {exc}", file=sys.stderr)
         return 2
 
 

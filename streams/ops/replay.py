@@ -6,23 +6,38 @@ import json
 import sys
 from pathlib import Path
 
+from datetime import datetime, timezone
+
 from aiokafka import AIOKafkaProducer
 
 from credence.config import Settings
-from credence.errors import CredenceError
+from credence.deadletter import dead_letter
+from credence.errors import CredenceError, DomainError
 from credence.kafka import client_options, start
 from credence.streams.ops.admin import ensure_topics
-from credence.streams.runtime.records import scope_key
+from credence.tables.scope import Scope
+
+
+def scope_of(line: bytes) -> Scope | None:
+    """The scope a record names, built from its tenant/user/character fields (each checked by the one
+    scope-part rule); None when the line is not a JSON object naming a valid scope."""
+    try:
+        obj = json.loads(line)
+        return Scope(obj["tenant"], obj["user"], obj["character"])
+    except (ValueError, KeyError, TypeError, RecursionError, DomainError):
+        return None
+
+
+# Kafka's default record limit is 1 MiB (producer max.request.size / broker message.max.bytes); a line
+# bigger than this cannot go to the turns topic at all, so the replayer dead-letters it itself.
+MAX_RECORD_BYTES = 1_040_000
 
 
 def key_of(line: bytes) -> bytes | None:
-    """The scope key if the record names one; a record that does not is still sent, so the worker can
-    dead-letter it with its reason instead of the replayer silently dropping it."""
-    try:
-        obj = json.loads(line)
-        return scope_key(obj["tenant"], obj["user"], obj["character"]).encode()
-    except (ValueError, KeyError, TypeError):
-        return None
+    """The scope key if the record names a valid scope; a record that does not is still sent (unkeyed),
+    so the worker can dead-letter it with its reason instead of the replayer silently dropping it."""
+    scope = scope_of(line)
+    return scope.key.encode() if scope is not None else None
 
 
 def read_lines(path: Path) -> list[bytes]:
@@ -42,8 +57,15 @@ def _progress(done: int, total: int, stream=sys.stderr) -> None:
     stream.flush()
 
 
+def _too_large(line: bytes, topic: str, line_no: int) -> bytes:
+    return dead_letter(topic=topic, partition=-1, offset=-1, original=line, at=datetime.now(timezone.utc),
+                       reason=f"line {line_no}: a record of {len(line)} bytes is larger than the {MAX_RECORD_BYTES} "
+                              "bytes a turn record may have")
+
+
 async def replay(path: Path, bootstrap: str, settings: Settings, progress: bool = True) -> int:
-    """Produce every non-blank line of `path` to the turns topic, keyed by scope. Returns the count."""
+    """Produce every non-blank line of `path` to the turns topic, keyed by scope; a line too large for
+    Kafka goes to the dead-letter topic with its reason instead. Returns the count sent to turns."""
     lines = read_lines(path)
     await ensure_topics(bootstrap, settings)
     producer = AIOKafkaProducer(**client_options(bootstrap, settings.kafka, acks="all", linger_ms=5))
@@ -51,7 +73,12 @@ async def replay(path: Path, bootstrap: str, settings: Settings, progress: bool 
     try:
         topic = settings.topic("turns")
         futures = []
+        sent = 0
         for i, line in enumerate(lines, 1):
+            if len(line) > MAX_RECORD_BYTES:
+                futures.append(await producer.send(settings.topic("dlq"), _too_large(line, topic, i)))
+                continue
+            sent += 1
             futures.append(await producer.send(topic, line, key=key_of(line)))
             if progress and (i % 50 == 0 or i == len(lines)):
                 _progress(i, len(lines))
@@ -59,24 +86,32 @@ async def replay(path: Path, bootstrap: str, settings: Settings, progress: bool 
             await fut  # every record acknowledged by the broker before we report success
     finally:
         await producer.stop()
-    return len(lines)
+    if sent < len(lines):
+        print(f"replay: {len(lines) - sent} line(s) too large for Kafka went to {settings.topic('dlq')}",
+              file=sys.stderr)
+    return sent
 
 
-def scopes_in(path: Path) -> list[str]:
-    """The distinct scopes named by the file's records, in first-seen order."""
-    keys = (key_of(line) for line in read_lines(path))
-    return list(dict.fromkeys(k.decode() for k in keys if k))
+def scopes_in(path: Path) -> list[Scope]:
+    """The distinct valid scopes named by the file's records, in first-seen order (a record naming an
+    invalid one is the worker's to dead-letter; there is nothing of it to flush)."""
+    scopes = (scope_of(line) for line in read_lines(path))
+    return list(dict.fromkeys(s for s in scopes if s is not None))
 
 
-async def send_control(bootstrap: str, settings: Settings, scopes: list[str], record_type: str) -> None:
-    """One control record per scope (e.g. "flush": end of input, extract what the windows still hold)."""
+async def send_control(bootstrap: str, settings: Settings, scopes: list[Scope | str], record_type: str) -> None:
+    """One control record per scope (e.g. "flush": end of input, extract what the windows still hold).
+    The record's parts are the scope's own fields; a key string is accepted only if it names a valid
+    scope (DomainError otherwise, never a half-sent batch of one bad split)."""
+    checked = [s if isinstance(s, Scope) else Scope.parse(s) for s in scopes]
     producer = AIOKafkaProducer(**client_options(bootstrap, settings.kafka, acks="all"))
     await start(producer, bootstrap, settings.kafka)
     try:
-        for scope in scopes:
-            tenant, user, character = scope.split("/")
-            body = {"v": 1, "type": record_type, "tenant": tenant, "user": user, "character": character}
-            await producer.send_and_wait(settings.topic("control"), json.dumps(body).encode(), key=scope.encode())
+        for scope in checked:
+            body = {"v": 1, "type": record_type, "tenant": scope.tenant, "user": scope.user,
+                    "character": scope.character}
+            await producer.send_and_wait(settings.topic("control"), json.dumps(body).encode(),
+                                         key=scope.key.encode())
     finally:
         await producer.stop()
 

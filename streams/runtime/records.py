@@ -16,6 +16,11 @@ from credence.tables.clock import format_instant
 from credence.tables.scope import MAX_PART, check_part
 
 MAX_TEXT = 32_000
+# Event times outside these are client bugs (or attacks): a turn in year 9999 would move its scope's
+# clock — and every sweep between — millennia ahead; one in year 1 would make the next turn sweep 2,000
+# years of days.
+EARLIEST = datetime(2000, 1, 1, tzinfo=timezone.utc)
+LATEST = datetime(2100, 1, 1, tzinfo=timezone.utc)
 ROLES = ("user", "ai")
 
 
@@ -41,9 +46,13 @@ def parse_utc(value: Any, name: str) -> datetime:
     if ts.tzinfo is None:
         raise RecordError(f"'{name}' needs a UTC offset (e.g. 2026-01-01T12:00:00Z): {value[:40]!r}")
     try:
-        return ts.astimezone(timezone.utc)
+        ts = ts.astimezone(timezone.utc)
     except OverflowError:
         raise RecordError(f"'{name}' is out of range: {value[:40]!r}") from None
+    if not EARLIEST <= ts < LATEST:
+        raise RecordError(f"'{name}' is outside the accepted range {EARLIEST:%Y-%m-%d} .. {LATEST:%Y-%m-%d}: "
+                          f"{value[:40]!r}")
+    return ts
 
 
 def _object(raw: bytes) -> dict:

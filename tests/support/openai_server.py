@@ -80,6 +80,7 @@ class OpenAICompatibleServer:
         count_tokens: Callable[[str], int] = approx_tokens,
         delay_tasks: Sequence[str] = (),
         delay_timeout_s: float = 60.0,
+        delay_s: tuple[float, float] = (0.0, 0.0),
     ) -> None:
         assert set(failure_kinds) <= set(FAILURE_KINDS), failure_kinds
         self.model = model
@@ -100,6 +101,7 @@ class OpenAICompatibleServer:
         self.delay_tasks = frozenset(delay_tasks)
         self.delay_timeout_s = delay_timeout_s
         self._delay_released = threading.Event()
+        self.delay_s = delay_s  # every answer is late by a seeded amount in this range: a slow server
         self.records: list[RequestRecord] = []
         self.violations: list[str] = []
         self.max_in_flight = 0
@@ -194,6 +196,12 @@ class OpenAICompatibleServer:
         if rng.random() < self.failure_rate:
             return rng.choice(self.failure_kinds)
         return None
+
+    def _pause(self, raw: bytes) -> None:
+        low, high = self.delay_s
+        if high > 0:
+            rng = random.Random(f"{self.seed}:delay:{hashlib.sha256(raw).hexdigest()}")
+            self._stop.wait(rng.uniform(low, high))
 
     def _check(self, body: Any) -> tuple[ModuleType, BaseModel]:
         if not isinstance(body, dict):
@@ -320,6 +328,7 @@ class _Handler(BaseHTTPRequestHandler):
                 server._record(task, "violation", in_flight, str(exc))
                 return self._send(400, {"error": {"message": str(exc)}})
             task = module.NAME
+            server._pause(raw)
             failure = server._failure_for(raw)
             server._record(task, failure or "ok", in_flight)
             if failure == "timeout":

@@ -1,6 +1,7 @@
 """The whole pipeline against an OpenAI-compatible server that fails 30% of its calls (stalls past the
-client timeout, HTTP 500/429, malformed JSON; seeded): every fact is processed exactly once, so the
-final entries are exactly those of the deterministic offline `rules` backend on the same input.
+client timeout, HTTP 500/429, malformed and schema-invalid JSON; seeded) and answers late (0-2 s,
+seeded): every fact is processed exactly once, so the final entries are exactly those of the
+deterministic offline `rules` backend on the same input.
 
 Some calls exhaust their retries on purpose (max_retries=2): the runner posts "failed" and the scope
 re-issues the request on its next 1 s tick, so that path must converge to the same end state too."""
@@ -25,17 +26,19 @@ from tests.support.pipeline import (
     stage1_fact_ids,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(480)]
 
 # Four of the sample's six scopes (about 190 turns): enough for Stage-1, Stage-2, synthesis, sweeps and
 # archiving, and quick on two cores.
 SCOPES = ["acme/alice/tutor", "acme/bob/barista", "globex/dan/coach", "initech/erin/tutor"]
-FAILURE_KINDS = ("timeout", "http_500", "http_429", "bad_json")
+FAILURE_KINDS = ("timeout", "http_500", "http_429", "bad_json", "schema_invalid")
 
 
 @pytest.fixture
 def flaky_server():
-    server = OpenAICompatibleServer(failure_rate=0.3, failure_kinds=FAILURE_KINDS, seed=11, stall_s=2.0)
+    # Late answers (up to 2 s) stay inside the client's 2.5 s timeout; a stall (3 s) does not.
+    server = OpenAICompatibleServer(failure_rate=0.3, failure_kinds=FAILURE_KINDS, seed=11, stall_s=3.0,
+                                    delay_s=(0.0, 2.0))
     server.start()
     yield server
     server.stop()
@@ -49,7 +52,7 @@ def test_flaky_llm_server_gives_the_same_entries_as_rules(flaky_server, settings
                                                          kafka_bootstrap, tmp_path):
     lines = sample_lines(SCOPES)
     llm = LLMSettings(backend="openai", base_url=flaky_server.base_url, model=flaky_server.model,
-                      timeout_s=0.5, max_retries=2, max_concurrency=8, backoff_base_s=0.01, backoff_max_s=0.05)
+                      timeout_s=2.5, max_retries=2, max_concurrency=8, backoff_base_s=0.01, backoff_max_s=0.05)
     flaky = settings_factory(topic_partitions=PARTITIONS, pipeline=REPLAY_PIPELINE, llm=llm)
     rules = settings_factory(topic_partitions=PARTITIONS, pipeline=REPLAY_PIPELINE,
                              topic_prefix=f"{topic_prefix}r", app_id=f"{topic_prefix}r-app",
@@ -57,7 +60,9 @@ def test_flaky_llm_server_gives_the_same_entries_as_rules(flaky_server, settings
 
     # The two workers share nothing but the broker: run them side by side.
     with ThreadPoolExecutor(2) as pool:
-        flaky_f = pool.submit(run_pipeline, flaky, kafka_bootstrap, lines, tmp_path / "openai.log")
+        # Answers up to 2 s late, one scope's calls one after another: minutes, not the default 90 s.
+        flaky_f = pool.submit(run_pipeline, flaky, kafka_bootstrap, lines, tmp_path / "openai.log",
+                              deadline_s=400.0)
         rules_f = pool.submit(run_pipeline, rules, kafka_bootstrap, lines, tmp_path / "rules.log")
         flaky_run, rules_run = flaky_f.result(), rules_f.result()
 
@@ -65,7 +70,7 @@ def test_flaky_llm_server_gives_the_same_entries_as_rules(flaky_server, settings
     assert flaky_server.violations == []
     outcomes = flaky_server.outcomes()
     injected = sum(n for kind, n in outcomes.items() if kind != "ok")
-    assert injected >= 10 and {"timeout", "http_500", "bad_json"} <= set(outcomes), outcomes
+    assert injected >= 10 and {"timeout", "http_500", "bad_json", "schema_invalid"} <= set(outcomes), outcomes
     llm_stats = flaky_run.status["llm"]["stats"]
     assert llm_stats["retries"] > 0, llm_stats
     # max_retries=2 lets some calls exhaust their retries: the runner posts "failed", the scope re-issues

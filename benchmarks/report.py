@@ -1,0 +1,104 @@
+"""The one benchmark report: rows of (benchmark, metric, baseline, ours, ratio, target, met) written as
+benchmarks/results/REPORT.md, one PNG per benchmark (ours vs baseline), and REPORT.json for tools."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+@dataclass
+class Row:
+    benchmark: str
+    metric: str
+    ours: float
+    baseline: float | None = None  # measured in the same run (or computed from the same input: see note)
+    target: str = ""  # e.g. "<= 0.2", ">= 0.7", "ratio >= 0.05"
+    unit: str = ""
+    baseline_label: str = ""
+    note: str = ""
+    ratio: float | None = field(default=None)
+
+    def __post_init__(self) -> None:
+        if self.ratio is None and self.baseline not in (None, 0):
+            self.ratio = self.ours / self.baseline
+
+    @property
+    def met(self) -> bool | None:
+        """Whether `target` holds ("<= x" / ">= x" on ours, or "ratio <= x" / "ratio >= x")."""
+        if not self.target:
+            return None
+        words = self.target.split()
+        value = self.ratio if words[0] == "ratio" else self.ours
+        op, bound = words[-2], float(words[-1].rstrip("%")) / (100 if words[-1].endswith("%") else 1)
+        if value is None or (isinstance(value, float) and math.isnan(value)):
+            return None
+        return value <= bound if op == "<=" else value >= bound
+
+
+def _fmt(value: float | None) -> str:
+    if value is None:
+        return "—"
+    if value == 0 or 0.01 <= abs(value) < 100_000:
+        return f"{value:,.3g}" if abs(value) < 10 else f"{value:,.1f}"
+    return f"{value:.3g}"
+
+
+def markdown(rows: list[Row], header: str, failures: dict[str, str]) -> str:
+    lines = [f"# credence benchmark report\n\n{header}\n",
+             "| benchmark | metric | baseline | ours | ratio | target | met |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        met = {True: "yes", False: "**no**", None: "—"}[r.met]
+        base = f"{_fmt(r.baseline)} ({r.baseline_label})" if r.baseline_label else _fmt(r.baseline)
+        lines.append(f"| {r.benchmark} | {r.metric}{f' ({r.unit})' if r.unit else ''} | {base} | {_fmt(r.ours)} | "
+                     f"{_fmt(r.ratio)} | {r.target or '—'} | {met} |")
+    notes = [f"- **{r.benchmark} / {r.metric}**: {r.note}" for r in rows if r.note]
+    if notes:
+        lines += ["", "## Notes", *notes]
+    if failures:
+        lines += ["", "## Benchmarks that did not run", *[f"- **{k}**: {v}" for k, v in failures.items()]]
+    return "\n".join(lines) + "\n"
+
+
+def plot(rows: list[Row], out_dir: Path) -> list[Path]:
+    """One bar chart per benchmark: baseline and ours per metric, each metric on its own scale."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    paths = []
+    for name in dict.fromkeys(r.benchmark for r in rows):
+        mine = [r for r in rows if r.benchmark == name]
+        fig, axes = plt.subplots(1, len(mine), figsize=(3.2 * len(mine), 3.2), squeeze=False)
+        for ax, r in zip(axes[0], mine):
+            labels, values = ["ours"], [r.ours]
+            if r.baseline is not None:
+                labels.insert(0, "baseline")
+                values.insert(0, r.baseline)
+            ax.bar(labels, values, color=["#999999", "#2b6cb0"][-len(values):])
+            ax.set_title(f"{r.metric}" + (f"\n({r.unit})" if r.unit else ""), fontsize=8)
+            ax.tick_params(labelsize=7)
+        fig.suptitle(name, fontsize=10)
+        fig.tight_layout()
+        path = out_dir / f"{name.replace(' ', '_').replace('/', '_')}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        paths.append(path)
+    return paths
+
+
+def write(rows: list[Row], header: str, failures: dict[str, str], out_dir: Path = RESULTS) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    report = out_dir / "REPORT.md"
+    images = plot(rows, out_dir) if rows else []
+    text = markdown(rows, header, failures)
+    if images:
+        text += "\n## Plots\n\n" + "\n".join(f"![{p.stem}]({p.name})" for p in images) + "\n"
+    report.write_text(text)
+    (out_dir / "REPORT.json").write_text(json.dumps([asdict(r) | {"met": r.met} for r in rows], indent=1))
+    return report

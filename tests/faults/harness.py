@@ -1,0 +1,155 @@
+"""What every fault run shares: a reference run to compare with, and the one comparison of end states.
+
+"Same end state" means: every entry's whole snapshot (kind, status, text, evidence counters and clocks,
+version, timestamps) equal, active and archived alike; the same turns taken in per scope; the journal
+telling the same story (the same distinct events — a crash may repeat an event, never change or lose
+one); and the journal folding to exactly the run's own tables.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections import defaultdict
+from pathlib import Path
+
+from credence.config import Settings
+from credence.streams.ops.process import WorkerProcess, wait_until
+from tests.support.pipeline import (
+    DEADLINE_S,
+    FAST_GROUP_ENV,
+    RunResult,
+    collect,
+    entry_diff,
+    entry_digest,
+    flush_and_wait_idle,
+    fold_archive,
+    journal_mismatch,
+    pipeline_settings,
+    produce_lines,
+    scopes_of,
+    turn_counts,
+    valid_turn_counts,
+    wait_turns,
+)
+
+
+def fresh_settings(bootstrap: str, root: Path, **overrides) -> Settings:
+    root.mkdir(parents=True, exist_ok=True)
+    return pipeline_settings(bootstrap, root, f"f{uuid.uuid4().hex[:10]}", **overrides)
+
+
+READY_S = 300.0  # a worker's start on a shared, overloaded CI machine (load 30 on 2 cores seen: >60 s)
+
+
+def reference_run(bootstrap: str, root: Path, lines: list[bytes], deadline_s: float) -> RunResult:
+    """One worker, one uninterrupted delivery: what every faulted run must end with."""
+    settings = fresh_settings(bootstrap, root)
+    log = root / "reference.log"
+    worker = WorkerProcess(settings, bootstrap, log)
+    try:
+        worker.start(ready_timeout_s=READY_S)
+        asyncio.run(produce_lines(bootstrap, settings, lines))
+        wait_turns_or_explain(worker, valid_turn_counts(lines), deadline_s)
+        status = flush_and_wait_idle(worker, bootstrap, settings, scopes_of(lines), deadline_s)
+        return collect(worker, bootstrap, settings, scopes_of(lines), status)
+    except BaseException:
+        print(f"--- reference log tail ({log}) ---\n{log.read_text(errors='replace')[-4000:] if log.exists() else ''}")
+        raise
+    finally:
+        worker.stop()
+
+
+def story(run: RunResult) -> set[tuple]:
+    return {(e["event_id"], e["event"], e["cause"], e["at"]) for e in run.journal}
+
+
+def end_state_differences(run: RunResult, ref: RunResult) -> dict[str, object]:
+    """Empty when `run` ended exactly like `ref`; otherwise what differs, for the assertion message."""
+    out: dict[str, object] = {}
+    if entry_digest(run.entries) != entry_digest(ref.entries):
+        out["active_entries"] = entry_diff(run.entries, ref.entries)
+    archived, ref_archived = fold_archive(run.archive), fold_archive(ref.archive)
+    if entry_digest(archived) != entry_digest(ref_archived):
+        out["archived_entries"] = entry_diff(archived, ref_archived)
+    turns = {s: v["turns"] for s, v in run.views.items()}
+    ref_turns = {s: v["turns"] for s, v in ref.views.items()}
+    if turns != ref_turns:
+        out["turns"] = {s: (turns.get(s), ref_turns.get(s)) for s in set(turns) | set(ref_turns)
+                        if turns.get(s) != ref_turns.get(s)}
+    if story(run) != story(ref):
+        out["journal_only_here"] = sorted(story(run) - story(ref))[:20]
+        out["journal_only_in_reference"] = sorted(story(ref) - story(run))[:20]
+    mismatch = journal_mismatch(run)
+    if mismatch:
+        out["journal_vs_tables"] = mismatch
+    return out
+
+
+def version_order_violations(journal: list[dict]) -> dict[str, list[int]]:
+    """Entries whose journal (in topic order: one entry lives on one partition) is not a strictly
+    increasing line of versions once exact repeats are set aside. A crash re-sends events it had sent
+    (the same event id with the same snapshot): that is a repeat. Two owners applying one scope at once
+    would show as a version going back to one never seen, or one event id naming two snapshots."""
+    seen: dict[str, dict[int, dict]] = defaultdict(dict)
+    top: dict[str, int] = {}
+    bad: dict[str, list[int]] = {}
+    for event in journal:
+        eid, snap = event["entry_id"], event["entry"]
+        version = snap["version"]
+        if version in seen[eid]:
+            if seen[eid][version] != snap:
+                bad.setdefault(eid, []).append(version)
+            continue
+        if version <= top.get(eid, 0):
+            bad.setdefault(eid, []).append(version)
+        seen[eid][version] = snap
+        top[eid] = max(top.get(eid, 0), version)
+    return bad
+
+
+def taken_in(worker: WorkerProcess) -> int:
+    return sum(turn_counts(worker).values())
+
+
+def run_with_kills(settings: Settings, bootstrap: str, lines: list[bytes], log: Path, points: list[int],
+                   deadline_s: float) -> tuple[RunResult, list[int]]:
+    """Produce `lines`, SIGKILL the worker each time the turns it has taken in reach the next of
+    `points` (sorted), restart it on the same store, then finish like a clean run. Returns the run and
+    the turn counts at which each kill landed."""
+    expected = valid_turn_counts(lines)
+    scopes = scopes_of(lines)
+    worker = WorkerProcess(settings, bootstrap, log, extra_env=FAST_GROUP_ENV)
+    landed: list[int] = []
+    try:
+        worker.start(ready_timeout_s=READY_S)
+        asyncio.run(produce_lines(bootstrap, settings, lines))
+        for point in points:
+            landed.append(wait_until(lambda: (n := taken_in(worker)) >= point and n, deadline_s,
+                                     f"the worker to take in {point} turns (log: {log})"))
+            worker.kill()  # SIGKILL: no shutdown hook, no final commit, in-flight LLM calls lost
+            worker = WorkerProcess(settings, bootstrap, log, extra_env=FAST_GROUP_ENV).start(ready_timeout_s=READY_S)
+        wait_turns_or_explain(worker, expected, deadline_s)
+        status = flush_and_wait_idle(worker, bootstrap, settings, scopes, deadline_s)
+        return collect(worker, bootstrap, settings, scopes, status), landed
+    except BaseException:
+        print(f"--- worker log tail ({log}) ---\n{log.read_text(errors='replace')[-4000:] if log.exists() else ''}")
+        raise
+    finally:
+        worker.stop()
+
+
+def wait_turns_or_explain(worker: WorkerProcess, expected: dict[str, int], deadline_s: float) -> None:
+    try:
+        wait_turns(worker, expected, deadline_s)
+    except Exception:
+        counts = turn_counts(worker)
+        print("turn counts that differ (got, expected):",
+              {s: (counts.get(s), n) for s, n in expected.items() if counts.get(s) != n},
+              "status:", worker.get("/status"))
+        raise
+
+
+def deadline_for(turns: int) -> float:
+    """Generous waits for the slow shared CI machine: a floor, plus time per turn (~30 turns/s worst)."""
+    return max(2 * DEADLINE_S, turns / 30.0 + 120.0)

@@ -1,0 +1,40 @@
+"""The benchmark report's own logic (no benchmark runs here): targets decide "met", ratios are ours over
+baseline, every registered benchmark module is found, and one call writes REPORT.md, REPORT.json and a
+PNG per benchmark."""
+
+from __future__ import annotations
+
+import json
+
+from benchmarks.__main__ import discover, runner_for
+from benchmarks.report import Row, write
+
+
+def test_targets_and_ratios():
+    assert Row("b", "calls per fact", 0.15, 2.0, target="<= 0.2").met is True
+    assert Row("b", "calls per fact", 0.25, target="<= 0.2").met is False
+    assert Row("b", "static share", 0.72, target=">= 70%").met is True
+    assert Row("b", "within budget", 0.99, target=">= 100%").met is False
+    row = Row("b", "turns/s", 50.0, 1000.0, target="ratio >= 0.05")
+    assert row.ratio == 0.05 and row.met is True
+    assert Row("b", "x", 1.0).met is None and Row("b", "x", 1.0, 0.0).ratio is None
+
+
+def test_every_benchmark_module_is_registered():
+    names = discover()
+    assert {"archive_funnel", "pipeline_throughput", "stage2_efficiency", "latency"} <= set(names)
+    assert "report" not in names and "__main__" not in names
+    for name in ("stage2_efficiency", "latency", "archive_funnel", "pipeline_throughput"):
+        assert callable(runner_for(name)), name
+
+
+def test_one_call_writes_the_report_and_plots(tmp_path):
+    rows = [Row("latency", "p50", 120.0, 10.0, unit="ms", target="<= 1000", note="n=10"),
+            Row("latency", "p99", 900.0, 30.0, unit="ms", target="<= 5000"),
+            Row("Stage-2 efficiency", "calls per fact", 0.3, 4.0, target="<= 0.2")]
+    report = write(rows, "test run", {"serving": "ValueError: x"}, tmp_path)
+    text = report.read_text()
+    assert "| latency | p50 (ms) | 10.0 | 120.0 | 12.0 | <= 1000 | yes |" in text
+    assert "| **no** |" in text and "serving" in text and "n=10" in text
+    assert {p.name for p in tmp_path.glob("*.png")} == {"latency.png", "Stage-2_efficiency.png"}
+    assert len(json.loads((tmp_path / "REPORT.json").read_text())) == 3

@@ -1,0 +1,108 @@
+"""Hostile command lines and settings: `forget` and `archive query --param` arguments, and settings in
+environment variables. Each is refused with exit 2 and a message on stderr — never a traceback — and
+nothing is half-done (no forgotten-marker, no file written). No broker needed: every case fails before
+Kafka would be asked (forget runs --archive-only)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.faults.hostile import BAD_IDS
+
+ARGV_SAFE_BAD_IDS = {k: v for k, (v, _) in BAD_IDS.items() if isinstance(v, str) and "\x00" not in v}
+
+
+def cli(*args: str, env: dict | None = None, cwd=None) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("CREDENCE_")}
+    return subprocess.run([sys.executable, "-m", "credence.streams.ops.cli", *args], env=base | (env or {}),
+                          capture_output=True, text=True, timeout=60, cwd=cwd, stdin=subprocess.DEVNULL)
+
+
+def refused(result: subprocess.CompletedProcess) -> str:
+    assert "Traceback" not in result.stderr + result.stdout, result.stderr[-3000:]
+    assert result.returncode == 2, (result.returncode, result.stdout[-500:], result.stderr[-1500:])
+    assert result.stderr.strip(), "refused without saying why"
+    return result.stderr
+
+
+@pytest.mark.parametrize("kind", sorted(ARGV_SAFE_BAD_IDS))
+@pytest.mark.parametrize("part", ["tenant", "user"])
+def test_forget_refuses_bad_ids_and_writes_nothing(kind, part, tmp_path):
+    args = {"tenant": "acme", "user": "alice"} | {part: ARGV_SAFE_BAD_IDS[kind]}
+    root = tmp_path / "archive"
+    err = refused(cli("forget", args["tenant"], args["user"], "--archive-only", "--root", str(root)))
+    assert part in err
+    assert not root.exists() or not any(root.rglob("*")), "a refused forget left files behind"
+
+
+HOSTILE_QUERIES = [
+    (["SELECT ?", "--param", '{"broken'], ["--json-params"], r"not JSON"),
+    (["SELECT ? ,?", "--param", "1"], [], r"query failed"),
+    (["DROP TABLE archive; SELECT 1"], [], r"query failed"),
+    (["SELECT ?", "--param", "x" * 100_000], ["--format", "xml"], r"invalid choice"),
+    (["SELEC broken"], [], r"query failed"),
+]
+
+
+@pytest.mark.parametrize("args,extra,reason", HOSTILE_QUERIES, ids=[str(i) for i in range(len(HOSTILE_QUERIES))])
+def test_archive_query_refuses_hostile_sql_and_params(args, extra, reason, tmp_path):
+    import re
+
+    err = refused(cli("archive", "query", *args, *extra, "--root", str(tmp_path / "archive")))
+    assert re.search(reason, err), err[-800:]
+
+
+def test_archive_query_binds_hostile_params_as_plain_values(tmp_path):
+    hostile = "'; DROP TABLE archive; --"
+    result = cli("archive", "query", "SELECT ? AS v, length(?) AS n", "--param", hostile, "--param", "é" * 5000,
+                 "--format", "json", "--root", str(tmp_path / "archive"))
+    assert result.returncode == 0, result.stderr[-1500:]
+    assert hostile.replace('"', '\\"') in result.stdout and '"n": 5000' in result.stdout.replace(" ", " ")
+
+
+BAD_SETTINGS = {
+    "CREDENCE_TOPIC_PARTITIONS": ["abc", "0", "-3", "1e9", ""],
+    "CREDENCE_TOPIC_PREFIX": ["a/b", "..", "x" * 300, "bad prefix", ""],
+    "CREDENCE_LLM__BACKEND": ["gpt-9", ""],
+    "CREDENCE_LLM__TIMEOUT_S": ["-1", "soon"],
+    "CREDENCE_MEMORY": ['{"broken', "[1, 2]"],
+    "CREDENCE_MEMORY__REINFORCEMENT_HALF_LIFE_DAYS": ["0", "-30", "nan", "inf"],
+    "CREDENCE_PIPELINE__STAGE1_MAX_BATCH": ["0", "many"],
+    "CREDENCE_KAFKA_SESSION_TIMEOUT_S": ["-5"],
+    "CREDENCE_TABLE_STORE": ["postgres"],
+}
+SETTING_CASES = [(k, v) for k, vs in BAD_SETTINGS.items() for v in vs]
+
+
+@pytest.mark.parametrize("name,value", SETTING_CASES, ids=[f"{k}={v[:12]!r}" for k, v in SETTING_CASES])
+def test_bad_settings_are_refused_before_anything_runs(name, value, tmp_path):
+    (tmp_path / "t.jsonl").write_text("")
+    err = refused(cli("replay", str(tmp_path / "t.jsonl"), "--bootstrap", "127.0.0.1:1",
+                      env={name: value}, cwd=tmp_path))
+    assert "settings" in err or name.split("__")[-1].lower().removeprefix("credence_") in err.lower(), err[-800:]
+
+
+def test_an_unreachable_bootstrap_is_a_message_not_a_traceback(tmp_path):
+    (tmp_path / "t.jsonl").write_text('{"v": 1}\n')
+    err = refused(cli("replay", str(tmp_path / "t.jsonl"), "--bootstrap", "127.0.0.1:1", cwd=tmp_path))
+    assert "Kafka" in err and "127.0.0.1" in err
+
+
+TENANT_CASES = [(["add", v], "tenant") for v in ARGV_SAFE_BAD_IDS.values()] + [
+    (["add", "acme", "--requests-per-second", "-5"], "greater than 0"),
+    (["add", "acme", "--requests-per-second", "nan"], "requests"),
+    (["add", "acme", "--burst", "0"], "burst"),
+    (["set", "..", "--burst", "5"], "tenant"),
+    (["rotate-key", "a/b"], "tenant"),
+    (["remove", " acme"], "tenant"),
+]
+
+
+@pytest.mark.parametrize("args,says", TENANT_CASES, ids=[f"{a[0]}-{i}" for i, (a, _) in enumerate(TENANT_CASES)])
+def test_tenants_refuses_bad_names_and_settings_before_touching_kafka(args, says, tmp_path):
+    err = refused(cli("tenants", *args, env={"CREDENCE_KAFKA_BOOTSTRAP": "127.0.0.1:1"}, cwd=tmp_path))
+    assert says.lower() in err.lower(), err[-800:]
