@@ -112,10 +112,10 @@ def _serve(bootstrap: str, run: Settings, worker: WorkerProcess, input_path: Pat
     from credence.streams.api.tenant_admin import add, current
 
     scopes = scopes_in(input_path)
-    tenants = sorted({s.split("/")[0] for s in scopes})
+    tenants = sorted({s.tenant for s in scopes})
     known = asyncio.run(current(bootstrap, run)).tenants
     keys = {t: asyncio.run(add(bootstrap, run, t, TenantSettings())) for t in tenants if t not in known}
-    served = [s.split("/") for s in sorted(scopes) if s.split("/")[0] in keys]
+    served = [[s.tenant, s.user, s.character] for s in sorted(scopes, key=lambda s: s.key) if s.tenant in keys]
 
     def prompt(tenant: str, user: str, character: str) -> str:
         with Client(worker.url, keys[tenant], tenant) as api:

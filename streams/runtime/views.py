@@ -89,7 +89,8 @@ def register(credence) -> None:
         return web.json({
             "service": "credence", "version": __version__, "app_id": settings.app_id,
             "ready": is_ready(app) and (credence.api is None or credence.api.directory.ready.is_set()),
-            "stats": asdict(credence.stats), "busy_scopes": len(credence.busy),
+            "stats": {k: v for k, v in asdict(credence.stats).items() if not isinstance(v, dict)},  # no tenants
+            "busy_scopes": len(credence.busy),
             "state": {"held_partitions": sorted(credence.ownership.held), "live_scopes": store.live_count(),
                       "duplicate_marks": credence.marks.count()},
             "llm": {"backend": credence.backend.label, "stats": credence.backend.stats.as_dict(),
