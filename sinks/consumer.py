@@ -377,8 +377,18 @@ async def run_sinks(bootstrap: str, archive_topic: str, evidence_topic: str, set
                     stop: asyncio.Event, *, dead_letter_topic: str | None = None,
                     kafka: KafkaSettings | None = None) -> dict[str, SinkStats]:
     """Both sinks (credence.archive -> archive, credence.evidence -> evidence) until ``stop``."""
-    archive, evidence = await asyncio.gather(
-        run_sink(bootstrap, archive_topic, ARCHIVE, settings, stop, dead_letter_topic=dead_letter_topic, kafka=kafka),
-        run_sink(bootstrap, evidence_topic, EVIDENCE, settings, stop, dead_letter_topic=dead_letter_topic, kafka=kafka),
-    )
-    return {ARCHIVE: archive, EVIDENCE: evidence}
+    tasks = {table: asyncio.create_task(run_sink(bootstrap, topic, table, settings, stop,
+                                                 dead_letter_topic=dead_letter_topic, kafka=kafka))
+             for table, topic in ((ARCHIVE, archive_topic), (EVIDENCE, evidence_topic))}
+    # One failing sink ends both, and the other's own error (often the same bad credential) is
+    # awaited here rather than left to surface as a second traceback at interpreter shutdown.
+    try:
+        await asyncio.wait(tasks.values(), return_when=asyncio.FIRST_EXCEPTION)
+    finally:
+        for task in tasks.values():
+            task.cancel()
+        outcomes = await asyncio.gather(*tasks.values(), return_exceptions=True)
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException) and not isinstance(outcome, asyncio.CancelledError):
+            raise outcome
+    return {table: task.result() for table, task in tasks.items()}

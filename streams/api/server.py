@@ -20,6 +20,26 @@ from credence.streams.runtime.views import is_ready
 log = logging.getLogger(__name__)
 
 
+class MalformedRequests(logging.Filter):
+    """aiohttp answers a request its parser refuses (a 10,000-character path, a broken header) with a
+    400 and its reason, then logs it as an error with a traceback: say it in one warning line instead, so
+    a hostile client cannot fill the log with tracebacks or pass for a server fault."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        from aiohttp.http_exceptions import HttpProcessingError
+
+        exc = record.exc_info[1] if record.exc_info else None
+        if isinstance(exc, HttpProcessingError):
+            record.msg = "HTTP: refused a malformed request from %s with %s: %s"
+            record.args = (*(record.args or ("?",))[:1], exc.code, " ".join(str(exc.message).split())[:200])
+            record.levelno, record.levelname = logging.WARNING, "WARNING"
+            record.exc_info = record.exc_text = None
+        return True
+
+
+_MALFORMED = MalformedRequests()
+
+
 class Api:
     """Everything the /v1 routes share in one worker."""
 
@@ -80,6 +100,9 @@ def register(credence, bootstrap: str) -> Api:
     """Mount /v1 and start following the tenants and cards topics; returns the Api (for other pages)."""
     api = Api(credence, bootstrap)
     app = credence.app
+    server_log = logging.getLogger("aiohttp.server")
+    if _MALFORMED not in server_log.filters:
+        server_log.addFilter(_MALFORMED)
     by_path: dict[str, list[Route]] = {}
     for route in ROUTES:
         by_path.setdefault(route.path, []).append(route)

@@ -123,6 +123,12 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
     marks = Marks(tables.seen, settings.state.seen_horizon_days, ownership.partition_of, writes)
     ownership.on_moved(store.drop_partitions)
     ownership.on_moved(lambda _partitions: marks.reset())
+
+    async def recovered() -> None:
+        store.recovered()
+        marks.reset()
+
+    tables.entries.on_recover(recovered)  # every table has been read by then (one recovery for all)
     switch = PowerSwitch(settings.core_config_path)
     backend = make_backend(settings.llm, count_tokens=default_token_counter(), memory=settings.memory)
     stats = Stats()

@@ -76,6 +76,7 @@ class ScopeStore:
         self._live: OrderedDict[str, Live] = OrderedDict()
         self._pending: set[str] = set()
         self._index: dict[str, set[str]] | None = None  # scope -> entry ids, built from one key scan
+        self._arrived: set[int] = set()  # partitions moved since Faust last finished reading changelogs
 
     # -- reads: consistent copies -------------------------------------------------------------------
     def get(self, scope: str) -> ScopeState | None:
@@ -257,6 +258,17 @@ class ScopeStore:
         their live scopes and the entry index, rebuilt from the tables when next needed."""
         for scope in [s for s in self._live if self._partition_of(s) in partitions]:
             self.discard(scope)
+        self._arrived |= partitions
+        self._index = None
+
+    def recovered(self) -> None:
+        """Faust finished reading the changelogs of newly assigned partitions into the tables. Whatever a
+        reader (status, ticks, the API) built from those partitions while they were still recovering —
+        the entry index, live copies — predates their keys: rebuild it from the tables when next needed.
+        Scopes in a batch (pending) are not touched: their partitions were held all along."""
+        for scope in [s for s in self._live if self._partition_of(s) in self._arrived and s not in self._pending]:
+            self.discard(scope)
+        self._arrived.clear()
         self._index = None
 
     # -- internals ----------------------------------------------------------------------------------

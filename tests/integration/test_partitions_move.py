@@ -8,10 +8,13 @@ import asyncio
 import pytest
 from aiokafka.partitioner import DefaultPartitioner
 
+from credence.config.llm import LLMSettings
 from credence.config.pipeline import PipelineSettings
+from credence.streams.llm.prompts import stage1_extraction
 from credence.streams.ops.admin import ensure_topics
 from credence.streams.ops.broker import free_port
 from credence.streams.ops.process import WorkerProcess, wait_until
+from tests.support.openai_server import OpenAICompatibleServer
 from tests.support.pipeline import FAST_GROUP_ENV, produce_lines
 
 pytestmark = pytest.mark.integration
@@ -25,7 +28,8 @@ def partition_of(scope: str) -> int:
 
 
 def lines() -> list[bytes]:
-    """Two user turns per scope: fewer than a Stage-1 window, so every scope keeps a buffer (busy)."""
+    """Two user turns per scope: each scope sends a Stage-1 request the test server holds, so it stays
+    busy (a request in flight) until the test releases the answers."""
     import json
 
     out = []
@@ -44,10 +48,18 @@ def state(worker: WorkerProcess) -> dict:
             "ready": status["ready"]}
 
 
-@pytest.mark.xfail(reason="not passing yet (issue 12): after the second worker joins, the busy counts did not "
-                          "split as expected within 120 s; to be debugged", strict=False)
-def test_busy_scopes_follow_the_partitions_each_worker_holds(settings_factory, kafka_bootstrap, tmp_path):
-    settings = settings_factory(topic_partitions=PARTITIONS, pipeline=PipelineSettings(
+@pytest.fixture
+def held_llm():
+    """Stage-1 answers wait until released: scopes stay busy however long the rebalances take."""
+    with OpenAICompatibleServer(delay_tasks=[stage1_extraction.NAME], delay_timeout_s=240) as server:
+        yield server
+        server.release_delayed()
+
+
+def test_busy_scopes_follow_the_partitions_each_worker_holds(settings_factory, kafka_bootstrap, tmp_path, held_llm):
+    llm = LLMSettings(backend="openai", base_url=held_llm.base_url, model=held_llm.model, timeout_s=300,
+                      max_retries=0)
+    settings = settings_factory(topic_partitions=PARTITIONS, llm=llm, pipeline=PipelineSettings(
         ticks_advance_clock=False, tick_interval_seconds=1.0))
     asyncio.run(ensure_topics(kafka_bootstrap, settings, changelogs=True))
     first = WorkerProcess(settings, kafka_bootstrap, tmp_path / "first.log", extra_env=FAST_GROUP_ENV).start()
@@ -75,6 +87,8 @@ def test_busy_scopes_follow_the_partitions_each_worker_holds(settings_factory, k
         second.stop()  # its partitions come back to the first worker, which scans them again
         wait_until(lambda: (s := state(first))["held"] == set(range(PARTITIONS)) and s["busy"] == len(SCOPES),
                    120, "the first worker to hold every partition and every busy scope again")
+        held_llm.release_delayed()  # the answers arrive: every scope ends idle on the one worker left
+        wait_until(lambda: state(first)["busy"] == 0, 120, "every scope to go idle once Stage 1 answers")
     finally:
         if second is not None:
             second.stop()

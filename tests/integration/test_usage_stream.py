@@ -77,7 +77,8 @@ def hit(entry_id: str, at: datetime, source: str = "recall") -> dict:
     return {**scope_part(), "entry_ids": [entry_id], "source": source, "ts": iso(at)}
 
 
-ENTRIES = "/v1/tenants/acme/users/ivy/characters/guide/entries"
+SCOPE_PATH = "/v1/tenants/acme/users/ivy/characters/guide"
+ENTRIES = f"{SCOPE_PATH}/entries"
 
 
 class Run:
@@ -178,7 +179,19 @@ def test_a_supersede_keeps_both_meanings_and_as_of_reads_the_right_one(run):
 
 
 def test_usage_is_applied_once_per_source_and_day_through_duplicates_and_sigkill(run):
-    day = T0 + timedelta(hours=22)  # 2026-05-02 10:00 UTC
+    # a recall through the API: the handler only emits; the scope's owner applies the hit
+    assert run.entry(PERSONA).usage.reinforce_count == 0
+    for _ in range(2):  # the second recall on the same UTC day emits again and changes nothing
+        answer = run.post(f"{SCOPE_PATH}/recall", {"query": "where does the user live? Paris"})
+        assert answer.status_code == 200, answer.text
+        assert PERSONA in [h["id"] for h in answer.json()["hits"]]
+    emitted = [u for u in topic_values(run.settings.kafka_bootstrap, run.settings, "usage") if u["source"] == "recall"]
+    assert len(emitted) == 2 and all(PERSONA in u["entry_ids"] for u in emitted), emitted
+    assert all(u["ts"].startswith("2026-05-02") for u in emitted), emitted  # the scope's clock, not the wall's
+    run.usage_applied("marker-0")
+    assert run.entry(PERSONA).usage.reinforce_count == 1
+    assert run.entry(PERSONA).usage.reinforced_sources == ("recall",)
+    day = T0 + timedelta(hours=22)  # 2026-05-02 10:00 UTC: the API's recall above fell on this day too
     records = [hit(PERSONA, day), hit(PERSONA, day), hit(PERSONA, day, "search"), hit(PERSONA, day + MIN)]
     produce(run.settings, "usage", records + records)  # every record delivered twice
     run.usage_applied("marker-1")
