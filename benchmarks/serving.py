@@ -122,8 +122,9 @@ def run_size(size: int, n_queries: int, encoder) -> dict:
     return result
 
 
-def http_recall(sizes: list[int], n_queries: int, cosine: str) -> dict[int, dict]:
-    """Recall p50/p99 over HTTP (auth, owner routing, the worker's RecallService, JSON) per scope size."""
+def http_recall(sizes: list[int], n_queries: int, cosine: str, bootstrap: str | None = None) -> dict[int, dict]:
+    """Recall p50/p99 over HTTP (auth, owner routing, the worker's RecallService, JSON) per scope size, on
+    the broker at `bootstrap` or an embedded one started here."""
     import asyncio
     import importlib.util
     import tempfile
@@ -143,10 +144,13 @@ def http_recall(sizes: list[int], n_queries: int, cosine: str) -> dict[int, dict
     with tempfile.TemporaryDirectory(prefix="credence-bench-") as tmp:
         root = Path(tmp)
         base = load_settings()
-        broker = EmbeddedBroker(root / "broker", base.kafka_version, base.broker_cache_dir)
-        bootstrap = broker.start()
+        broker = None
+        if not bootstrap:
+            broker = EmbeddedBroker(root / "broker", base.kafka_version, base.broker_cache_dir)
+            bootstrap = broker.start()
+        prefix = f"bench{os.getpid()}x{len(sizes)}"
         pipeline = base.pipeline.model_copy(update={"recall_cosine": {"auto": None, "on": True, "off": False}[cosine]})
-        settings = load_settings(kafka_bootstrap=bootstrap, topic_prefix="bench", app_id="bench-app",
+        settings = load_settings(kafka_bootstrap=bootstrap, topic_prefix=prefix, app_id=f"{prefix}-app",
                                  data_dir=root / "data", web_port=free_port(), topic_partitions=2,
                                  table_store="memory", core_config_path=root / "core.json", pipeline=pipeline)
         settings = settings.model_copy(update={"api": settings.api.model_copy(
@@ -173,8 +177,40 @@ def http_recall(sizes: list[int], n_queries: int, cosine: str) -> dict[int, dict
                     out[size] = percentiles(samples)
         finally:
             worker.stop()
-            broker.stop()
+            if broker is not None:
+                broker.stop()
     return out
+
+
+def report_rows(quick: bool, bootstrap: str, work: Path) -> list:
+    """For `python -m benchmarks`: recall in process against BM25Okapi rebuilt per query, cosine when the
+    extra is installed, and the recall route over HTTP (the floor: p99 <= 20 ms at 1,000 entries)."""
+    from benchmarks.report import Row
+
+    sizes = [100, 1000] if quick else [100, 1000, 10000]
+    n = 100 if quick else 300
+    encoder = load_encoder() if extra_installed() else None
+    if encoder is not None:
+        encoder(["warm up"])
+    results = [run_size(size, n, encoder) for size in sizes]
+    over_http = http_recall(sizes, n, "off", bootstrap)
+    rows = []
+    for r in results:
+        size = r["entries"]
+        label = "BM25Okapi rebuilt per query"
+        for q in ("p50", "p99"):
+            rows.append(Row("serving (recall)", f"BM25 {q} at {size:,} entries, in process", r["ours"][f"{q}_ms"],
+                            r["baseline"][f"{q}_ms"], unit="ms", baseline_label=label, target="ratio <= 1",
+                            note=f"same top 10: {r['top10_agreement']}" if q == "p50" else ""))
+        if "cosine" in r:
+            rows.append(Row("serving (recall)", f"BM25 + cosine p99 at {size:,} entries, in process",
+                            r["cosine"]["p99_ms"], unit="ms"))
+        http = over_http[size]
+        for q in ("p50", "p99"):
+            rows.append(Row("serving (recall)", f"over HTTP {q} at {size:,} entries", http[f"{q}_ms"],
+                            r["baseline"][f"{q}_ms"], unit="ms", baseline_label=label,
+                            target=f"<= {FLOOR_P99_MS_AT_1000:g}" if (q, size) == ("p99", 1000) else ""))
+    return rows
 
 
 def main(argv: list[str] | None = None) -> list[dict]:

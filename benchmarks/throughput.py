@@ -22,7 +22,6 @@ import json
 import os
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -32,7 +31,6 @@ from pathlib import Path
 
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.structs import TopicPartition
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,12 +42,8 @@ from credence.kafka import client_options  # noqa: E402
 from credence.streams.ops.admin import changelog_topic, ensure_topics  # noqa: E402
 from credence.streams.ops.broker import EmbeddedBroker, free_port  # noqa: E402
 from credence.streams.ops.process import WorkerProcess, wait_until  # noqa: E402
-from credence.streams.runtime import codec  # noqa: E402
 from credence.streams.runtime.topics import TABLES  # noqa: E402
-from credence.streams.scope.state import ScopeState  # noqa: E402
 from credence.tables.clock import format_instant  # noqa: E402
-from credence.tables.entries import new_reflection  # noqa: E402
-from credence.tables.scope import Scope  # noqa: E402
 
 PARTITIONS = 4
 T0 = datetime(2025, 1, 1, 9, 0, tzinfo=UTC)
@@ -193,7 +187,7 @@ def settled(worker: WorkerProcess, total: int) -> bool:
     return all(not s["queued"] and not s["requests"] for s in worker.get("/scopes")["scopes"].values())
 
 
-def run_ours(bootstrap: str, broker_dir: Path, records, work: Path, **pipeline) -> dict:
+def run_ours(bootstrap: str, broker_dir: Path | None, records, work: Path, **pipeline) -> dict:
     settings = our_settings(bootstrap, work, **pipeline)
     asyncio.run(ensure_topics(bootstrap, settings, changelogs=True))
     asyncio.run(produce(bootstrap, settings.topic("turns"), records))
@@ -207,7 +201,7 @@ def run_ours(bootstrap: str, broker_dir: Path, records, work: Path, **pipeline) 
     finally:
         worker.stop()
     return {"seconds": seconds, "cpu_s": cpu, "turns": len(records), "journal_events": status["stats"]["journal_events"],
-            "changelog_bytes": changelog_bytes(broker_dir, settings)}
+            "changelog_bytes": changelog_bytes(broker_dir, settings) if broker_dir else dict.fromkeys(TABLES, 0)}
 
 
 # -- latency ----------------------------------------------------------------------------------------
@@ -263,145 +257,85 @@ def run_latency(bootstrap: str, records, rate: float, work: Path) -> dict:
             "p99_ms": 1000 * lat[min(len(lat) - 1, int(len(lat) * 0.99))]}
 
 
-# -- state already in the changelogs: per-record cost and recovery ---------------------------------
-
-async def seed_state(bootstrap: str, settings, scopes: list[str], entries: int) -> None:
-    """Write scopes holding `entries` entries each straight into the table changelogs, as a worker
-    would have (same key encoding, the scope's partition)."""
-    parts = list(range(PARTITIONS))
-    partition = DefaultPartitioner()
-    producer = AIOKafkaProducer(**client_options(bootstrap, acks="all", linger_ms=20, max_batch_size=1 << 20))
-    await producer.start()
-    try:
-        futures = []
-        for scope in scopes:
-            p = partition(scope.encode(), parts, parts)
-            for i in range(entries):
-                entry = new_reflection(f"r-{i:06d}", Scope.parse(scope), f"The user mentioned topic number {i} "
-                                       f"while talking about {FACTS[i % len(FACTS)].lower()}", T0 - timedelta(days=1))
-                futures.append(await producer.send(changelog_topic(settings, "entries"), codec.encode_entry(entry, 0),
-                                                   key=json.dumps(codec.entry_key(scope, entry.id)).encode(), partition=p))
-            state = ScopeState(scope=scope, clock=T0 - timedelta(days=1), last_sweep_at=T0 - timedelta(days=1))
-            futures.append(await producer.send(changelog_topic(settings, "scopes"), codec.encode_control(state),
-                                               key=json.dumps(scope).encode(), partition=p))
-        for fut in futures:
-            await fut
-    finally:
-        await producer.stop()
-
-
-def run_per_record(bootstrap: str, entries: int, turns: int, work: Path) -> dict:
-    settings = our_settings(bootstrap, work)
-    asyncio.run(ensure_topics(bootstrap, settings, changelogs=True))
-    scope = "cost/u000/c0"
-    asyncio.run(seed_state(bootstrap, settings, [scope], entries))
-    worker = WorkerProcess(settings, bootstrap, work / f"{settings.app_id}.log")
-    records = [(scope.encode(), turn(scope, n, "user" if n % 2 == 0 else "ai", CHAT[n % len(CHAT)],
-                                     T0 + timedelta(seconds=10 * n))) for n in range(turns)]
-    try:
-        worker.start()
-        asyncio.run(produce(bootstrap, settings.topic("turns"), records))
-        started, cpu = time.monotonic(), cpu_seconds(worker.proc.pid)
-        wait_until(lambda: settled(worker, turns), DEADLINE_S, "the per-record run", 0.05)
-        seconds, cpu = time.monotonic() - started, cpu_seconds(worker.proc.pid) - cpu
-        held = worker.get("/scopes")["scopes"][scope]["entries"]
-    finally:
-        worker.stop()
-    assert held == entries, f"the scope should hold {entries} entries, holds {held}"
-    return {"entries": entries, "turns": turns, "cpu_ms_per_turn": 1000 * cpu / turns,
-            "wall_ms_per_turn": 1000 * seconds / turns}
-
-
-BARE_READER = """
-import asyncio, sys, time
-from aiokafka import AIOKafkaConsumer
-from aiokafka.structs import TopicPartition
-from credence.kafka import client_options
-async def main(bootstrap, topics, parts):
-    c = AIOKafkaConsumer(**client_options(bootstrap, enable_auto_commit=False, max_poll_records=10000))
-    await c.start()
-    tps = [TopicPartition(t, p) for t in topics for p in range(parts)]
-    c.assign(tps)
-    await c.seek_to_beginning(*tps)
-    end = await c.end_offsets(tps)
-    n = 0
-    left = {tp for tp in tps if end[tp] > 0}
-    while left:
-        for tp, records in (await c.getmany(timeout_ms=500)).items():
-            n += len(records)
-            if records and records[-1].offset + 1 >= end[tp]:
-                left.discard(tp)
-    await c.stop()
-    print(n)
-asyncio.run(main(sys.argv[1], sys.argv[2].split(","), int(sys.argv[3])))
-"""
-
-
-def run_recovery(bootstrap: str, scopes: int, entries: int, work: Path) -> dict:
-    """A worker whose partitions hold scopes * entries entries starts with no local store (all from the
-    changelogs), against a bare consumer process reading the same changelog topics; both timed from
-    process launch (ours: until it reports ready)."""
-    settings = our_settings(bootstrap, work)
-    asyncio.run(ensure_topics(bootstrap, settings, changelogs=True))
-    names = [f"rec/u{i:03d}/c0" for i in range(scopes)]
-    asyncio.run(seed_state(bootstrap, settings, names, entries))
-    topics = ",".join(changelog_topic(settings, t) for t in TABLES)
-    started = time.monotonic()
-    out = subprocess.run([sys.executable, "-c", BARE_READER, bootstrap, topics, str(PARTITIONS)],
-                         check=True, capture_output=True, text=True)
-    bare = time.monotonic() - started
-    worker = WorkerProcess(settings, bootstrap, work / f"{settings.app_id}.log")
-    started = time.monotonic()
-    try:
-        worker.start(ready_timeout_s=DEADLINE_S)
-        ours = time.monotonic() - started
-        held = sum(s["entries"] for s in worker.get("/scopes")["scopes"].values())
-    finally:
-        worker.stop()
-    assert held == scopes * entries, f"recovered {held} entries of {scopes * entries}"
-    return {"entries": held, "changelog_records": int(out.stdout.strip()), "ours_s": ours, "bare_s": bare,
-            "share_of_bare": bare / ours}
-
-
 # -- the run ----------------------------------------------------------------------------------------
+
+def measure(bootstrap: str, broker_dir: Path | None, work: Path, runs: int, quick: bool) -> dict:
+    """Every measurement of this benchmark on the broker at `bootstrap` (its data directory, when known,
+    gives the changelog bytes); returns the report."""
+    from benchmarks.state_costs import run_per_record, run_recovery
+
+    scale = 0.2 if quick else 1.0
+    inputs = {"short": make_input(60, int(50 * scale), timedelta(hours=2), 1),
+              "long": make_input(10, int(600 * scale), timedelta(hours=6), 2)}
+    settings = load_settings()
+    report: dict = {"at": format_instant(datetime.now(UTC)), "partitions": PARTITIONS, "runs": runs,
+                    "turn_bytes": statistics.mean(len(v) for _, v in inputs["long"]), "inputs": {}}
+    for name, records in inputs.items():
+        rows = {"raw": [], "ours": []}
+        for _ in range(runs):  # interleaved: drift in the machine's speed hits both alike
+            rows["raw"].append(run_raw(bootstrap, records, settings))
+            rows["ours"].append(run_ours(bootstrap, broker_dir, records, work))
+            print(name, rows["raw"][-1], rows["ours"][-1], flush=True)
+        report["inputs"][name] = summarize(rows, len(records))
+    ours_rate = report["inputs"]["long"]["ours_turns_s"]
+    # the first 20 turns of each short scope: enough turns for percentiles, at a rate the run can keep
+    report["latency"] = run_latency(bootstrap, inputs["short"][:60 * 20], ours_rate / 2, work)
+    print("latency", report["latency"], flush=True)
+    report["per_record"] = [run_per_record(bootstrap, n, int(400 * scale) or 40, work) for n in (10, 1000, 10000)]
+    print("per record", report["per_record"], flush=True)
+    report["recovery"] = run_recovery(bootstrap, 10, int(10_000 * scale), work)
+    print("recovery", report["recovery"], flush=True)
+    base = report["per_record"][0]["cpu_ms_per_turn"]
+    for row in report["per_record"]:
+        row["vs_10"] = row["cpu_ms_per_turn"] / base
+    return report
+
+
+def report_rows(quick: bool, bootstrap: str, work: Path) -> list:
+    """For `python -m benchmarks` (its broker's data directory is `work/../broker`)."""
+    from benchmarks.report import Row
+
+    broker_dir = work.parent / "broker"
+    report = measure(bootstrap, broker_dir if broker_dir.is_dir() else None, work, 1 if quick else 2, quick)
+    rows = []
+    for name, m in report["inputs"].items():
+        label = "bare aiokafka consume -> decode -> encode -> produce"
+        rows.append(Row("throughput", f"{name} scopes: turns/s", m["ours_turns_s"], m["raw_turns_s"], unit="turns/s",
+                        baseline_label=label, target="ratio >= 0.05" if name == "long" else "",
+                        note=f"{m['turns']} turns, {report['runs']} interleaved runs (medians), rules backend"))
+        if m["changelog_bytes_per_turn"]:
+            rows.append(Row("throughput", f"{name} scopes: changelog bytes per turn", m["changelog_bytes_per_turn"],
+                            unit="B", target="<= 2048"))
+    lat = report["latency"]
+    if lat.get("turns_measured"):
+        for q in ("p50", "p99"):
+            rows.append(Row("throughput", f"turn -> journal event {q} at half the long rate", lat[f"{q}_ms"],
+                            unit="ms"))
+    for r in report["per_record"]:
+        rows.append(Row("per-record cost", f"CPU per turn at {r['entries']:,} entries", r["cpu_ms_per_turn"],
+                        report["per_record"][0]["cpu_ms_per_turn"], unit="ms", baseline_label="at 10 entries",
+                        target="ratio <= 2" if r["entries"] == 10_000 else ""))
+    rec = report["recovery"]
+    rows.append(Row("recovery", f"{rec['entries']:,} entries, local store deleted", rec["ours_s"], rec["bare_s"],
+                    unit="s", baseline_label="bare consumer reading the same changelogs",
+                    note=f"{rec['changelog_records']:,} changelog records"))
+    return rows
+
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--quick", action="store_true", help="smaller inputs (a smoke run, not a measurement)")
     args = parser.parse_args()
-    scale = 0.2 if args.quick else 1.0
-    inputs = {"short": make_input(60, int(50 * scale), timedelta(hours=2), 1),
-              "long": make_input(10, int(600 * scale), timedelta(hours=6), 2)}
     settings = load_settings()
-    report: dict = {"at": format_instant(datetime.now(UTC)), "partitions": PARTITIONS, "runs": args.runs,
-                    "turn_bytes": statistics.mean(len(v) for _, v in inputs["long"]), "inputs": {}}
     with tempfile.TemporaryDirectory(prefix="credence-throughput-") as tmp:
         work = Path(tmp)
         broker = EmbeddedBroker(work / "broker", settings.kafka_version, settings.broker_cache_dir)
         bootstrap = broker.start()
         try:
-            for name, records in inputs.items():
-                rows = {"raw": [], "ours": []}
-                for _ in range(args.runs):  # interleaved: drift in the machine's speed hits both alike
-                    rows["raw"].append(run_raw(bootstrap, records, settings))
-                    rows["ours"].append(run_ours(bootstrap, work / "broker", records, work))
-                    print(name, rows["raw"][-1], rows["ours"][-1], flush=True)
-                report["inputs"][name] = summarize(rows, len(records))
-            ours_rate = report["inputs"]["long"]["ours_turns_s"]
-            # the first 20 turns of each short scope: enough turns for percentiles, at a rate the run can keep
-            report["latency"] = run_latency(bootstrap, inputs["short"][:60 * 20], ours_rate / 2, work)
-            print("latency", report["latency"], flush=True)
-            report["per_record"] = [run_per_record(bootstrap, n, int(400 * scale) or 40, work)
-                                    for n in (10, 1000, 10000)]
-            print("per record", report["per_record"], flush=True)
-            report["recovery"] = run_recovery(bootstrap, 10, int(10_000 * scale), work)
-            print("recovery", report["recovery"], flush=True)
+            report = measure(bootstrap, work / "broker", work, args.runs, args.quick)
         finally:
             broker.stop()
-    base = report["per_record"][0]["cpu_ms_per_turn"]
-    for row in report["per_record"]:
-        row["vs_10"] = row["cpu_ms_per_turn"] / base
     out = ROOT / "benchmarks" / "results" / f"throughput-{datetime.now(UTC):%Y%m%dT%H%M}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=2) + "\n")

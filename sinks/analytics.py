@@ -150,8 +150,10 @@ def query(root: str, sql: str, params: list | dict | None = None, fmt: str = "ta
     """Run one SQL statement over the views and render the result as a table, CSV or JSON."""
     if fmt not in FORMATS:
         raise ArchiveError(f"unknown output format {fmt!r}; use one of {FORMATS}")
+    _read_only_statement(sql)
     conn = connect(root)
     try:
+        _sandbox(conn, open_archive(root))
         result = conn.execute(sql, params) if params is not None else conn.execute(sql)
         columns = [d[0] for d in result.description or []]
         rows = result.fetchall() if columns else []
@@ -160,6 +162,32 @@ def query(root: str, sql: str, params: list | dict | None = None, fmt: str = "ta
     finally:
         conn.close()
     return render(columns, rows, fmt)
+
+
+READ_ONLY = {duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN}
+
+
+def _read_only_statement(sql: str) -> None:
+    """`archive query` answers questions: exactly one SELECT (WITH, FROM-first, DESCRIBE, SUMMARIZE, SHOW
+    and VALUES parse as one) or EXPLAIN; never COPY, ATTACH, SET, INSTALL, CREATE or a second statement."""
+    try:
+        statements = duckdb.extract_statements(sql)
+    except duckdb.Error as exc:
+        raise ArchiveError(f"query failed: {exc}") from exc
+    if len(statements) != 1:
+        raise ArchiveError(f"query refused: one statement expected, got {len(statements)}")
+    kind = statements[0].type
+    if kind not in READ_ONLY:
+        raise ArchiveError(f"query refused: only SELECT (or EXPLAIN) is allowed here, not {kind.name}")
+
+
+def _sandbox(conn: duckdb.DuckDBPyConnection, archive: Archive) -> None:
+    """After the views exist: files outside the archive root are out of reach (no read_csv('/etc/…')), and
+    the query cannot switch that back."""
+    if archive.is_local:
+        conn.execute(f"SET allowed_directories = [{_literal(archive.base + '/')}]")
+        conn.execute("SET enable_external_access = false")
+    conn.execute("SET lock_configuration = true")
 
 
 def funnel(conn: duckdb.DuckDBPyConnection, tenant: str | None = None,

@@ -125,6 +125,7 @@ def register(credence, bootstrap: str) -> Api:
                 delay = min(delay * 2, 30.0)
 
     credence.switch = TenantSwitch(credence.switch, api.directory)
+    credence.agent.memory_for = TenantMemory(credence.settings.memory, api.directory)
     credence.api = api
     return api
 
@@ -141,3 +142,25 @@ class TenantSwitch:
         if record is not None and record.settings.powerful_memory is not None:
             return record.settings.powerful_memory
         return self.inner.enabled(tenant)
+
+
+class TenantMemory:
+    """The evidence settings a scope is stepped with: the tenant record's overrides (its time zone for the
+    daily sweeps, its budgets) over the worker's, as the API's reads apply them. One copy per tenant
+    record, made again only when the record changes."""
+
+    def __init__(self, memory, directory: Directory) -> None:
+        self.memory, self.directory = memory, directory
+        self._copies: dict[str, tuple[object, object]] = {}
+
+    def __call__(self, scope: str):
+        record = self.directory.tenants.get(scope.split("/", 1)[0])
+        if record is None:
+            return self.memory
+        cached = self._copies.get(record.name)
+        if cached is None or cached[0] is not record:
+            from credence.streams.api.reads import tenant_memory
+
+            cached = self._copies[record.name] = (record, tenant_memory(self.memory, record))
+        return cached[1]
+

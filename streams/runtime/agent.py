@@ -101,6 +101,7 @@ class ScopeAgent:
         self.boot = uuid.uuid4().hex[:12]
         self.by_name = {settings.topic(n): n for n in INPUTS}
         self.runner = None  # set once the runner exists (it needs `send`)
+        self.memory_for = lambda scope: settings.memory  # the API replaces it with the tenants' overrides
 
     async def send(self, topic: str, scope: str, record: dict) -> None:
         """One record, acknowledged before this returns (the runner's results, the timers' ticks)."""
@@ -115,7 +116,7 @@ class ScopeAgent:
             await fut
 
     def context(self, scope: str, now: datetime, powerful: bool) -> StepContext:
-        return StepContext(now=now, powerful=powerful, boot=self.boot, memory=self.settings.memory,
+        return StepContext(now=now, powerful=powerful, boot=self.boot, memory=self.memory_for(scope),
                            pipeline=self.settings.pipeline, usage=self.settings.usage)
 
     # -- a batch ------------------------------------------------------------------------------------

@@ -28,7 +28,6 @@ from credence.config.state import StateSettings
 from credence.streams.runtime import codec
 from credence.streams.runtime.writes import TableWrites
 from credence.streams.scope.state import ScopeState
-from credence.tables.entries import Entry
 
 
 @dataclass

@@ -42,7 +42,7 @@ def test_forget_refuses_bad_ids_and_writes_nothing(kind, part, tmp_path):
 HOSTILE_QUERIES = [
     (["SELECT ?", "--param", '{"broken'], ["--json-params"], r"not JSON"),
     (["SELECT ? ,?", "--param", "1"], [], r"query failed"),
-    (["DROP TABLE archive; SELECT 1"], [], r"query failed"),
+    (["DROP TABLE archive; SELECT 1"], [], r"query refused"),
     (["SELECT ?", "--param", "x" * 100_000], ["--format", "xml"], r"invalid choice"),
     (["SELEC broken"], [], r"query failed"),
 ]
@@ -106,3 +106,28 @@ TENANT_CASES = [(["add", v], "tenant") for v in ARGV_SAFE_BAD_IDS.values()] + [
 def test_tenants_refuses_bad_names_and_settings_before_touching_kafka(args, says, tmp_path):
     err = refused(cli("tenants", *args, env={"CREDENCE_KAFKA_BOOTSTRAP": "127.0.0.1:1"}, cwd=tmp_path))
     assert says.lower() in err.lower(), err[-800:]
+
+
+@pytest.mark.parametrize("sql, says", [
+    ("COPY (SELECT 1) TO '{tmp}/out.csv'", "only SELECT"),
+    ("COPY (SELECT 1) TO '{root}/archive/evil.parquet'", "only SELECT"),
+    ("ATTACH '{tmp}/other.db'", "only SELECT"),
+    ("SET enable_external_access = true", "only SELECT"),
+    ("INSTALL httpfs", "only SELECT"),
+    ("SELECT 1; SELECT 2", "one statement"),
+    ("SELECT * FROM read_csv('{tmp}/secret.csv')", "Permission"),
+    ("SELECT * FROM read_text('/etc/hostname')", "Permission"),
+])
+def test_archive_query_is_one_select_that_reads_only_the_archive(sql, says, tmp_path):
+    root = tmp_path / "archive"
+    (tmp_path / "secret.csv").write_text("password\nhunter2\n")
+    err = refused(cli("archive", "query", sql.format(tmp=tmp_path, root=root), "--root", str(root)))
+    assert says in err and "hunter2" not in err, err[-800:]
+    assert not (tmp_path / "out.csv").exists() and not (tmp_path / "other.db").exists()
+    assert not list(root.rglob("evil*"))
+
+
+def test_archive_query_still_reads_the_archive_views(tmp_path):
+    result = cli("archive", "query", "SELECT count(*) AS n FROM archive", "--format", "csv",
+                 "--root", str(tmp_path / "archive"))
+    assert result.returncode == 0 and result.stdout.split() == ["n", "0"], (result.stdout, result.stderr[-800:])

@@ -64,3 +64,29 @@ def test_directory_keeps_the_latest_record_per_tenant():
     d.apply("tenants", b"acme", None)  # remove: a tombstone
     assert d.tenant_for_key("new") is None and "acme" not in d.tenants
     assert d.tenant_for_key("g").name == "globex"
+
+
+def test_a_tenant_record_sets_the_time_zone_and_budgets_its_scopes_are_stepped_with():
+    from datetime import timedelta
+
+    from credence.config.memory import MemorySettings
+    from credence.streams.api.server import TenantMemory
+    from credence.tables.evidence import Evidence, sweep
+
+    worker = MemorySettings(time_zone="UTC")
+    directory = Directory()
+    memory_for = TenantMemory(worker, directory)
+    assert memory_for("acme/ann/aria") is worker  # no record yet: the worker's settings
+    tokyo = Tenant("acme", hash_key("k"), NOW, TenantSettings(time_zone="Asia/Tokyo", persona_token_budget=77))
+    directory.apply("tenants", b"acme", tokyo.encode())
+    stepped = memory_for("acme/ann/aria")
+    assert str(stepped.zone_for("acme")) == "Asia/Tokyo" and stepped.persona_token_budget == 77
+    assert memory_for("acme/bo/aria") is stepped  # one copy per record
+    assert memory_for("globex/ann/aria") is worker
+    # 2026-01-01 20:00 UTC is already the 2nd in Tokyo: a below-zero entry counts the 2nd as its day
+    below = Evidence(disputation=1.0, disp_last_signal_at=NOW)
+    at = NOW + timedelta(hours=8)
+    assert sweep(below, at, settings=stepped, tenant="acme")[0].sub_zero_last_increment_date.day == 2
+    assert sweep(below, at, settings=worker, tenant="acme")[0].sub_zero_last_increment_date.day == 1
+    directory.apply("tenants", b"acme", Tenant("acme", hash_key("k"), NOW, TenantSettings()).encode())
+    assert str(memory_for("acme/ann/aria").zone_for("acme")) == "UTC"  # a changed record takes effect
