@@ -314,11 +314,12 @@ def report_rows(quick: bool, bootstrap: str, work: Path) -> list:
     for r in report["per_record"]:
         rows.append(Row("per-record cost", f"CPU per turn at {r['entries']:,} entries", r["cpu_ms_per_turn"],
                         report["per_record"][0]["cpu_ms_per_turn"], unit="ms", baseline_label="at 10 entries",
-                        target="ratio <= 2" if r["entries"] == 10_000 else ""))
+                        target="ratio <= 1.25" if r["entries"] == 10_000 else ""))
     rec = report["recovery"]
     rows.append(Row("recovery", f"{rec['entries']:,} entries, local store deleted", rec["ours_s"], rec["bare_s"],
-                    unit="s", baseline_label="bare consumer reading the same changelogs",
-                    note=f"{rec['changelog_records']:,} changelog records"))
+                    unit="s", baseline_label="bare consumer reading the same changelogs", target="ratio <= 2",
+                    note=f"{rec['changelog_records']:,} changelog records; ratio <= 2 is recovery at >= 50% of "
+                         "the bare read's speed"))
     return rows
 
 

@@ -41,6 +41,9 @@ class KafkaSettings(BaseModel):
     outage_warning_interval_s: float = Field(default=10.0, gt=0)
     # How long a client waits for one answer; also how soon a wrong endpoint or credential is reported.
     request_timeout_ms: int = Field(default=15_000, ge=1000)
+    # The worker's producer (changelogs, journal, results): a batch of one flush holds many similar JSON
+    # values (one scope's control value per batch is most of the changelog), which lz4 shrinks cheaply.
+    compression_type: Literal["none", "gzip", "lz4", "zstd"] = "lz4"
 
     @model_validator(mode="after")
     def _consistent(self) -> "KafkaSettings":

@@ -62,6 +62,9 @@ def faust_options(bootstrap: str, kafka: KafkaSettings | None = None) -> dict[st
     protocol = options["security_protocol"]
     context = options.get("ssl_context")
     out: dict[str, Any] = {"broker": servers, "broker_request_timeout": options["request_timeout_ms"] / 1000}
+    compression = (kafka or PLAINTEXT).compression_type
+    if compression != "none":
+        out["producer_compression_type"] = compression
     if protocol.startswith("SASL"):
         out["broker_credentials"] = faust.SASLCredentials(
             username=options["sasl_plain_username"], password=options["sasl_plain_password"],
