@@ -35,6 +35,7 @@ from credence.streams.api.tenants import TenantSettings
 from credence.streams.ops.admin import changelog_topic, ensure_topics
 from credence.streams.ops.broker import EmbeddedBroker, free_port
 from credence.streams.ops.process import WorkerProcess, wait_until
+from credence.streams.runtime import codec
 from credence.streams.scope.state import ScopeState
 from credence.tables.entries import Entry
 from credence.tables.evidence import Evidence
@@ -54,7 +55,10 @@ def scope_state(scope: str, n: int) -> ScopeState:
         entries[f"r-{i:06d}"] = Entry(
             id=f"r-{i:06d}", kind="reflection" if i % 5 else "persona", tenant=tenant, user=user,
             character=character, text=text, created_at=at, status="pending" if i % 5 else "active",
-            evidence=Evidence(reinforcement=(i % 17) / 4, disputation=(i % 5) / 3, rein_last_signal_at=at,
+            # reflections stay below the confirmed threshold (1.0): a read benchmark whose recall hits the
+            # scope (usage records are applied) must not also start thousands of promotions
+            evidence=Evidence(reinforcement=(i % 17) / 4 if i % 5 == 0 else (i % 4) / 4, disputation=(i % 5) / 3,
+                              rein_last_signal_at=at,
                               disp_last_signal_at=at), updated_at=at)
     return ScopeState(scope=scope, clock=NOW, entries=entries)
 
@@ -67,9 +71,16 @@ async def seed(bootstrap: str, settings, states: list[ScopeState]) -> None:
     parts = list(range(settings.topic_partitions))
     try:
         for state in states:  # the changelog partition is the scope's input partition (raw key hash)
+            # The store's own layout (codec schema 2): one key per entry, then the scope's control value.
             partition = DefaultPartitioner()(state.scope.encode(), parts, parts)
-            await producer.send_and_wait(changelog_topic(settings, "scopes"), json.dumps(state.to_dict()).encode(),
-                                         key=json.dumps(state.scope).encode(), partition=partition)
+            futures = [await producer.send(changelog_topic(settings, "entries"), codec.encode_entry(entry, 0),
+                                           key=json.dumps(codec.entry_key(state.scope, eid)).encode(),
+                                           partition=partition)
+                       for eid, entry in state.entries.items()]
+            futures.append(await producer.send(changelog_topic(settings, "scopes"), codec.encode_control(state),
+                                               key=json.dumps(state.scope).encode(), partition=partition))
+            for fut in futures:
+                await fut
     finally:
         await producer.stop()
 

@@ -149,7 +149,10 @@ def http_recall(sizes: list[int], n_queries: int, cosine: str, bootstrap: str | 
             broker = EmbeddedBroker(root / "broker", base.kafka_version, base.broker_cache_dir)
             bootstrap = broker.start()
         prefix = f"bench{os.getpid()}x{len(sizes)}"
-        pipeline = base.pipeline.model_copy(update={"recall_cosine": {"auto": None, "on": True, "off": False}[cosine]})
+        # No wall-clock ticks, as in api_prompt.py: the seeded scopes' clocks are months old, and a tick
+        # would make each one catch up (daily sweeps) while it is being read.
+        pipeline = base.pipeline.model_copy(update={"recall_cosine": {"auto": None, "on": True, "off": False}[cosine],
+                                                    "tick_interval_seconds": 0.0})
         settings = load_settings(kafka_bootstrap=bootstrap, topic_prefix=prefix, app_id=f"{prefix}-app",
                                  data_dir=root / "data", web_port=free_port(), topic_partitions=2,
                                  table_store="memory", core_config_path=root / "core.json", pipeline=pipeline)
@@ -175,6 +178,11 @@ def http_recall(sizes: list[int], n_queries: int, cosine: str, bootstrap: str | 
                         samples.append(time.perf_counter() - started)
                         assert response.status_code == 200 and response.json()["hits"], response.text
                     out[size] = percentiles(samples)
+        except BaseException:
+            kept = Path(tempfile.gettempdir()) / "credence-serving-worker.log"
+            kept.write_bytes((root / "worker.log").read_bytes())
+            print(f"the worker's log is kept at {kept}", file=sys.stderr)
+            raise
         finally:
             worker.stop()
             if broker is not None:

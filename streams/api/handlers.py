@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -19,6 +20,8 @@ from credence.streams.runtime.records import decode_feedback, decode_turn
 from credence.tables.clock import format_instant
 from credence.tables.scope import Scope
 from credence.tables.tokens import default_token_counter
+
+log = logging.getLogger(__name__)
 
 PROMPT_CACHE = 1024  # rendered prompts kept per worker (least recently used dropped first)
 POLL_S = 0.05  # how often a bounded wait re-reads this worker's own store (memory, no Kafka)
@@ -63,6 +66,23 @@ class Handlers:
             return await fut
         except Exception as exc:  # noqa: BLE001 - any producer failure: nothing was acknowledged
             raise ApiError(503, f"could not write to the {topic} topic ({type(exc).__name__}); retry") from None
+
+    async def _send_soon(self, topic: str, key: str, value: bytes) -> None:
+        """Queue a record without waiting for the broker's acknowledgement: the recall route answers in
+        about a millisecond instead of a produce round trip. What this can lose is a reinforcement (a
+        recall hit whose usage record the broker then refuses, or a worker killed within the producer's
+        linger), never a memory; a refused record is logged and counted."""
+        try:
+            fut = await getattr(self.credence.topics, topic).send(key=key.encode(), value=value)
+        except Exception as exc:  # noqa: BLE001 - the answer stands; the hit is not reinforced
+            self._unsent(topic, exc)
+            return
+        fut.add_done_callback(lambda done: done.cancelled() or done.exception() is None
+                              or self._unsent(topic, done.exception()))
+
+    def _unsent(self, topic: str, exc: BaseException) -> None:
+        self.credence.stats.unsent[topic] = self.credence.stats.unsent.get(topic, 0) + 1
+        log.warning("a %s record was not written (%s: %s)", topic, type(exc).__name__, exc)
 
     # -- routes ----------------------------------------------------------------------------------
 

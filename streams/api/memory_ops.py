@@ -34,7 +34,7 @@ async def record_recall(handlers, scope, response: models.RecallResponse, entrie
     """One usage record (source "recall") for the hits actually returned to the caller."""
     ids = usage_ids([h.id for h in response.hits], entries)
     if ids:
-        await handlers._send("usage", scope.key, _raw(usage_record(scope.key, ids, RECALL, now)))
+        await handlers._send_soon("usage", scope.key, _raw(usage_record(scope.key, ids, RECALL, now)))
 
 
 async def restore(handlers, call) -> tuple[int, models.MemoryActionResponse]:

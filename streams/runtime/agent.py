@@ -130,6 +130,12 @@ class ScopeAgent:
         sends = Sends()
         last: dict[int, object] = {}  # partition -> its last event in the batch
         for event in events:
+            if event.message.partition not in self.ownership.held:
+                # Taken before a rebalance moved its partition away: the new owner reads it again from
+                # the last committed offset. Applying it here would write the scope's keys beside the
+                # new owner's (two writers on one changelog partition).
+                self.stats.moved_away += 1
+                continue
             last[event.message.partition] = event
             set_current_event(event)  # table reads go to the record's partition
             try:

@@ -34,6 +34,8 @@ class Stats:
     turns_rekeyed: int = 0
     records_rejected: int = 0
     redelivered: int = 0
+    moved_away: int = 0  # records taken before their partition moved to another worker (not applied)
+    unsent: dict = field(default_factory=dict)  # topic -> records queued without waiting that the broker refused
     journal_events: int = 0
     archived: int = 0
     forgotten_scopes: int = 0

@@ -55,6 +55,7 @@ class Live:
 
 
 CHUNK = 20  # history items per stored chunk
+READ_CACHE = 256  # scopes decoded for readers (API, views) and kept while their control value is unchanged
 
 
 def copy_state(state: ScopeState) -> ScopeState:
@@ -76,14 +77,29 @@ class ScopeStore:
         self._pending: set[str] = set()
         self._index: dict[str, set[str]] | None = None  # scope -> entry ids, built from one key scan
         self._arrived: set[int] = set()  # partitions moved since Faust last finished reading changelogs
+        self._reads: OrderedDict[str, tuple[bytes, ScopeState]] = OrderedDict()  # readers' decoded copies
 
     # -- reads: consistent copies -------------------------------------------------------------------
     def get(self, scope: str) -> ScopeState | None:
         live = self._live.get(scope)
         if live is not None and scope not in self._pending:
             return copy_state(live.state)
+        # A scope the agent has not loaded (or is mid-batch on): decode it once per stored version. Any
+        # change to the scope rewrites its control value (entries bump `entries_version`), so an equal
+        # control value means equal state.
+        raw = self._scopes.get(scope)
+        cached = self._reads.get(scope)
+        if cached is not None and raw is not None and cached[0] == raw:
+            self._reads.move_to_end(scope)
+            return copy_state(cached[1])
         loaded = self._read(scope)
-        return loaded.state if loaded else None
+        if loaded is None:
+            return None
+        if raw is not None:
+            self._reads[scope] = (raw, copy_state(loaded.state))
+            while len(self._reads) > READ_CACHE:
+                self._reads.popitem(last=False)
+        return loaded.state
 
     def control(self, scope: str) -> ScopeState | None:
         """The scope without its entries (cheap: one small value)."""
@@ -248,6 +264,7 @@ class ScopeStore:
                 self._writes.delete(table, key, partition)
         for scope in doomed:
             self.discard(scope)
+            self._reads.pop(scope, None)
             if self._index is not None:
                 self._index.pop(scope, None)
         return doomed
@@ -259,6 +276,7 @@ class ScopeStore:
             self.discard(scope)
         self._arrived |= partitions
         self._index = None
+        self._reads.clear()
 
     def recovered(self) -> None:
         """Faust finished reading the changelogs of newly assigned partitions into the tables. Whatever a
@@ -269,6 +287,7 @@ class ScopeStore:
             self.discard(scope)
         self._arrived.clear()
         self._index = None
+        self._reads.clear()
 
     # -- internals ----------------------------------------------------------------------------------
     def _read(self, scope: str) -> Live | None:

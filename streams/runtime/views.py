@@ -7,6 +7,7 @@ import time
 from dataclasses import asdict
 
 from credence import __version__
+from credence.errors import StateError
 from credence.streams.runtime import embeddings
 from credence.streams.scope.state import ScopeState
 from credence.tables.clock import format_instant
@@ -103,7 +104,11 @@ def register(credence) -> None:
 
     @app.page("/scopes")
     async def scopes(web, request):
-        controls = [(scope, store.control(scope)) for scope in store.scopes()]
+        try:
+            controls = [(scope, store.control(scope)) for scope in store.scopes()]
+        except StateError as exc:
+            # While a rebalance's recovery is still reading changelogs, one table can be ahead of another.
+            return web.json({"error": f"scope state is being recovered; try again ({exc})"}, status=503)
         controls = [(scope, c) for scope, c in controls if c is not None]
         return web.json({
             "turn_counts": {scope: c.turns for scope, c in controls},

@@ -32,6 +32,8 @@ from credence.tables.fallback import fallback_tick
 from credence.tables.lifecycle import (
     ATTEMPT,
     BLOCK,
+    NOT_DUE,
+    WAIT,
     block_promotion,
     blocked_retry_due,
     confirm_by_score,
@@ -288,8 +290,12 @@ def _stage1_due(state: ScopeState, ctx: StepContext, flush: bool) -> bool:
 
 def _score_transitions(state: ScopeState, ctx: StepContext) -> None:
     in_flight = {r.payload.get("entry_id") for r in state.pending_tasks("promotion")}
+    at = (ctx.now, id(ctx.memory))
+    if state.quiet.get(None) != at:
+        state.quiet = {None: at}
+    quiet = state.quiet
     for entry in sorted(state.entries.values(), key=lambda e: e.id):
-        if entry.kind != "reflection":
+        if entry.kind != "reflection" or quiet.get(entry.id) is entry:
             continue
         confirmed = confirm_by_score(entry, ctx.now, settings=ctx.memory)
         if confirmed is not None:
@@ -302,6 +308,8 @@ def _score_transitions(state: ScopeState, ctx: StepContext) -> None:
         if entry.id in in_flight:
             continue
         decision = promote_decision(entry, ctx.now, settings=ctx.memory)
+        if decision in (NOT_DUE, WAIT) and state.entries.get(entry.id) is entry:
+            quiet[entry.id] = entry  # nothing to do at this instant until the entry changes
         if decision == BLOCK:
             ctx.put(state, block_promotion(entry, ctx.now), "transition", "promote_attempts_exhausted", entry)
         elif decision == ATTEMPT:

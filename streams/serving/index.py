@@ -9,7 +9,7 @@ query touches only the documents that contain its words. The scores equal `BM25O
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 import numpy as np
@@ -48,6 +48,7 @@ class ScopeIndex:
     postings: Mapping[str, tuple[np.ndarray, np.ndarray]]  # term -> (entry positions, BM25 term weights)
     vectors: np.ndarray | None  # (n, d) unit vectors, or None when cosine is off
     vector_versions: Mapping[str, tuple[int, np.ndarray]]  # entry id -> (version, vector), reused next build
+    documents: tuple = ()  # (id, indexed text, created_at) per entry: what the structures above depend on
 
     def __len__(self) -> int:
         return len(self.entries)
@@ -102,12 +103,17 @@ def build_index(version: int, entries: Iterable[Entry], embed: EmbedTexts | None
     """The index of the recallable `entries`. With `embed`, only entries whose (id, version) the
     previous index of the scope did not embed are embedded, in one batch."""
     active = tuple(sorted((e for e in entries if recallable(e)), key=lambda e: e.id))
+    documents = tuple((e.id, document(e), e.created_at) for e in active)
+    if previous is not None and previous.documents == documents and (embed is None) == (previous.vectors is None):
+        # Only evidence or usage moved (a recall hit reinforcing its entry is the common case): the
+        # BM25 statistics and vectors still hold; the hits report the entries as they are now.
+        return replace(previous, version=version, entries=active)
     times = np.array([e.created_at.timestamp() for e in active], dtype=np.float64)
     idf, postings = _bm25(active)
     vectors, kept = None, {}
     if embed is not None:
         vectors, kept = _embeddings(active, embed, previous.vector_versions if previous else {})
-    return ScopeIndex(version, active, times, idf, postings, vectors, kept)
+    return ScopeIndex(version, active, times, idf, postings, vectors, kept, documents)
 
 
 def _bm25(active: Sequence[Entry]) -> tuple[dict[str, float], dict[str, tuple[np.ndarray, np.ndarray]]]:

@@ -185,7 +185,11 @@ def test_usage_is_applied_once_per_source_and_day_through_duplicates_and_sigkill
         answer = run.post(f"{SCOPE_PATH}/recall", {"query": "where does the user live? Paris"})
         assert answer.status_code == 200, answer.text
         assert PERSONA in [h["id"] for h in answer.json()["hits"]]
-    emitted = [u for u in topic_values(run.settings.kafka_bootstrap, run.settings, "usage") if u["source"] == "recall"]
+    def recalls() -> list[dict]:
+        return [u for u in topic_values(run.settings.kafka_bootstrap, run.settings, "usage") if u["source"] == "recall"]
+
+    # the route answers before the broker acknowledges its usage record: wait for both to land
+    emitted = wait_until(lambda: len(found := recalls()) >= 2 and found, DEADLINE_S, "both recalls' usage records")
     assert len(emitted) == 2 and all(PERSONA in u["entry_ids"] for u in emitted), emitted
     assert all(u["ts"].startswith("2026-05-02") for u in emitted), emitted  # the scope's clock, not the wall's
     run.usage_applied("marker-0")

@@ -114,3 +114,20 @@ def test_an_empty_scope_or_a_query_without_words_recalls_nothing(corpus, now):
 def test_bad_requests_say_why(corpus, now, query, top_k, since, until):
     with pytest.raises(RecallError):
         search(RecallService(), corpus, query, now, top_k=top_k, since=since, until=until)
+
+
+def test_a_new_version_with_the_same_texts_reuses_the_statistics_and_reports_fresh_entries(corpus, now):
+    service = RecallService()
+    search(service, corpus, "green tea", now, version=1)
+    built = service.index(KEY, 1, corpus)
+    # a recall hit reinforcing its entry: a new version, the same documents
+    corpus[0] = confirmed(corpus[0], at=now)
+    hit = search(service, corpus, "green tea", now, version=2)[0]
+    reused = service.index(KEY, 2, corpus)
+    assert reused.postings is built.postings and reused.version == 2
+    assert (hit.id, hit.score, hit.tier) == ("p-tea", 1.5, "confirmed")  # the entry as it is now
+    # a changed text is a new document: rebuilt, and found by its new words
+    corpus[0] = replace(corpus[0], text="drinks black coffee every morning")
+    ids = [h.id for h in search(service, corpus, "black coffee", now, version=3)]
+    assert service.index(KEY, 3, corpus).postings is not built.postings and ids[0] == "p-tea"
+    assert search(service, corpus, "green tea", now, version=3) == []
