@@ -215,7 +215,13 @@ async def read_all(bootstrap: str, topic: str) -> list:
         await consumer.seek_to_beginning(*tps)
         end = await consumer.end_offsets(tps)
         out = []
-        while any((await consumer.position(tp)) < end[tp] for tp in tps):
+        async def behind() -> bool:
+            for tp in tps:
+                if await consumer.position(tp) < end[tp]:
+                    return True
+            return False
+
+        while await behind():
             for records in (await consumer.getmany(timeout_ms=500)).values():
                 out += records
         return out
