@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+from textwrap import fill
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -74,14 +75,24 @@ def plot(rows: list[Row], out_dir: Path) -> list[Path]:
     paths = []
     for name in dict.fromkeys(r.benchmark for r in rows):
         mine = [r for r in rows if r.benchmark == name]
-        fig, axes = plt.subplots(1, len(mine), figsize=(3.2 * len(mine), 3.2), squeeze=False)
-        for ax, r in zip(axes[0], mine):
+        cols = min(4, len(mine))
+        grid = math.ceil(len(mine) / cols)
+        fig, axes = plt.subplots(grid, cols, figsize=(3.4 * cols, 3.0 * grid), squeeze=False)
+        for ax in axes.flat[len(mine):]:
+            ax.set_visible(False)
+        for ax, r in zip(axes.flat, mine):
             labels, values = ["ours"], [r.ours]
             if r.baseline is not None:
                 labels.insert(0, "baseline")
                 values.insert(0, r.baseline)
-            ax.bar(labels, values, color=["#999999", "#2b6cb0"][-len(values):])
-            ax.set_title(f"{r.metric}" + (f"\n({r.unit})" if r.unit else ""), fontsize=8)
+            colour = {True: "#2f855a", False: "#c53030", None: "#2b6cb0"}[r.met]
+            ax.bar(labels, values, color=["#999999", colour][-len(values):])
+            words = r.target.split()
+            if len(words) == 2:  # an absolute target on ours ("<= 20"): drawn where it lies
+                ax.axhline(float(words[1].rstrip("%")) / (100 if words[1].endswith("%") else 1),
+                           color="#444444", linestyle="--", linewidth=0.8)
+            ax.set_title(fill(f"{r.metric}" + (f" ({r.unit})" if r.unit else ""), 38)
+                         + (f"\ntarget {r.target}" if r.target else ""), fontsize=8)
             ax.tick_params(labelsize=7)
         fig.suptitle(name, fontsize=10)
         fig.tight_layout()
