@@ -49,6 +49,7 @@ def scope_view(state: ScopeState, memory, count_tokens) -> dict:
                                 count_tokens=count_tokens) if now else None
     return {"scope": state.scope, "clock": format_instant(now), "turns": state.turns,
             "idle": state.idle, "queued": len(state.queue), "requests": len(state.requests),
+            "applied": dict(state.applied),  # input topic:partition -> the last offset applied to this scope
             "facts": len(state.facts), "entries": [entry_view(e, now, memory) for e in entries],
             "memory_block": block.text if block else ""}
 

@@ -139,15 +139,50 @@ def run_with_kills(settings: Settings, bootstrap: str, lines: list[bytes], log: 
         worker.stop()
 
 
-def wait_turns_or_explain(worker: WorkerProcess, expected: dict[str, int], deadline_s: float) -> None:
+def wait_turns_or_explain(worker: WorkerProcess, expected: dict[str, int], deadline_s: float,
+                          group: tuple[str, Settings] | None = None) -> None:
+    """Wait for every scope's turns; on a timeout print what tells a lost turn's story: the short scopes'
+    counts and applied input positions and, with `group` (bootstrap, settings), the consumer group's
+    committed offsets against the topics' ends."""
     try:
         wait_turns(worker, expected, deadline_s)
     except Exception:
         counts = turn_counts(worker)
-        print("turn counts that differ (got, expected):",
-              {s: (counts.get(s), n) for s, n in expected.items() if counts.get(s) != n},
-              "status:", worker.get("/status"))
+        short = {s: (counts.get(s), n) for s, n in expected.items() if counts.get(s) != n}
+        print("turn counts that differ (got, expected):", short, "status:", worker.get("/status"))
+        try:  # the explanation must never replace the timeout it explains
+            for scope in sorted(short)[:10]:
+                view = worker.get(f"/scope/{scope}")
+                print(f"  {scope}: turns {view['turns']}, applied {view.get('applied')}, "
+                      f"queued {view['queued']}, requests {view['requests']}")
+            if group is not None:
+                print("  committed vs end offsets of the inputs:", asyncio.run(_group_offsets(*group)))
+        except Exception as exc:  # noqa: BLE001
+            print(f"  (no more detail: {type(exc).__name__}: {exc})")
         raise
+
+
+async def _group_offsets(bootstrap: str, settings: Settings) -> dict[str, tuple[int | None, int]]:
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.admin import AIOKafkaAdminClient
+    from aiokafka.structs import TopicPartition
+
+    from credence.kafka import client_options
+
+    admin = AIOKafkaAdminClient(**client_options(bootstrap, settings.kafka))
+    consumer = AIOKafkaConsumer(**client_options(bootstrap, settings.kafka))
+    await admin.start()
+    await consumer.start()
+    try:
+        committed = await admin.list_consumer_group_offsets(settings.app_id)
+        tps = [TopicPartition(settings.topic(n), p) for n in ("turns", "facts", "control")
+               for p in range(settings.topic_partitions)]
+        ends = await consumer.end_offsets(tps)
+        return {f"{tp.topic}[{tp.partition}]": (committed[tp].offset if tp in committed else None, ends[tp])
+                for tp in tps}
+    finally:
+        await consumer.stop()
+        await admin.close()
 
 
 def deadline_for(turns: int) -> float:

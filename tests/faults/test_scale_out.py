@@ -56,7 +56,7 @@ def test_two_workers_a_third_joins_one_is_killed_same_state_as_one(restart_lines
         asyncio.run(produce_lines(kafka_bootstrap, group, lines[2 * third:]))
         survivor = workers[1]
         workers[2].stop()  # graceful: its partitions move to the survivor
-        wait_turns_or_explain(survivor, expected, deadline)
+        wait_turns_or_explain(survivor, expected, deadline, group=(kafka_bootstrap, group))
         status = flush_and_wait_idle(survivor, kafka_bootstrap, group, scopes, deadline)
         run = collect(survivor, kafka_bootstrap, group, scopes, status)
     except BaseException:
