@@ -290,9 +290,9 @@ def _stage1_due(state: ScopeState, ctx: StepContext, flush: bool) -> bool:
 
 def _score_transitions(state: ScopeState, ctx: StepContext) -> None:
     in_flight = {r.payload.get("entry_id") for r in state.pending_tasks("promotion")}
-    at = (ctx.now, id(ctx.memory))
-    if state.quiet.get(None) != at:
-        state.quiet = {None: at}
+    at = state.quiet.get(None)
+    if at is None or at[0] != ctx.now or at[1] is not ctx.memory:  # the settings object itself, not its id
+        state.quiet = {None: (ctx.now, ctx.memory)}
     quiet = state.quiet
     for entry in sorted(state.entries.values(), key=lambda e: e.id):
         if entry.kind != "reflection" or quiet.get(entry.id) is entry:
