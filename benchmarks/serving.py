@@ -123,6 +123,37 @@ def run_size(size: int, n_queries: int, encoder) -> dict:
     return result
 
 
+def worker_settings(base, bootstrap: str, root: Path, prefix: str, cosine: str):
+    """A worker for reads only: its own topics, no rate limit, and no wall-clock ticks (as in
+    api_prompt.py: the seeded scopes' clocks are months old, and a tick would make each catch up with
+    daily sweeps while it is read)."""
+    from credence.config import load_settings
+    from credence.streams.ops.broker import free_port
+
+    pipeline = base.pipeline.model_copy(update={"recall_cosine": {"auto": None, "on": True, "off": False}[cosine],
+                                                "tick_interval_seconds": 0.0})
+    settings = load_settings(kafka_bootstrap=bootstrap, topic_prefix=prefix, app_id=f"{prefix}-app",
+                             data_dir=root / "data", web_port=free_port(), topic_partitions=2,
+                             table_store="memory", core_config_path=root / "core.json", pipeline=pipeline)
+    return settings.model_copy(update={"api": settings.api.model_copy(
+        update={"requests_per_second": 1e6, "burst": 10**6})})
+
+
+def timed_recalls(http, path: str, words: list[str], n_queries: int) -> dict:
+    """Warm-up, untimed: builds the index, and the scope's owner loads the scope and applies the first
+    usage records (a one-time cost per scope, not the steady state); then `n_queries` timed recalls."""
+    for i in range(WARM_UP):
+        http.post(path, json={"query": f"{words[-1 - i % len(words)]} tea", "top_k": 10}).raise_for_status()
+    samples = []
+    for i in range(n_queries):
+        body = {"query": f"{words[i % len(words)]} {words[(i * 3) % len(words)]}", "top_k": 10}
+        started = time.perf_counter()
+        response = http.post(path, json=body)
+        samples.append(time.perf_counter() - started)
+        assert response.status_code == 200 and response.json()["hits"], response.text
+    return percentiles(samples)
+
+
 def http_recall(sizes: list[int], n_queries: int, cosine: str, bootstrap: str | None = None) -> dict[int, dict]:
     """Recall p50/p99 over HTTP (auth, owner routing, the worker's RecallService, JSON) per scope size, on
     the broker at `bootstrap` or an embedded one started here."""
@@ -135,13 +166,12 @@ def http_recall(sizes: list[int], n_queries: int, cosine: str, bootstrap: str | 
     from credence.config import load_settings
     from credence.streams.api import tenant_admin
     from credence.streams.api.tenants import TenantSettings
-    from credence.streams.ops.broker import EmbeddedBroker, free_port
+    from credence.streams.ops.broker import EmbeddedBroker
     from credence.streams.ops.process import WorkerProcess, wait_until
 
     spec = importlib.util.spec_from_file_location("api_prompt", Path(__file__).with_name("api_prompt.py"))
     seeding = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(seeding)
-    out = {}
     with tempfile.TemporaryDirectory(prefix="credence-bench-") as tmp:
         root = Path(tmp)
         base = load_settings()
@@ -149,40 +179,16 @@ def http_recall(sizes: list[int], n_queries: int, cosine: str, bootstrap: str | 
         if not bootstrap:
             broker = EmbeddedBroker(root / "broker", base.kafka_version, base.broker_cache_dir)
             bootstrap = broker.start()
-        prefix = f"bench{os.getpid()}x{len(sizes)}"
-        # No wall-clock ticks, as in api_prompt.py: the seeded scopes' clocks are months old, and a tick
-        # would make each one catch up (daily sweeps) while it is being read.
-        pipeline = base.pipeline.model_copy(update={"recall_cosine": {"auto": None, "on": True, "off": False}[cosine],
-                                                    "tick_interval_seconds": 0.0})
-        settings = load_settings(kafka_bootstrap=bootstrap, topic_prefix=prefix, app_id=f"{prefix}-app",
-                                 data_dir=root / "data", web_port=free_port(), topic_partitions=2,
-                                 table_store="memory", core_config_path=root / "core.json", pipeline=pipeline)
-        settings = settings.model_copy(update={"api": settings.api.model_copy(
-            update={"requests_per_second": 1e6, "burst": 10**6})})
-        states = [seeding.scope_state(f"bench/u{n}/c", n) for n in sizes]
-        asyncio.run(seeding.seed(bootstrap, settings, states))
+        settings = worker_settings(base, bootstrap, root, f"bench{os.getpid()}x{len(sizes)}", cosine)
+        asyncio.run(seeding.seed(bootstrap, settings, [seeding.scope_state(f"bench/u{n}/c", n) for n in sizes]))
         key = asyncio.run(tenant_admin.add(bootstrap, settings, "bench", TenantSettings()))
         worker = WorkerProcess(settings, bootstrap, root / "worker.log")
         try:
-            worker.start(ready_timeout_s=300)  # recovering a 10,000-entry scope value takes a while
+            worker.start(ready_timeout_s=300)  # recovering a 10,000-entry scope takes a while
             wait_until(lambda: len(worker.get("/scopes")["scopes"]) == len(sizes), 300, "the scopes to recover")
-            words = seeding.WORDS
             with httpx.Client(base_url=worker.url, headers={"Authorization": f"Bearer {key}"}, timeout=300) as http:
-                for size in sizes:
-                    path = f"/v1/tenants/bench/users/u{size}/characters/c/recall"
-                    # Warm-up, untimed: builds the index, and the scope's owner loads the scope and applies
-                    # the first usage records (a one-time cost per scope, not the steady state measured)
-                    for i in range(WARM_UP):
-                        body = {"query": f"{words[-1 - i % len(words)]} tea", "top_k": 10}
-                        http.post(path, json=body).raise_for_status()
-                    samples = []
-                    for i in range(n_queries):
-                        body = {"query": f"{words[i % len(words)]} {words[(i * 3) % len(words)]}", "top_k": 10}
-                        started = time.perf_counter()
-                        response = http.post(path, json=body)
-                        samples.append(time.perf_counter() - started)
-                        assert response.status_code == 200 and response.json()["hits"], response.text
-                    out[size] = percentiles(samples)
+                return {size: timed_recalls(http, f"/v1/tenants/bench/users/u{size}/characters/c/recall",
+                                            seeding.WORDS, n_queries) for size in sizes}
         except BaseException:
             kept = Path(tempfile.gettempdir()) / "credence-serving-worker.log"
             kept.write_bytes((root / "worker.log").read_bytes())
@@ -192,7 +198,6 @@ def http_recall(sizes: list[int], n_queries: int, cosine: str, bootstrap: str | 
             worker.stop()
             if broker is not None:
                 broker.stop()
-    return out
 
 
 def report_rows(quick: bool, bootstrap: str, work: Path) -> list:
