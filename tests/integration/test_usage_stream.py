@@ -87,7 +87,7 @@ class Run:
 
     def post(self, path: str, body: dict) -> httpx.Response:
         return httpx.post(self.worker.url + path, json=body, headers={"Authorization": f"Bearer {self.key}"},
-                          timeout=30.0)
+                          timeout=180.0)  # the first recall loads the embedding model (torch) in the worker
 
     def start(self) -> None:
         self.worker = WorkerProcess(self.settings, self.settings.kafka_bootstrap, self.root / "worker.log",
