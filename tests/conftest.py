@@ -29,6 +29,26 @@ def pytest_addoption(parser):
                      help="size of the fault suite's runs (default: $CREDENCE_FAULTS_SIZE or small)")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def recall_model_loads_at_first_recall():
+    """Test workers load recall's embedding model at their first recall (~10 s of CPU and ~1 GB each),
+    not when they start, unless a test's settings ask for the warm-up by name: dozens of workers per run
+    would otherwise each load it on 2 cores. WorkerProcess builds every worker's environment here."""
+    from credence.streams.ops import process
+
+    product = process.settings_env
+
+    def settings_env(settings: Settings, bootstrap: str) -> dict[str, str]:
+        if "recall_warm_up" not in settings.pipeline.model_fields_set:
+            settings = settings.model_copy(update={
+                "pipeline": settings.pipeline.model_copy(update={"recall_warm_up": False})})
+        return product(settings, bootstrap)
+
+    process.settings_env = settings_env
+    yield
+    process.settings_env = product
+
+
 @pytest.fixture(scope="session")
 def kafka_bootstrap(tmp_path_factory) -> str:
     external = os.environ.get("CREDENCE_KAFKA_BOOTSTRAP")

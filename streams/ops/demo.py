@@ -61,8 +61,10 @@ def run_demo(settings: Settings, input_path: Path, timeout_s: float = 600.0, out
             "topic_prefix": prefix, "app_id": f"credence-demo-{run_id}",
             "data_dir": tmp_path / "data", "web_port": (port or settings.web_port) if serve else free_port(),
             # Historical replay: event time comes from the turns; ticks only re-issue lost requests.
-            "pipeline": settings.pipeline.model_copy(update={"ticks_advance_clock": False,
-                                                             "tick_interval_seconds": 5.0}),
+            # Only a served demo answers recalls afterwards: otherwise loading their model is wasted.
+            "pipeline": settings.pipeline.model_copy(update={
+                "ticks_advance_clock": False, "tick_interval_seconds": 5.0,
+                "recall_warm_up": serve and settings.pipeline.recall_warm_up}),
         })
         worker = WorkerProcess(run, bootstrap, tmp_path / "worker.log")
         try:

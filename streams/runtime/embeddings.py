@@ -77,12 +77,16 @@ class LazyEncoder:
     def loaded(self) -> bool:
         return self._encode is not None
 
-    def __call__(self, texts: list[str]):
+    def load(self) -> Encode:
+        """The model, loaded now if it is not yet (blocking: call it from a thread)."""
         if self._encode is None:
             with self._lock:
                 if self._encode is None:
                     self._encode = load_encoder(self.model_path)
-        return self._encode(texts)
+        return self._encode
+
+    def __call__(self, texts: list[str]):
+        return self.load()(texts)
 
 
 def status(pre_rank: Encode | None, recall: Encode | None) -> dict:

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+import logging
+import time
+
 from credence.streams.runtime.embeddings import Encode, LazyEncoder, extra_installed, load_encoder
+
+log = logging.getLogger(__name__)
 
 
 def recall_encoder(pipeline, shared: Encode | None = None) -> Encode | None:
@@ -24,4 +30,23 @@ def register(credence) -> None:
     /browser are mounted by their own modules' `register` (streams/runtime/app.py)."""
     from credence.streams.serving.recall import RecallService
 
-    credence.recall = RecallService(encoder=recall_encoder(credence.settings.pipeline, credence.encoder))
+    settings = credence.settings
+    encoder = recall_encoder(settings.pipeline, credence.encoder)
+    credence.recall = RecallService(encoder=encoder)
+    if isinstance(encoder, LazyEncoder) and settings.pipeline.recall_warm_up and settings.web_port != 0:
+
+        @credence.app.task
+        async def warm_up_recall() -> None:
+            await _warm_up(encoder)
+
+
+async def _warm_up(encoder: LazyEncoder) -> None:
+    """Load recall's model in a thread once the worker runs, so the first recall does not pay for it. A
+    recall that comes first waits on the same load; a load that fails is logged and retried by it."""
+    started = time.perf_counter()
+    try:
+        await asyncio.to_thread(encoder.load)
+    except Exception:  # noqa: BLE001 - recall still answers by BM25 if the model never loads
+        log.exception("loading recall's embedding model failed; the first recall will try again")
+        return
+    log.info("recall's embedding model loaded in %.1f s", time.perf_counter() - started)

@@ -25,12 +25,13 @@ from credence.config.usage import BridgeSettings, TopicFilter, UsageSettings
 from credence.kafka import client_options
 from credence.streams.ops.cli import main as cli
 from credence.streams.ops.process import WorkerProcess, settings_env, wait_until
+from credence.streams.runtime.embeddings import extra_installed
 from credence.streams.scope.requests import reflection_id
 from credence.tables.entries import Entry
 from credence.tables.validity import as_of
 from tests.support.api import add_tenant
-from tests.support.pipeline import DEADLINE_S, FAST_GROUP_ENV, flush_and_wait_idle, idle_status, pipeline_settings, \
-    topic_values
+from tests.support.pipeline import DEADLINE_S, FAST_GROUP_ENV, REPLAY_PIPELINE, flush_and_wait_idle, idle_status, \
+    pipeline_settings, topic_values
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
 
@@ -87,7 +88,7 @@ class Run:
 
     def post(self, path: str, body: dict) -> httpx.Response:
         return httpx.post(self.worker.url + path, json=body, headers={"Authorization": f"Bearer {self.key}"},
-                          timeout=180.0)  # the first recall loads the embedding model (torch) in the worker
+                          timeout=30.0)
 
     def start(self) -> None:
         self.worker = WorkerProcess(self.settings, self.settings.kafka_bootstrap, self.root / "worker.log",
@@ -118,7 +119,8 @@ def run(kafka_bootstrap, tmp_path_factory):
     bridge = BridgeSettings(bridge_enabled=True, ripe_min_age_days=1, ripe_min_reinforce_count=3,
                             topic_filters={"acme": TopicFilter(subjects=("home",))})
     settings = pipeline_settings(kafka_bootstrap, root, f"u{uuid.uuid4().hex[:10]}",
-                                 usage=UsageSettings(decay_enabled=True), bridge=bridge)
+                                 usage=UsageSettings(decay_enabled=True), bridge=bridge,
+                                 pipeline=REPLAY_PIPELINE.model_copy(update={"recall_warm_up": True}))
     r = Run(settings, root, add_tenant(kafka_bootstrap, settings, "acme"))
     r.start()
     try:
@@ -181,6 +183,9 @@ def test_a_supersede_keeps_both_meanings_and_as_of_reads_the_right_one(run):
 def test_usage_is_applied_once_per_source_and_day_through_duplicates_and_sigkill(run):
     # a recall through the API: the handler only emits; the scope's owner applies the hit
     assert run.entry(PERSONA).usage.reinforce_count == 0
+    if extra_installed():  # the worker loads recall's model when it starts, not at the first recall
+        wait_until(lambda: run.worker.get("/status")["embeddings"]["model_loaded"], 240,
+                   "recall's embedding model to load at start")
     for _ in range(2):  # the second recall on the same UTC day emits again and changes nothing
         answer = run.post(f"{SCOPE_PATH}/recall", {"query": "where does the user live? Paris"})
         assert answer.status_code == 200, answer.text
