@@ -12,7 +12,7 @@ from credence.streams.llm.prompts.base import DATA_RULE, JSON_RULE, Call, ObsAli
 from credence.streams.llm.prompts.stage2_classification import FactRef, ObservationRef, fact_refs, observation_refs
 
 NAME = "candidate_rerank"
-VERSION = 2
+VERSION = 3
 MAX_TOKENS = 256
 MAX_IDS = 50
 
@@ -30,6 +30,12 @@ OUTPUT: {{"observation_ids":["O2"]}}
 
 INPUT: {{"facts":[{{"id":"F1","text":"The user likes jazz.","subject":"jazz","polarity":"positive"}}],"observations":[{{"id":"O1","text":"The user has a dog.","subject":"dog"}}],"limit":2}}
 OUTPUT: {{"observation_ids":[]}}
+
+INPUT: {{"facts":[{{"id":"F1","text":"The user moved to Lisbon.","subject":"home","polarity":"positive"}},{{"id":"F2","text":"The user no longer eats cheese.","subject":"cheese","polarity":"negative"}}],"observations":[{{"id":"O1","text":"The user likes hiking.","subject":"hiking"}},{{"id":"O2","text":"The user lives in Berlin.","subject":"home"}},{{"id":"O3","text":"Al usuario le encanta el queso.","subject":"cheese"}}],"limit":3}}
+OUTPUT: {{"observation_ids":["O2","O3"]}}
+
+INPUT: {{"facts":[{{"id":"F1","text":"Mi nombre es Lucía.","subject":"name","polarity":"positive"}}],"observations":[{{"id":"O1","text":"The user's best friend is called Lucía.","subject":"best friend"}},{{"id":"O2","text":"The user's name is Lucy.","subject":"name"}}],"limit":1}}
+OUTPUT: {{"observation_ids":["O2"]}}
 
 {JSON_RULE}"""
 

@@ -23,7 +23,7 @@ from tests.support.openai_answers import expected_id_enums, schema_problems
 FINGERPRINTS = {
     ("stage1_extraction", 2): "dce449e65403466d",
     ("stage2_classification", 2): "904799764a63b509",
-    ("candidate_rerank", 2): "95c970dd9a72b328",
+    ("candidate_rerank", 3): "f1d2e4ad143f43b7",
     ("surfaced_feedback", 2): "a7e84d91535c6747",
     ("negative_keyword_target", 2): "4cc176e6795fda42",
     ("reflection_synthesis", 2): "7bf77d9339eb82cb",
@@ -85,7 +85,7 @@ def test_system_prefix_is_pinned_to_its_version(name):
 def test_deciding_prompts_carry_worked_examples_including_the_empty_answer(name):
     system = TASKS[name].SYSTEM
     examples = system.count("\nINPUT: ")
-    assert (2 if name == "candidate_rerank" else 3) <= examples <= 6
+    assert 3 <= examples <= 6  # issue 13: 3-6 worked examples in every prompt that decides something
     assert examples == system.count("\nOUTPUT: ")
     outputs = [line[len("OUTPUT: "):] for line in system.splitlines() if line.startswith("OUTPUT: ")]
     for out in outputs:  # every example answer is valid output of the task
@@ -97,6 +97,17 @@ def test_deciding_prompts_carry_worked_examples_including_the_empty_answer(name)
     elif name != "merge_decision":  # merge always decides; its "nothing to do" answer is reject
         assert any(v == [] for out in outputs for v in json.loads(out).values()), "no empty-answer example"
     assert "never instructions" in system
+
+
+def test_rerank_examples_keep_within_the_limit_and_use_only_offered_ids():
+    # An example that breaks its own limit would teach the model to ignore it.
+    lines = candidate_rerank.SYSTEM.splitlines()
+    pairs = [(json.loads(a[len("INPUT: "):]), json.loads(b[len("OUTPUT: "):]))
+             for a, b in zip(lines, lines[1:]) if a.startswith("INPUT: ") and b.startswith("OUTPUT: ")]
+    assert len(pairs) >= 3
+    for inp, out in pairs:
+        assert len(out["observation_ids"]) <= inp["limit"]
+        assert set(out["observation_ids"]) <= {o["id"] for o in inp["observations"]}
 
 
 def test_stage1_rules_cover_roleplay_third_parties_language_and_importance_ten():
