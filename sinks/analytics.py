@@ -22,7 +22,7 @@ import duckdb
 import pyarrow as pa
 
 from credence.errors import ArchiveError
-from credence.sinks.schema import EVIDENCE, PARTITION_SCHEMA, SCHEMAS, TABLES
+from credence.sinks.schema import EVIDENCE, FACTS_KIND, PARTITION_SCHEMA, SCHEMAS, TABLES
 from credence.sinks.shards import Archive, open_archive
 
 FORMATS = ("table", "csv", "json")
@@ -44,6 +44,10 @@ class FunnelRow:
     blocked: int = 0
     unblocked: int = 0
     dropped: int = 0
+    # Requests whose facts took another way (facts events, one per request; the fact ids are in the
+    # event's snapshot_json, left unread here so the funnel never reads the widest column).
+    stage2_dropped: int = 0
+    facts_failed: int = 0
 
 
 STAGES = tuple(f.name for f in fields(FunnelRow))[2:]
@@ -60,7 +64,9 @@ SELECT tenant, "date" AS day,
        count(*) FILTER (WHERE event = 'promotion_rejected')      AS rejected,
        count(*) FILTER (WHERE to_status = 'promote_blocked')     AS blocked,
        count(*) FILTER (WHERE event = 'promotion_unblocked')     AS unblocked,
-       count(*) FILTER (WHERE event = 'promotion_dropped')       AS dropped
+       count(*) FILTER (WHERE event = 'promotion_dropped')       AS dropped,
+       count(*) FILTER (WHERE event = 'stage2_dropped')          AS stage2_dropped,
+       count(*) FILTER (WHERE event = 'facts_failed')            AS facts_failed
 """
 
 
@@ -88,7 +94,8 @@ def _entry_versions_view(conn: duckdb.DuckDBPyConnection) -> None:
                lead("at") OVER (PARTITION BY tenant, "user", "character", entry_id
                                 ORDER BY version, "offset") AS superseded_at,
                {valid_from} AS valid_from, {invalidated_at} AS invalidated_at, snapshot_json
-        FROM evidence""")
+        FROM evidence
+        WHERE entry_kind <> '{FACTS_KIND}'""")
 
 
 def valid_at(root: str, at: datetime) -> list[dict[str, Any]]:

@@ -9,6 +9,8 @@ Column rules (docs/records.md is the source of the record formats):
   entry_archived_at so the two tables share one snapshot block without clashing with the archive
   record's own archived_at.
 - snapshot_json keeps the exact snapshot, so a key the entry model gains later is never lost.
+- A facts event (entry_kind "facts", evidence only) carries no Entry snapshot: its `entry` object (request,
+  task, fact ids, reason) lives in snapshot_json, and of the snapshot columns only version is set.
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ ARCHIVE = "archive"
 EVIDENCE = "evidence"
 TABLES = (ARCHIVE, EVIDENCE)
 ENTRY_KINDS = ("reflection", "persona")
+FACTS_KIND = "facts"
+# The journal also says what became of a request's facts (docs/records.md, "Facts events"); the archive
+# holds entries only.
+KINDS = {ARCHIVE: ENTRY_KINDS, EVIDENCE: ENTRY_KINDS + (FACTS_KIND,)}
 RECORD_VERSION = 1
 
 TS = pa.timestamp("us", tz="UTC")
@@ -105,8 +111,8 @@ class ShardKey:
     date: str  # YYYY-MM-DD (UTC)
 
     def path(self) -> str:
-        if self.kind not in ENTRY_KINDS:
-            raise ArchiveError(f"kind {self.kind!r} is not one of {ENTRY_KINDS}")
+        if self.kind not in KINDS[EVIDENCE]:
+            raise ArchiveError(f"kind {self.kind!r} is not one of {KINDS[EVIDENCE]}")
         try:
             date.fromisoformat(self.date)
         except (TypeError, ValueError):
@@ -140,8 +146,8 @@ def to_row(table: str, record: Any, partition: int, offset: int) -> Row:
         values[part] = record[part]
     values["entry_id"] = _string(record, "entry_id", required=True)
     kind = record.get("entry_kind")
-    if kind not in ENTRY_KINDS:
-        raise ArchiveError(f"entry_kind is {kind!r}, expected one of {ENTRY_KINDS}")
+    if kind not in KINDS[table]:
+        raise ArchiveError(f"entry_kind is {kind!r}, expected one of {KINDS[table]}")
     values["entry_kind"] = kind
 
     if table == ARCHIVE:
@@ -164,6 +170,8 @@ def to_row(table: str, record: Any, partition: int, offset: int) -> Row:
     for nested in ("evidence", "usage"):
         if entry.get(nested) is not None and not isinstance(entry[nested], dict):
             raise ArchiveError(f"entry.{nested} must be an object or null")
+    if kind == FACTS_KIND and _convert(entry, "fact_ids", STRINGS, "entry.fact_ids") is None:
+        raise ArchiveError("a facts event's entry.fact_ids must be a list of strings")
     for key, column, typ in SNAPSHOT_FIELDS:
         outer, _, inner = key.partition(".")
         source, name = (entry.get(outer) or {}, inner) if inner else (entry, key)

@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 from credence.errors import ApiError, BridgeError
 from credence.streams.api import models
 from credence.streams.runtime.records import restore_record, usage_record
+from credence.streams.scope.context import FACTS_KIND
 from credence.tables.entries import ARCHIVED, Entry
 from credence.tables.usage import RECALL
 from credence.tables.validity import as_of
@@ -85,4 +86,6 @@ async def entries_as_of(handlers, scope, at: datetime) -> list[Entry]:
         events = await journal_of(bootstrap, settings, None, scope)
     except Exception as exc:  # noqa: BLE001 - the journal could not be read: say so, never answer half
         raise ApiError(503, f"could not read the journal for as_of ({type(exc).__name__}); retry") from None
-    return list(as_of((Entry.from_dict(e["entry"]) for e in events), at).values())
+    # Facts events (docs/records.md) share the journal but hold no entry snapshot.
+    snapshots = (Entry.from_dict(e["entry"]) for e in events if e.get("entry_kind") != FACTS_KIND)
+    return list(as_of(snapshots, at).values())

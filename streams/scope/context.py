@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -15,13 +16,20 @@ from credence.streams.scope.state import Request, ScopeState
 from credence.tables.clock import format_instant
 from credence.tables.entries import Entry
 from credence.tables.evidence import derived_tier
+from credence.tables.scope import Scope
 from credence.tables.validity import means_differently, supersede
 
 
+# Facts have no snapshot of their own, yet what became of a request's facts must be on the record (issue
+# 10: dropped after switch-off, failed for good). Their events keep the entry events' envelope, so every
+# reader of credence.evidence parses them, under this entry_kind; readers that fold entries skip it.
+FACTS_KIND = "facts"
+FACT_EVENTS = ("stage2_dropped", "facts_failed")
+ENTRY_EVENTS = ("created", "signal", "transition", "merged", "promote_attempt", "promotion_rejected",
+                "promotion_unblocked", "promotion_dropped", "archived", "mention", "sweep", "suppression_lifted",
+                "invalidated", "usage", "restored")
 # Every journal event a step can emit; docs/records.md lists each one (tests/unit/scope/test_records_doc.py).
-JOURNAL_EVENTS = ("created", "signal", "transition", "merged", "promote_attempt", "promotion_rejected",
-                  "promotion_unblocked", "promotion_dropped", "archived", "mention", "sweep", "suppression_lifted",
-                  "invalidated", "usage", "restored")
+JOURNAL_EVENTS = ENTRY_EVENTS + FACT_EVENTS
 
 
 @dataclass
@@ -58,8 +66,8 @@ class StepContext:
         self.journal(entry, event, cause, before)
 
     def journal(self, entry: Entry, event: str, cause: str, before: Entry | None = None) -> None:
-        if event not in JOURNAL_EVENTS:
-            raise CredenceError(f"journal event {event!r} is not one of {JOURNAL_EVENTS} (docs/records.md)")
+        if event not in ENTRY_EVENTS:
+            raise CredenceError(f"journal event {event!r} is not one of {ENTRY_EVENTS} (docs/records.md)")
         score = entry.score(self.now, settings=self.memory)
         finite = score if score not in (float("inf"), float("-inf")) else None
         self.emits.append(Emit("evidence", {
@@ -71,6 +79,25 @@ class StepContext:
             "at": format_instant(self.now), "score": finite,
             "tier": "protected" if entry.protected else derived_tier(score, settings=self.memory),
             "entry": entry.to_dict(),
+        }))
+
+    def journal_facts(self, state: ScopeState, req: Request, event: str, cause: str, fact_ids: list[str],
+                      reason: str) -> None:
+        """Journal what became of a request's facts, as one event in the entry events' envelope."""
+        if event not in FACT_EVENTS:
+            raise CredenceError(f"journal event {event!r} is not one of {FACT_EVENTS} (docs/records.md)")
+        scope = Scope.parse(state.scope)
+        # Deterministic, so a replay or re-send repeats it; the scope and facts are in it because the sink
+        # de-duplicates event ids per partition, and request ids restart in a scope forgotten and begun again.
+        key = "\x1f".join([state.scope, req.id, event, *fact_ids])
+        subject = f"{FACTS_KIND}-" + hashlib.sha256(key.encode()).hexdigest()[:16]
+        parts = {"tenant": scope.tenant, "user": scope.user, "character": scope.character}
+        self.emits.append(Emit("evidence", {
+            "v": 1, "event_id": f"{subject}@1", **parts, "entry_id": subject, "entry_kind": FACTS_KIND,
+            "event": event, "cause": cause, "from_status": None, "to_status": None,
+            "at": format_instant(self.now), "score": None, "tier": None,
+            "entry": {"id": subject, "kind": FACTS_KIND, **parts, "request_id": req.id, "task": req.task,
+                      "fact_ids": list(fact_ids), "reason": reason, "version": 1},
         }))
 
     def archive(self, state: ScopeState, archived: Entry, before: Entry, reason: str) -> None:

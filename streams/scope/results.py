@@ -66,15 +66,22 @@ def _give_up(state: ScopeState, req, error: str, ctx: StepContext) -> None:
     """Past max_request_failures: dead-letter the request with its payload, mark its facts failed and let
     the scope move on (it no longer waits for a call that never succeeds)."""
     del state.requests[req.id]
-    facts = [f["id"] for f in req.payload.get("facts", [])]
-    for fact_id in facts:
-        held = state.facts.get(fact_id)
-        if held is not None:
-            held["stage2"] = "failed" if held["stage2"] == "pending" else held["stage2"]
-            held["synthesis"] = "failed" if held["synthesis"] in ("pending", "after_stage2") else held["synthesis"]
+    failed = []
+    for fact in req.payload.get("facts", []):
+        held = state.facts.get(fact["id"])
+        if held is None:
+            continue
+        was = (held["stage2"], held["synthesis"])
+        held["stage2"] = "failed" if held["stage2"] == "pending" else held["stage2"]
+        held["synthesis"] = "failed" if held["synthesis"] in ("pending", "after_stage2") else held["synthesis"]
+        if (held["stage2"], held["synthesis"]) != was:
+            failed.append(fact["id"])
     reason = (f"{req.task} request failed {req.failures} times (max_request_failures); last error: {error}"
-              + (f"; facts marked failed: {', '.join(facts)}" if facts else ""))
+              + (f"; facts marked failed: {', '.join(failed)}" if failed else ""))
     ctx.dead_letter(state, req, reason)
+    if failed:
+        # The dead letter holds the request; the journal is where a fact's fate is looked up.
+        ctx.journal_facts(state, req, "facts_failed", "max_request_failures", failed, reason)
     ctx.log.append(f"{req.task} request {req.id} dead-lettered: {reason}")
     state.trim_facts()
 
@@ -82,16 +89,22 @@ def _give_up(state: ScopeState, req, error: str, ctx: StepContext) -> None:
 def drop_switched_off(state: ScopeState, req, ctx: StepContext) -> None:
     """A Stage-2 or promotion request issued while powerful memory was on, answered (or failed, or lost
     with a worker) after it went off: the seed turns those decisions off, so its result is dropped unread
-    and what it was about takes the "off" path. Stage-2 facts go straight to synthesis; a promotion's
-    attempt is withdrawn (journalled as promotion_dropped) and the age-driven fallback takes over."""
+    and what it was about takes the "off" path. Stage-2 facts go straight to synthesis (journalled as
+    stage2_dropped, with their ids); a promotion's attempt is withdrawn (journalled as promotion_dropped)
+    and the age-driven fallback takes over."""
     del state.requests[req.id]
     ctx.log.append(f"{req.task} request {req.id} dropped: powerful memory is off")
     if req.task == "stage2":
+        skipped = []
         for fact in req.payload["facts"]:
             held = state.facts.get(fact["id"])
             if held is not None and held["stage2"] == "pending":
                 held["stage2"] = "skipped"
                 held["synthesis"] = "pending" if held["synthesis"] == "after_stage2" else held["synthesis"]
+                skipped.append(fact["id"])
+        ctx.journal_facts(state, req, "stage2_dropped", "switch_off", skipped,
+                          f"stage2 request {req.id} was issued while powerful memory was on and ended after it "
+                          "went off: its result is dropped unread and its facts skip Stage-2 for synthesis")
         return
     stored = state.entries.get(req.payload["entry_id"])
     t = req.payload["ticket"]

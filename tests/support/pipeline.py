@@ -22,6 +22,7 @@ from credence.streams.ops.admin import ensure_topics
 from credence.streams.ops.broker import free_port
 from credence.streams.ops.process import WorkerProcess, wait_until
 from credence.streams.runtime.records import decode_turn, scope_key
+from credence.streams.scope.context import FACTS_KIND
 from credence.streams.ops.replay import send_control
 from credence.tables.entries import Entry, apply_snapshot
 from tests.support.turns import read_topic
@@ -173,6 +174,8 @@ def fold_journal(events: list[dict]) -> dict[str, Entry]:
     """The journal replayed: each event's snapshot applied with `apply_snapshot` (newer version wins)."""
     out: dict[str, Entry] = {}
     for event in events:
+        if event["entry_kind"] == FACTS_KIND:
+            continue  # what became of a request's facts (docs/records.md): no entry to fold
         snap = Entry.from_dict(event["entry"])
         assert snap.id == event["entry_id"] and event["event_id"] == f"{snap.id}@{snap.version}", event
         out[snap.id] = apply_snapshot(out.get(snap.id), snap)

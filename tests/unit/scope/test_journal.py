@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from credence.streams.scope.context import FACTS_KIND
 from credence.streams.scope.requests import reflection_id
 from credence.streams.scope.state import ScopeState
 from credence.tables.entries import Entry, apply_snapshot, new_persona_entry
@@ -70,6 +71,8 @@ def with_card(state_factory) -> ScopeState:
 def replay(records: list[dict], into: dict[str, Entry] | None = None) -> dict[str, Entry]:
     view = dict(into or {})
     for rec in records:
+        if rec["entry_kind"] == FACTS_KIND:
+            continue  # what became of a request's facts: no entry to fold
         snap = Entry.from_dict(json.loads(json.dumps(rec["entry"])))
         view[snap.id] = apply_snapshot(view.get(snap.id), snap)
     return view

@@ -19,7 +19,8 @@ def test_the_records_doc_lists_every_journal_event():
 
 
 def test_the_funnel_counts_every_lifecycle_outcome():
-    for event in ("created", "merged", "archived", "promotion_rejected", "promotion_unblocked", "promotion_dropped"):
+    for event in ("created", "merged", "archived", "promotion_rejected", "promotion_unblocked", "promotion_dropped",
+                  "stage2_dropped", "facts_failed"):
         assert f"event = '{event}'" in FUNNEL_SELECT
     for status in ("confirmed", "promoted", "denied", "promote_blocked"):
         assert f"to_status = '{status}'" in FUNNEL_SELECT

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -205,6 +206,51 @@ def test_a_request_failing_max_request_failures_times_is_dead_lettered_and_the_s
     assert d.state.queue == [] and d.requests_of("synthesis") == []
     ctx = d.step("tick", {"type": "tick"})
     assert ctx.requests == []
+
+
+@pytest.mark.parametrize("task", ["stage2", "synthesis"])
+def test_facts_of_a_dead_lettered_request_leave_the_state_failed_and_are_journalled(driver_factory, pipeline_factory,
+                                                                                    monkeypatch, task):
+    d = driver_factory(auto=False, powerful=task == "stage2", pipeline=pipeline_factory(max_request_failures=2))
+    d.turn("I love hiking and I like tea", T0)
+    d.flush()
+    d.pump_one()  # Stage-1 answered: its facts wait for the task
+    (req,) = [r for r in d.state.requests.values() if r.task == task]
+    asked = [f["id"] for f in req.payload["facts"]]
+    assert len(asked) == 2
+    left: dict[str, tuple[str, str]] = {}  # how each fact was marked when it left the state
+    trim = d.state.trim_facts
+
+    def note_then_trim() -> None:
+        left.update({k: (f["stage2"], f["synthesis"]) for k, f in d.state.facts.items()})
+        trim()
+
+    monkeypatch.setattr(d.state, "trim_facts", note_then_trim)
+    d.fail(req, error="HTTP 500 #1")
+    d.step("tick", {"type": "tick"})
+    assert [j for j in d.journal() if j["event"] == "facts_failed"] == []  # not before the limit
+    ctx = d.fail(req, error="HTTP 500 #2")
+    (dead,) = [e.record for e in ctx.emits if e.topic == "dlq"]
+    (failed,) = [e.record for e in ctx.emits if e.topic == "evidence" and e.record["event"] == "facts_failed"]
+    assert (failed["cause"], failed["entry_kind"], failed["entry_id"]) == ("max_request_failures", "facts",
+                                                                          failed["entry"]["id"])
+    facts = failed["entry"]
+    assert (facts["request_id"], facts["task"], facts["fact_ids"]) == (req.id, task, asked)
+    assert facts["reason"] == dead["reason"] and "HTTP 500 #2" in facts["reason"]
+    # marked failed, then out of the state (remembered, so a re-extraction is dropped, never re-sent)
+    expected = ("failed", "failed") if task == "stage2" else ("skipped", "failed")
+    assert {f: left[f] for f in asked} == dict.fromkeys(asked, expected)
+    assert all(f not in d.state.facts and d.state.knows_fact(f) for f in asked)
+    assert req.id not in d.state.requests and d.step("tick", {"type": "tick"}).requests == []
+
+
+def test_a_dead_lettered_request_without_facts_journals_no_facts_event(driver_factory, pipeline_factory):
+    d = driver_factory(auto=False, pipeline=pipeline_factory(max_request_failures=1))
+    d.turn("I love hiking", T0)
+    d.flush()
+    (stage1,) = d.outbox
+    ctx = d.fail(stage1)
+    assert [e.topic for e in ctx.emits] == ["dlq"]
 
 
 def test_max_request_failures_is_a_setting(driver_factory, pipeline_factory):

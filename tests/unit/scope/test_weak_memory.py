@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from credence.streams.scope.requests import reflection_id
 
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
@@ -199,6 +201,56 @@ def test_a_stage2_request_lost_or_failed_while_off_is_not_re_sent(driver_factory
     assert [r.task for r in d.outbox] == ["synthesis"] and stage2.id not in d.state.requests
     d.tick(T0 + MIN)  # a restart re-sends what is still in flight: never the Stage-2 call
     assert "stage2" not in [r.task for r in d.outbox]
+
+
+@pytest.mark.parametrize("ending", ["result", "failed", "lost with the worker"])
+def test_a_dropped_stage2_request_is_journalled_with_the_facts_that_took_the_off_path(driver_factory, ending):
+    d = driver_factory(auto=False)
+    d.turn("I love hiking and I like tea", T0)
+    d.flush()
+    d.pump_one()  # Stage-1: its facts wait for Stage-2
+    (stage2,) = [r for r in d.outbox if r.task == "stage2"]
+    d.outbox.clear()
+    asked = [f["id"] for f in stage2.payload["facts"]]
+    assert len(asked) == 2
+    d.powerful = False
+    if ending == "result":
+        d.result(stage2, {"classifications": []})
+    elif ending == "failed":
+        d.fail(stage2)
+    else:
+        d.boot = "boot-2"
+        d.tick(T0 + MIN)  # the new run would re-send it: dropped instead
+    (dropped,) = [j for j in d.journal() if j["event"] == "stage2_dropped"]
+    assert (dropped["cause"], dropped["entry_kind"], dropped["tenant"], dropped["user"], dropped["character"]) == \
+        ("switch_off", "facts", "acme", "u1", "aria")
+    facts = dropped["entry"]
+    assert (facts["request_id"], facts["task"], facts["fact_ids"]) == (stage2.id, "stage2", asked)
+    assert "powerful memory" in facts["reason"]
+    assert dropped["event_id"] == f"{dropped['entry_id']}@1" and dropped["entry_id"] == facts["id"]
+    # the facts it names are the ones that took the "off" path: no Stage-2, straight to synthesis
+    assert all(d.state.facts[f]["stage2"] == "skipped" for f in asked)
+    (synthesis,) = [r for r in d.outbox if r.task == "synthesis"]
+    assert [f["id"] for f in synthesis.payload["facts"]] == asked
+    # a replay of the same inputs journals the same event (the sink keeps one copy per event id)
+    again = driver_factory(auto=False)
+    again.turn("I love hiking and I like tea", T0)
+    again.flush()
+    again.pump_one()
+    again.outbox.clear()
+    again.powerful = False
+    again.result(again.state.requests[stage2.id], {"classifications": []})
+    assert [j for j in again.journal() if j["event"] == "stage2_dropped"][0]["event_id"] == dropped["event_id"]
+
+
+def test_a_stage2_result_applied_while_on_journals_no_drop(driver_factory):
+    d = driver_factory()
+    d.turn("I love hiking", T0)
+    d.flush()
+    d.turn("I really love hiking", T0 + MIN)
+    d.flush()
+    assert len(d.requests_of("stage2")) == 2
+    assert [j for j in d.journal() if j["entry_kind"] == "facts"] == []
 
 
 def test_a_promotion_result_arriving_after_the_switch_went_off_is_dropped(driver_factory):

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
+
 import pytest
 
 from credence.config.archive import ArchiveSettings
+from credence.config.memory import MemorySettings
+from credence.config.pipeline import PipelineSettings
+from credence.streams.scope.context import StepContext
+from credence.streams.scope.state import Request, ScopeState
 
 
 def make_entry(tenant="acme", user="u1", character="c1", entry_id="e1", kind="reflection", **overrides) -> dict:
@@ -63,3 +70,19 @@ def archive_settings_factory(tmp_path):
     def factory(**overrides) -> ArchiveSettings:
         return ArchiveSettings(**{"root": str(tmp_path / "archive"), **overrides})
     return factory
+
+
+def make_facts_event(event="facts_failed", cause="max_request_failures", fact_ids=("f1", "f2"),
+                     at=datetime(2026, 1, 21, 10, tzinfo=UTC), tenant="acme", request_id="stage2-1",
+                     task="stage2") -> dict:
+    """A facts event exactly as a scope step journals it (docs/records.md, "Facts events")."""
+    ctx = StepContext(now=at, powerful=True, boot="b", memory=MemorySettings(), pipeline=PipelineSettings())
+    req = Request(id=request_id, task=task, payload={}, issued_at=at, boot="b")
+    ctx.journal_facts(ScopeState(scope=f"{tenant}/u1/c1"), req, event, cause, list(fact_ids), f"{task} went wrong")
+    (emit,) = ctx.emits
+    return json.loads(json.dumps(emit.record))  # as the sink decodes it from the topic
+
+
+@pytest.fixture
+def facts_event_factory():
+    return make_facts_event

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import date
+from datetime import UTC, date, datetime
 
 import pytest
 
@@ -58,6 +58,27 @@ def test_funnel_reproduces_the_hand_counted_journal(journal_root):
     assert funnel(conn) == EXPECTED
     assert funnel(conn, tenant="acme", since=date(2026, 3, 2)) == EXPECTED[1:2]
     assert funnel(conn, until=date(2026, 3, 1)) == [EXPECTED[0], EXPECTED[2]]
+
+
+def test_the_funnel_counts_facts_events_and_entry_versions_leave_them_out(
+        archive_settings_factory, evidence_record_factory, facts_event_factory):
+    settings = archive_settings_factory()
+    records = [
+        evidence_record_factory(event="created", to_status="pending", at="2026-03-01T08:00:00Z"),
+        facts_event_factory("stage2_dropped", "switch_off", ("f1", "f2"), datetime(2026, 3, 1, 9, tzinfo=UTC)),
+        facts_event_factory("stage2_dropped", "switch_off", ("f3",), datetime(2026, 3, 1, 10, tzinfo=UTC),
+                            request_id="stage2-2"),
+        facts_event_factory("facts_failed", "max_request_failures", ("f4", "f5", "f6"),
+                            datetime(2026, 3, 1, 11, tzinfo=UTC), request_id="synthesis-3", task="synthesis"),
+    ]
+    rows = [to_row(EVIDENCE, r, 0, i) for i, r in enumerate(records)]
+    write_shards(open_archive(settings.root), EVIDENCE, 0, rows, settings)
+    conn = connect(settings.root)
+    assert funnel(conn) == [FunnelRow("acme", date(2026, 3, 1), created=1, confirmed=0, promoted=0, merged=0,
+                                      denied=0, archived=0, stage2_dropped=2, facts_failed=1)]
+    assert "stage2_dropped" in report(settings.root)
+    assert conn.execute("SELECT count(*) FROM evidence WHERE kind = 'facts'").fetchone()[0] == 3
+    assert conn.execute("SELECT entry_id FROM entry_versions").fetchall() == [("e1",)]
 
 
 def test_views_pin_utc_and_decode_partitions(journal_root):

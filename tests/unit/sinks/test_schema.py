@@ -62,6 +62,36 @@ def test_malformed_records_are_rejected_with_the_reason(archive_record_factory, 
         to_row(ARCHIVE, record, 0, 0)
 
 
+def test_a_facts_event_is_an_evidence_row_under_its_own_kind(facts_event_factory):
+    record = facts_event_factory(fact_ids=("f1", "f2", "f3"))
+    row = to_row(EVIDENCE, record, 1, 7)
+    assert row.key == ShardKey("acme", "facts", "2026-01-21") and "kind=facts" in row.key.path()
+    v = row.values
+    assert (v["event"], v["cause"], v["entry_id"], v["event_id"]) == \
+        ("facts_failed", "max_request_failures", record["entry_id"], f"{record['entry_id']}@1")
+    assert v["version"] == 1 and v["text"] is None and v["score"] is None
+    assert json.loads(v["snapshot_json"]) == record["entry"]  # request, task, fact ids and reason kept whole
+    assert rows_to_table(EVIDENCE, [row]).num_rows == 1
+
+
+@pytest.mark.parametrize("mutate, reason", [
+    (lambda r: r["entry"].update(fact_ids="f1"), "list of strings"),
+    (lambda r: r["entry"].pop("fact_ids"), "fact_ids must be a list"),
+    (lambda r: r["entry"].update(id="other"), "disagrees"),
+])
+def test_malformed_facts_events_are_rejected_with_the_reason(facts_event_factory, mutate, reason):
+    record = facts_event_factory()
+    mutate(record)
+    with pytest.raises(ArchiveError, match=reason):
+        to_row(EVIDENCE, record, 0, 0)
+
+
+def test_the_archive_table_holds_entries_only(facts_event_factory):
+    record = dict(facts_event_factory(), archived_at="2026-01-21T10:00:00Z")
+    with pytest.raises(ArchiveError, match="entry_kind"):
+        to_row(ARCHIVE, record, 0, 0)
+
+
 def test_not_an_object_is_rejected():
     with pytest.raises(ArchiveError, match="expected a JSON object"):
         to_row(EVIDENCE, [1, 2], 0, 0)

@@ -45,3 +45,23 @@ def test_rebuild_gives_the_state_of_the_records_before_the_failure(tables, owner
     work = rebuild(store, SCOPE, work, make_context)
     assert work.live.state.to_dict() == expected
     assert tables.scopes == {}  # nothing written before the batch commits
+
+
+def test_a_facts_event_goes_through_the_batch_and_leaves_no_key_behind(tables, ownership):
+    # Facts events share the journal's envelope (docs/records.md) but name no entry: the store must not
+    # keep an entry or history under their id.
+    from tests.unit.scope.conftest import run_request
+
+    store = store_over(tables, ownership)
+    work = ScopeWork(store.live(SCOPE), partition=0)
+    [stage1] = apply(work, Applied("turn", turn(1, "I love hiking"), T0, True, "turns:0", 0, True),
+                     make_context).requests
+    result = {"type": "result", "request_id": stage1.id, "task": "stage1", "output": run_request(stage1)}
+    [stage2] = apply(work, Applied("result", result, T0, True, "facts:0", 0, False), make_context).requests
+    failed = {"type": "failed", "request_id": stage2.id, "task": "stage2", "error": "timeout"}
+    apply(work, Applied("failed", failed, T0, False, "control:0", 0, False), make_context)  # switched off
+    assert [j["event"] for j in work.journal] == ["stage2_dropped"]
+    store.write(SCOPE, work.changed, work.journal)
+    assert tables.entries == {} and tables.history == {}
+    stored = store_over(tables, ownership).get(SCOPE)
+    assert stage2.id not in stored.requests and all(f["stage2"] == "skipped" for f in stored.facts.values())
