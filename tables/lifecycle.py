@@ -162,6 +162,38 @@ def blocked_retry_due(
     return last is None or as_utc(now) - last >= timedelta(hours=settings.promote_blocked_retry_hours)
 
 
+def time_cannot_move(reflection: Entry, now: datetime, *,
+                     settings: MemorySettings = DEFAULT_MEMORY_SETTINGS) -> bool:
+    """True when no later instant alone can make confirm_by_score, blocked_retry_due or promote_decision
+    act on this reflection as it is: only a new version of it (a signal) can.
+
+    Why the score cannot climb to a threshold T > 0 on its own: past both last signals,
+    score(t) = R·2^(−a/h_r) − D·2^(−b/h_d), and its slope is positive only where D_eff/h_d > R_eff/h_r,
+    that is D_eff > (h_d/h_r)·R_eff ≥ R_eff when h_r ≤ h_d, where the score is below 0. So a score below
+    T stays below it. With the half-lives set the other way round, or a counter that does not decay from
+    `now` on (no clock, or a clock after `now`), the answer is False: check again at every instant.
+    """
+    if reflection.kind != REFLECTION:
+        return True
+    if reflection.status == PENDING:
+        threshold = settings.confirmed_threshold
+    elif reflection.status == CONFIRMED:
+        if rejected_for_now(reflection):
+            return True  # reopened only by a newer positive signal
+        threshold = settings.promoted_threshold
+    elif reflection.status == PROMOTE_BLOCKED:
+        return False  # its retry is due by time
+    else:
+        return True  # promoted, denied, archived: no score transition applies
+    if threshold <= 0 or settings.reinforcement_half_life_days > settings.disputation_half_life_days:
+        return False
+    ev, now = reflection.evidence, as_utc(now)
+    for counter, at in ((ev.reinforcement, ev.rein_last_signal_at), (ev.disputation, ev.disp_last_signal_at)):
+        if counter < 0 or (counter and (at is None or as_utc(at) > now)):
+            return False  # a counter that does not decay yet (no clock, or a clock ahead of now)
+    return reflection.score(now, settings=settings) < threshold
+
+
 def unblock_promotion(reflection: Entry, now: datetime) -> Entry:
     """promote_blocked → confirmed with a fresh series of attempts (the one way a status moves back:
     a block records an outage, not something the user said)."""

@@ -69,9 +69,9 @@ class ScopeState:
     archived: dict[str, int] = field(default_factory=dict)
     # Grows whenever any entry of the scope changes (readers cache what they derive from the entries by it).
     entries_version: int = 0
-    # Not state: the reflections a score-transition pass found nothing to do for, at one (now, settings,
-    # switch). Entries are immutable, so the same object at the same instant gives the same answer; a
-    # step that does not move the clock (a recall's usage record) re-checks only what changed.
+    # Not state: the reflections a score-transition pass found nothing to do for (step._quiet_marks), at
+    # this instant or at any later one. Entries are immutable, so the same object gives the same answer;
+    # a step re-checks only what changed and what time alone can move.
     quiet: dict = field(default_factory=dict, repr=False, compare=False)
 
     def to_dict(self) -> dict[str, Any]:

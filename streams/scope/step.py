@@ -40,6 +40,7 @@ from credence.tables.lifecycle import (
     promote_decision,
     record_promote_attempt,
     sweep_entry,
+    time_cannot_move,
     unblock_promotion,
 )
 from credence.tables.mentions import lift_suppression, mentioned_in, record_mention
@@ -288,15 +289,26 @@ def _stage1_due(state: ScopeState, ctx: StepContext, flush: bool) -> bool:
     return user_turns > 0 and waited >= timedelta(seconds=ctx.pipeline.stage1_max_wait_seconds)
 
 
+def _quiet_marks(state: ScopeState, ctx: StepContext) -> tuple[dict, dict]:
+    """The reflections a score-transition pass may skip: ("instant") those found idle at this very
+    instant, and ("still") those time alone cannot move (lifecycle.time_cannot_move), kept while the
+    clock only moves forward. Both hold entry objects: a changed entry is a new object, checked again.
+    Marks made under other settings (the object itself, not its id, which Python may reuse) are dropped."""
+    marks = state.quiet
+    at = marks.get("at")
+    if at is None or at[1] is not ctx.memory or ctx.now < at[0]:
+        marks = state.quiet = {"at": (ctx.now, ctx.memory), "instant": {}, "still": {}}
+    elif ctx.now != at[0]:
+        marks["at"], marks["instant"] = (ctx.now, ctx.memory), {}
+    return marks["instant"], marks["still"]
+
+
 def _score_transitions(state: ScopeState, ctx: StepContext) -> None:
     in_flight = {r.payload.get("entry_id") for r in state.pending_tasks("promotion")}
-    at = state.quiet.get(None)
-    if at is None or at[0] != ctx.now or at[1] is not ctx.memory:  # the settings object itself, not its id
-        state.quiet = {None: (ctx.now, ctx.memory)}
-    quiet = state.quiet
-    for entry in sorted(state.entries.values(), key=lambda e: e.id):
-        if entry.kind != "reflection" or quiet.get(entry.id) is entry:
-            continue
+    instant, still = _quiet_marks(state, ctx)
+    due = [e for e in state.entries.values()
+           if e.kind == "reflection" and instant.get(e.id) is not e and still.get(e.id) is not e]
+    for entry in sorted(due, key=lambda e: e.id):
         confirmed = confirm_by_score(entry, ctx.now, settings=ctx.memory)
         if confirmed is not None:
             ctx.put(state, confirmed, "transition", "threshold", entry)
@@ -309,7 +321,10 @@ def _score_transitions(state: ScopeState, ctx: StepContext) -> None:
             continue
         decision = promote_decision(entry, ctx.now, settings=ctx.memory)
         if decision in (NOT_DUE, WAIT) and state.entries.get(entry.id) is entry:
-            quiet[entry.id] = entry  # nothing to do at this instant until the entry changes
+            if decision == NOT_DUE and time_cannot_move(entry, ctx.now, settings=ctx.memory):
+                still[entry.id] = entry  # nothing to do at any later instant until the entry changes
+            else:
+                instant[entry.id] = entry  # nothing to do at this instant until the entry changes
         if decision == BLOCK:
             ctx.put(state, block_promotion(entry, ctx.now), "transition", "promote_attempts_exhausted", entry)
         elif decision == ATTEMPT:

@@ -1,6 +1,7 @@
 """The score-transition pass re-checks only changed reflections while the clock stands still (a recall's
-usage records): that shortcut must never change what a step does. Two scopes get the same inputs; one
-forgets its `quiet` marks before every step; states and effects stay equal."""
+usage records), and across time only those time itself can move: that shortcut must never change what a
+step does. Two scopes get the same inputs; one forgets its `quiet` marks before every step; states and
+effects stay equal."""
 
 from __future__ import annotations
 
@@ -16,8 +17,10 @@ from credence.tables.scope import Scope
 from tests.unit.scope.conftest import SCOPE_KEY, T0, Driver
 
 IDS = [f"r-{i}" for i in range(6)]
+# Minutes after T0: often the same instant (the instant marks), and days to weeks later (the marks that
+# hold while the clock moves on, which must never hide a reflection time itself confirms or promotes).
 INPUT = st.tuples(st.sampled_from(["confirm", "deny", "usage"]), st.sampled_from(IDS),
-                  st.sampled_from([0, 0, 0, 1, 30, 180]))  # minutes after T0: mostly the same instant
+                  st.sampled_from([0, 0, 0, 1, 30, 180, 3 * 1440, 20 * 1440, 45 * 1440]))
 
 
 def scope_with_reflections() -> ScopeState:

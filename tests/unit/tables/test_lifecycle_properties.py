@@ -9,7 +9,14 @@ from hypothesis import strategies as st
 from credence.config.memory import MemorySettings
 from credence.tables.entries import new_persona_entry, new_reflection
 from credence.tables.evidence import Evidence
-from credence.tables.lifecycle import merge_evidence
+from credence.tables.lifecycle import (
+    NOT_DUE,
+    blocked_retry_due,
+    confirm_by_score,
+    merge_evidence,
+    promote_decision,
+    time_cannot_move,
+)
 from credence.tables.mentions import record_mention
 from credence.tables.rendering import by_priority, render_memory_block
 from credence.tables.scope import Scope
@@ -96,3 +103,51 @@ def test_mentions_never_change_evidence_and_stay_inside_the_window(seconds):
         assert entry.evidence == Evidence(reinforcement=1.0)
         assert all(at - m < timedelta(hours=5) for m in entry.recent_mentions)
         assert len(entry.recent_mentions) <= len(seconds)
+
+
+@st.composite
+def reflection_at_rest(draw):
+    """A reflection with any status and evidence whose clocks may be missing or after T0, and a settings
+    object whose half-lives may run either way round."""
+    clock = st.one_of(st.none(), st.integers(-400, 30).map(lambda d: T0 + timedelta(days=d)))
+    ev = Evidence(reinforcement=draw(counters), disputation=draw(non_negative),
+                  rein_last_signal_at=draw(clock), disp_last_signal_at=draw(clock))
+    entry = replace(new_reflection("r1", SCOPE, "likes tea", T0 - timedelta(days=500)), evidence=ev,
+                    status=draw(st.sampled_from(["pending", "confirmed", "promote_blocked", "promoted", "denied"])),
+                    promote_attempts=draw(st.integers(0, 6)),
+                    last_promote_attempt_at=draw(st.one_of(st.none(), st.just(T0 - timedelta(hours=1)))),
+                    promotion_rejected_at=draw(st.one_of(st.none(), st.just(T0 - timedelta(days=2)))))
+    settings = MemorySettings(reinforcement_half_life_days=draw(st.sampled_from([30.0, 180.0, 400.0])),
+                              disputation_half_life_days=draw(st.sampled_from([30.0, 180.0])))
+    return entry, settings
+
+
+@given(reflection_at_rest(), st.lists(st.floats(0, 5000, allow_nan=False), min_size=1, max_size=8))
+def test_a_reflection_time_cannot_move_stays_unmoved_at_every_later_instant(case, later_hours):
+    entry, settings = case
+    if not time_cannot_move(entry, T0, settings=settings):
+        return
+    for hours in later_hours:
+        at = T0 + timedelta(hours=hours)
+        assert confirm_by_score(entry, at, settings=settings) is None
+        assert not blocked_retry_due(entry, at, settings=settings)
+        assert promote_decision(entry, at, settings=settings) == NOT_DUE
+
+
+def test_time_can_move_a_score_when_disputation_decays_faster():
+    # Reinforcement 4 fading over 180 days, disputation 3.5 over 30: the score climbs from 0.5 to 2.3 in 60 days.
+    settings = MemorySettings(reinforcement_half_life_days=180.0, disputation_half_life_days=30.0)
+    ev = Evidence(reinforcement=4.0, disputation=3.5, rein_last_signal_at=T0, disp_last_signal_at=T0)
+    entry = replace(new_reflection("r1", SCOPE, "likes tea", T0), evidence=ev, status="confirmed")
+    assert promote_decision(entry, T0 + timedelta(days=60), settings=settings) != NOT_DUE
+    assert not time_cannot_move(entry, T0, settings=settings)
+    assert time_cannot_move(entry, T0, settings=MemorySettings())  # the seed's half-lives: 30 d < 180 d
+
+
+def test_a_counter_without_a_clock_does_not_decay_so_time_can_move_the_score():
+    # Reinforcement 3 with no clock stays 3 while disputation 2 fades: the score climbs from 1 past 2.
+    ev = Evidence(reinforcement=3.0, disputation=2.0, rein_last_signal_at=None, disp_last_signal_at=T0)
+    entry = replace(new_reflection("r1", SCOPE, "likes tea", T0), evidence=ev, status="confirmed")
+    assert promote_decision(entry, T0 + timedelta(days=400)) != NOT_DUE
+    assert not time_cannot_move(entry, T0)
+    assert not time_cannot_move(replace(entry, evidence=replace(ev, rein_last_signal_at=T0 + timedelta(days=1))), T0)
