@@ -15,7 +15,7 @@ from datetime import datetime
 
 from credence.streams.runtime import codec
 from credence.streams.runtime.store import Live, ScopeStore
-from credence.streams.scope.context import Emit, StepContext
+from credence.streams.scope.context import FACTS_KIND, Emit, StepContext
 from credence.streams.scope.state import Request
 from credence.streams.scope.step import step
 
@@ -80,7 +80,9 @@ def apply(work: ScopeWork, item: Applied, make_context: MakeContext) -> StepCont
     work.emits.extend(ctx.emits)
     work.requests.extend(ctx.requests)
     work.log.extend(ctx.log)
-    work.changed.update(e.record["entry_id"] for e in ctx.emits if e.topic == "evidence")
+    # A facts event (stage2_dropped, facts_failed) names no entry: nothing to write or delete for it.
+    work.changed.update(e.record["entry_id"] for e in ctx.emits
+                        if e.topic == "evidence" and e.record.get("entry_kind") != FACTS_KIND)
     return ctx
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from credence.config.state import StateSettings
 from credence.streams.runtime import codec
 from credence.streams.runtime.writes import TableWrites
+from credence.streams.scope.context import FACTS_KIND
 from credence.streams.scope.state import ScopeState
 
 
@@ -177,7 +178,8 @@ class ScopeStore:
     def _append_history(self, scope: str, live: Live, journal: list[dict]) -> None:
         by_entry: dict[str, list[dict]] = {}
         for record in journal:
-            by_entry.setdefault(record["entry_id"], []).append(codec.history_item(record))
+            if record.get("entry_kind") != FACTS_KIND:  # an entry's history, not a request's facts
+                by_entry.setdefault(record["entry_id"], []).append(codec.history_item(record))
         for eid, new in by_entry.items():
             n = live.history.get(eid, 0)
             live.history[eid] = n + len(new)

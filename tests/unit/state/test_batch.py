@@ -61,6 +61,7 @@ def test_a_facts_event_goes_through_the_batch_and_leaves_no_key_behind(tables, o
     failed = {"type": "failed", "request_id": stage2.id, "task": "stage2", "error": "timeout"}
     apply(work, Applied("failed", failed, T0, False, "control:0", 0, False), make_context)  # switched off
     assert [j["event"] for j in work.journal] == ["stage2_dropped"]
+    assert work.changed == set()  # no entry key to write, so no put and tombstone on the changelogs
     store.write(SCOPE, work.changed, work.journal)
     assert tables.entries == {} and tables.history == {}
     stored = store_over(tables, ownership).get(SCOPE)
