@@ -37,10 +37,11 @@ class _Controller(KafkaNode):
 
 class _Broker(KafkaNode):
     def __init__(self, data_dir: Path, version: str, cache_dir: Path, heap: str, node_id: int,
-                 controller: _Controller, replicas: int, min_insync: int):
+                 controller: _Controller, replicas: int, min_insync: int, topic_defaults: tuple[int, int]):
         super().__init__(data_dir, version, cache_dir, heap)
         self.node_id, self.port, self.controller = node_id, free_port(), controller
         self.replicas, self.min_insync = replicas, min_insync
+        self.topic_defaults = topic_defaults
 
     def properties(self) -> dict[str, str]:
         c = self.controller
@@ -53,8 +54,8 @@ class _Broker(KafkaNode):
             "inter.broker.listener.name": "PLAINTEXT",
             "controller.listener.names": "CONTROLLER",
             "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "default.replication.factor": str(self.replicas),
-            "min.insync.replicas": str(self.min_insync),
+            "default.replication.factor": str(self.topic_defaults[0]),
+            "min.insync.replicas": str(self.topic_defaults[1]),
             "offsets.topic.replication.factor": str(self.replicas),
             "transaction.state.log.replication.factor": str(self.replicas),
             "transaction.state.log.min.isr": str(self.min_insync),
@@ -68,14 +69,22 @@ class KafkaCluster:
     """One controller (node id 0) and brokers 1..N on 127.0.0.1, all formatted with one cluster id."""
 
     def __init__(self, root: Path, version: str, cache_dir: Path, brokers: int = 3, heap: str = "384m",
-                 min_insync: int = 2):
+                 min_insync: int = 2, topic_defaults: tuple[int, int] | None = None):
+        """`topic_defaults` (replicas, min.insync.replicas) is what the brokers give a topic created without
+        its own: by default the cluster's replication. A test that must tell credence's topic settings from
+        the brokers' defaults sets them apart. The internal topics keep the cluster's replication factor
+        either way (the offsets topic has no min.insync.replicas of its own, so it takes the default's)."""
         if brokers < 1 or min_insync > brokers:
             raise BrokerError(f"a cluster of {brokers} brokers cannot keep min.insync.replicas={min_insync}")
         self.root = Path(root).resolve()
         replicas = min(3, brokers)
+        min_insync = min(min_insync, replicas)
+        defaults = topic_defaults or (replicas, min_insync)
+        if not 1 <= defaults[1] <= defaults[0] <= brokers:
+            raise BrokerError(f"topic defaults {defaults} do not fit a cluster of {brokers} brokers")
         self.controller = _Controller(self.root / "controller", version, cache_dir, heap, 0, free_port())
         self.brokers = {i: _Broker(self.root / f"broker-{i}", version, cache_dir, heap, i, self.controller,
-                                   replicas, min(min_insync, replicas)) for i in range(1, brokers + 1)}
+                                   replicas, min_insync, defaults) for i in range(1, brokers + 1)}
 
     @property
     def bootstrap(self) -> str:
