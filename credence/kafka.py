@@ -1,7 +1,7 @@
 """The one place Kafka client options are built: every producer, consumer, admin client and the Faust app
 get their bootstrap servers, security protocol, TLS context and SASL credentials from ``client_options``.
 
-``tests/unit/test_kafka_clients.py`` scans the repository and fails on a client built any other way.
+``tests/unit/kafka/test_kafka_clients.py`` scans the repository and fails on a client built any other way.
 When a client cannot reach the cluster, ``diagnose`` names the cause (nothing listening, untrusted
 certificate, wrong password, a plaintext client on a secured port) instead of aiokafka's
 "Unable to bootstrap".
