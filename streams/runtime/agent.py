@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 
 import orjson
 from faust.streams import _current_event
+from faust.types import TP
 
 from credence.config import Settings
 from credence.deadletter import dead_letter
@@ -29,6 +30,7 @@ from credence.errors import RecordError
 from credence.streams.runtime.batch import RELEASE, Applied, ScopeWork, Sends, apply, is_idle_tick, rebuild
 from credence.streams.runtime.marks import Marks
 from credence.streams.runtime.ownership import Ownership
+from credence.streams.runtime.positions import GAP, SEEN, Positions
 from credence.streams.runtime.records import Turn, decode_control, decode_feedback, decode_turn, decode_usage
 from credence.streams.runtime.store import ScopeStore
 from credence.streams.runtime.switch import PowerSwitch
@@ -95,8 +97,10 @@ def halt(reason: str) -> None:
 
 class ScopeAgent:
     def __init__(self, settings: Settings, topics: Topics, store: ScopeStore, marks: Marks, writes: TableWrites,
-                 ownership: Ownership, switch: PowerSwitch, stats) -> None:
+                 ownership: Ownership, switch: PowerSwitch, stats, positions: Positions) -> None:
         self.settings, self.topics, self.store, self.marks, self.writes = settings, topics, store, marks, writes
+        self.positions = positions
+        self.consumer_of = None  # () -> the Faust consumer (set with the app): rewinds seek it
         self.ownership, self.switch, self.stats = ownership, switch, stats
         self.boot = uuid.uuid4().hex[:12]
         self.by_name = {settings.topic(n): n for n in INPUTS}
@@ -129,15 +133,25 @@ class ScopeAgent:
         work: dict[str, ScopeWork] = {}
         sends = Sends()
         last: dict[int, object] = {}  # partition -> its last event in the batch
+        holes: dict[tuple[str, int], int] = {}  # (topic, partition) -> the offset to rewind to
         for event in events:
-            if event.message.partition not in self.ownership.held:
+            msg = event.message
+            if msg.partition not in self.ownership.held:
                 # Taken before a rebalance moved its partition away: the new owner reads it again from
                 # the last committed offset. Applying it here would write the scope's keys beside the
                 # new owner's (two writers on one changelog partition).
                 self.stats.moved_away += 1
                 continue
-            last[event.message.partition] = event
             set_current_event(event)  # table reads go to the record's partition
+            verdict = self.positions.check(msg.topic, msg.partition, msg.offset)
+            if verdict == SEEN:
+                self.stats.redelivered += 1
+                continue
+            if verdict == GAP:  # records before this one never came: nothing after them is applied
+                holes[(msg.topic, msg.partition)] = self.positions.expected(msg.topic, msg.partition)
+                continue
+            self.positions.advance(msg.topic, msg.partition, msg.offset)
+            last[msg.partition] = event
             try:
                 item = decode_input(self.by_name[event.message.topic], event.value)
             except RecordError as exc:
@@ -161,6 +175,32 @@ class ScopeAgent:
                 continue
             self.take(work, sends, event, item)
         await self.commit(work, sends, last)
+        for (topic, partition), offset in holes.items():
+            await self.rewind(topic, partition, offset)
+
+    async def rewind(self, topic: str, partition: int, offset: int) -> None:
+        """Fetch (topic, partition) again from `offset`, once per hole (the records after it that were
+        already fetched keep coming, and are skipped, until the missing one arrives)."""
+        tp = (topic, partition)
+        if self.positions.rewinding.get(tp) == offset or partition not in self.ownership.held:
+            return
+        self.positions.rewinding[tp] = offset
+        target, consumer = TP(topic, partition), self.consumer_of()
+        earliest = (await consumer.earliest_offsets(target)).get(target, offset)
+        if earliest > offset:
+            self.positions.skip_to(topic, partition, earliest)
+            offset = earliest
+        self.stats.rewinds += 1
+        log.warning("%s[%d]: records from offset %d were skipped by the consumer; reading them again",
+                    topic, partition, offset)
+        await consumer.seek(target, offset)
+
+    async def rewind_held(self, partitions: set[int]) -> None:
+        """After an assignment: each input partition is read again from the offset after the last one
+        applied, wherever the group's committed offset says (it may have run ahead of the state)."""
+        for topic, partition, offset in self.positions.held(partitions):
+            if offset is not None and topic in self.by_name and partition in self.ownership.held:
+                await self.consumer_of().seek(TP(topic, partition), offset)
 
     def take(self, work: dict[str, ScopeWork], sends: Sends, event, item: Input) -> None:
         msg = event.message
@@ -220,6 +260,7 @@ class ScopeAgent:
             for partition, event in last.items():
                 set_current_event(event)  # each key's changelog partition is its scope's
                 self.marks.write(partition)
+                self.positions.write(partition)
                 for scope, scope_work in work.items():
                     if scope_work.partition == partition:
                         self.save(scope, scope_work)

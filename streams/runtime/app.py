@@ -13,6 +13,7 @@ from credence.streams.llm.factory import make_backend
 from credence.streams.runtime import timers, views
 from credence.streams.runtime.agent import INPUTS, ScopeAgent
 from credence.streams.runtime.marks import Marks
+from credence.streams.runtime.positions import Positions
 from credence.streams.runtime.ownership import Ownership
 from credence.streams.runtime.runner import Runner
 from credence.streams.runtime.store import ScopeStore, StateTables
@@ -35,6 +36,7 @@ class Stats:
     records_rejected: int = 0
     redelivered: int = 0
     moved_away: int = 0  # records taken before their partition moved to another worker (not applied)
+    rewinds: int = 0  # input partitions read again because the consumer skipped records (positions.py)
     unsent: dict = field(default_factory=dict)  # topic -> records queued without waiting that the broker refused
     journal_events: int = 0
     archived: int = 0
@@ -123,18 +125,22 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
     writes = TableWrites()
     store = ScopeStore(tables, settings.state, ownership.partition_of, writes)
     marks = Marks(tables.seen, settings.state.seen_horizon_days, ownership.partition_of, writes)
+    positions = Positions(tables.seen, writes)
     ownership.on_moved(store.drop_partitions)
     ownership.on_moved(lambda _partitions: marks.reset())
+    ownership.on_moved(lambda _partitions: positions.reset())
 
     async def recovered() -> None:
         store.recovered()
         marks.reset()
+        positions.reset()
 
     tables.entries.on_recover(recovered)  # every table has been read by then (one recovery for all)
     switch = PowerSwitch(settings.core_config_path)
     backend = make_backend(settings.llm, count_tokens=default_token_counter(), memory=settings.memory)
     stats = Stats()
-    agent = ScopeAgent(settings, topics, store, marks, writes, ownership, switch, stats)
+    agent = ScopeAgent(settings, topics, store, marks, writes, ownership, switch, stats, positions)
+    agent.consumer_of = lambda: app.consumer
     encode = None
     if settings.pipeline.embeddings:
         from credence.streams.runtime.embeddings import load_encoder

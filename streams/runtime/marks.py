@@ -15,6 +15,7 @@ from collections.abc import Callable
 from datetime import datetime
 
 from credence.streams.runtime import codec
+from credence.streams.runtime.positions import is_position_key
 from credence.streams.runtime.writes import TableWrites
 from credence.tables.clock import format_instant, parse_instant
 
@@ -93,6 +94,8 @@ class Marks:
         if self._heaps is None:
             self._heaps, self._newest = {}, {}
             for key, raw in list(self._table.items()):
+                if is_position_key(key):
+                    continue  # an input partition's applied position (positions.py) shares the table
                 mark = codec.decode_mark(raw)
                 if mark is not None:
                     self._push(self._partition_of(_scope(key)), _seconds(mark[1]), key)

@@ -14,13 +14,14 @@ from credence.tables.clock import format_instant
 log = logging.getLogger(__name__)
 
 
-def scan_unfinished(credence) -> None:
+def scan_unfinished(credence) -> set[int]:
     """Mark busy the scopes of newly held partitions that have work in flight (e.g. LLM requests lost
-    with the worker that held them before): the in-memory busy set knows nothing of them."""
+    with the worker that held them before): the in-memory busy set knows nothing of them. Returns the
+    partitions scanned."""
     ownership, store = credence.ownership, credence.store
     partitions = set(ownership.unscanned)
     if not partitions:
-        return
+        return partitions
     for scope in store.scopes():
         if ownership.partition_of(scope) in partitions:
             state = store.control(scope)
@@ -29,6 +30,7 @@ def scan_unfinished(credence) -> None:
     ownership.unscanned -= partitions
     log.info("scanned partitions %s for unfinished work: %d busy scopes", sorted(partitions),
              len(ownership.busy))
+    return partitions
 
 
 async def tick_once(credence) -> int:
@@ -65,5 +67,7 @@ def register(credence) -> None:
     async def tick():
         if not is_ready(credence.app):
             return  # partitions moving or recovering: the scan and the ticks wait for the tables
-        scan_unfinished(credence)
+        scanned = scan_unfinished(credence)
+        if scanned:
+            await credence.agent.rewind_held(scanned)
         await tick_once(credence)

@@ -1,0 +1,97 @@
+"""Applied input positions: for each input partition, the offset after the last record this worker's
+group applied (or refused on purpose), kept in the `seen` table beside the duplicate marks and written with
+every batch's state, before its offsets may be committed.
+
+Kafka's committed offset is only a hint here. Faust commits what its streams acknowledged, and it counts
+offsets it never delivered (a fetch it dropped during a rebalance, a gap it takes for compaction) as
+acknowledged too: a committed offset could then run ahead of the state, and the records between were
+never applied by anyone. Measured as lost turns and a stuck Stage-1 result when a worker left the group.
+The input topics are append-only (no compaction, no transactions), so their offsets have no holes: a
+record whose offset is past the next one expected means records were skipped. The partition is then
+rewound to the expected offset and nothing after the hole is applied until the missing record comes.
+A hole the broker cannot fill (retention deleted the records first) is logged as an error and skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Final
+
+import orjson
+
+from credence.streams.runtime import codec
+from credence.streams.runtime.writes import TableWrites
+
+log = logging.getLogger(__name__)
+
+KIND: Final = "position"  # a `seen` key's first part: kind␟topic␟partition (duplicate marks use kind␟scope␟id)
+APPLY, SEEN, GAP = "apply", "seen", "gap"
+
+
+def position_key(topic: str, partition: int) -> str:
+    return f"{KIND}{codec.SEP}{topic}{codec.SEP}{partition}"
+
+
+def is_position_key(key: str) -> bool:
+    return key.startswith(KIND + codec.SEP)
+
+
+class Positions:
+    def __init__(self, table, writes: TableWrites) -> None:
+        self._table, self._writes = table, writes
+        self._next: dict[tuple[str, int], int | None] = {}  # (topic, partition) -> next offset to apply
+        self._dirty: set[tuple[str, int]] = set()
+        self.rewinding: dict[tuple[str, int], int] = {}  # partitions rewound, to the offset asked for
+
+    def expected(self, topic: str, partition: int) -> int | None:
+        """The next offset to apply on (topic, partition); None if nothing was ever recorded. Read from
+        the table on first use (a record of the partition must be the current event)."""
+        tp = (topic, partition)
+        if tp not in self._next:
+            raw = self._table.get(position_key(topic, partition))
+            self._next[tp] = orjson.loads(raw)["next"] if raw is not None else None
+        return self._next[tp]
+
+    def check(self, topic: str, partition: int, offset: int) -> str:
+        """APPLY the record at `offset`, skip it as SEEN (applied before), or GAP: records before it were
+        never delivered; the caller rewinds the partition to `expected` and applies nothing after it."""
+        expected = self.expected(topic, partition)
+        if expected is None or offset == expected:
+            self.rewinding.pop((topic, partition), None)
+            return APPLY
+        return SEEN if offset < expected else GAP
+
+    def advance(self, topic: str, partition: int, offset: int) -> None:
+        self._next[(topic, partition)] = offset + 1
+        self._dirty.add((topic, partition))
+
+    def skip_to(self, topic: str, partition: int, offset: int) -> None:
+        """The broker no longer holds the records before `offset` (retention): apply from there on."""
+        log.error("records %s..%d of %s[%d] were deleted before they were applied; going on from %d",
+                  self._next.get((topic, partition)), offset - 1, topic, partition, offset)
+        self.advance(topic, partition, offset - 1)
+        self.rewinding.pop((topic, partition), None)
+
+    def write(self, partition: int) -> None:
+        """Write the batch's new positions of `partition` (a record of it is the current event)."""
+        for tp in [tp for tp in self._dirty if tp[1] == partition]:
+            self._dirty.discard(tp)
+            self._writes.put(self._table, position_key(*tp), orjson.dumps({"v": 2, "next": self._next[tp]}),
+                             partition)
+
+    def held(self, partitions: set[int]) -> list[tuple[str, int, int]]:
+        """(topic, partition, next offset) of every known position on `partitions`, for the rewind after
+        an assignment (read without a current event: each key lives in its own partition's store)."""
+        found = []
+        for key in list(self._table.keys()):
+            if is_position_key(key):
+                _, topic, part = codec.split_key(key)
+                if int(part) in partitions:
+                    found.append((topic, int(part), self.expected(topic, int(part))))
+        return found
+
+    def reset(self) -> None:
+        """Partitions moved: read the positions from the table again when next needed."""
+        self._next.clear()
+        self._dirty.clear()
+        self.rewinding.clear()
