@@ -321,6 +321,18 @@ def archive(entry: Entry, now: datetime) -> Entry:
     return changed(entry, now, status=ARCHIVED, archived_at=as_utc(now))
 
 
+def sweep_cannot_change(entry: Entry, *, settings: MemorySettings = DEFAULT_MEMORY_SETTINGS) -> bool:
+    """True when no later sweep visit (lifting a suppression, counting a sub-zero day, archiving) can
+    change this entry as it is: sweeps skip it, or nothing is suppressed and its score can never fall
+    below zero (no disputation, reinforcement not negative) with the sub-zero tally short of its limit."""
+    if entry.suppressed_at is not None:
+        return False
+    if entry.protected or entry.status not in SWEPT[entry.kind]:
+        return True
+    ev = entry.evidence
+    return ev.disputation == 0 and ev.reinforcement >= 0 and ev.sub_zero_days < settings.archive_after_sub_zero_days
+
+
 def sweep_entry(
     entry: Entry, now: datetime, *, settings: MemorySettings = DEFAULT_MEMORY_SETTINGS
 ) -> tuple[Entry, bool]:

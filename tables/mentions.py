@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime, timedelta
+from functools import lru_cache
 
 from credence.config.memory import DEFAULT_MEMORY_SETTINGS, MemorySettings
 from credence.tables.clock import as_utc
@@ -77,6 +78,7 @@ def _stem(word: str) -> str:
     return word[:-1] if len(word) > 3 and word.endswith("e") else word
 
 
+@lru_cache(maxsize=1 << 16)  # pure; every AI turn compares its text with each renderable entry's
 def content_words(text: str) -> frozenset[str]:
     """Lower-cased, crudely stemmed words of ``text`` less fillers: what a lexical mention match compares."""
     words = "".join(c.lower() if c.isalnum() or c == "'" else " " for c in text).split()
@@ -92,6 +94,6 @@ def mentioned_in(
     found = []
     for entry in entries:
         words = content_words(entry.text)
-        if words and len(words & said) / len(words) >= settings.ai_mention_min_overlap:
+        if words and not words.isdisjoint(said) and len(words & said) / len(words) >= settings.ai_mention_min_overlap:
             found.append(entry)
     return found

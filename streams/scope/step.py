@@ -39,6 +39,7 @@ from credence.tables.lifecycle import (
     confirm_by_score,
     promote_decision,
     record_promote_attempt,
+    sweep_cannot_change,
     sweep_entry,
     time_cannot_move,
     unblock_promotion,
@@ -158,18 +159,32 @@ def _sweep_times(last: datetime, now: datetime, hourly_days: int, every: timedel
 
 def _sweep(state: ScopeState, ctx: StepContext, at: datetime) -> None:
     saved, ctx.now = ctx.now, at
-    for entry in sorted(state.entries.values(), key=lambda e: e.id):
+    still = _sweep_marks(state, ctx)
+    due = [e for e in state.entries.values() if still.get(e.id) is not e]
+    for entry in sorted(due, key=lambda e: e.id):
         lifted = lift_suppression(entry, at, settings=ctx.memory)
         ctx.put(state, lifted, "suppression_lifted", "mention_window", entry)
         swept, archived = sweep_entry(lifted, at, settings=ctx.memory)
         if archived:
             ctx.archive(state, swept, lifted, "sweep")
-        else:
-            ctx.put(state, swept, "sweep", "sweep", lifted)
+            continue
+        ctx.put(state, swept, "sweep", "sweep", lifted)
+        kept = state.entries.get(entry.id)
+        if kept is not None and sweep_cannot_change(kept, settings=ctx.memory):
+            still[entry.id] = kept  # no later sweep changes it until the entry itself changes
     if not ctx.powerful:
         _fallback(state, ctx)
     state.last_sweep_at = at
     ctx.now = saved
+
+
+def _sweep_marks(state: ScopeState, ctx: StepContext) -> dict:
+    """The entries no later sweep can change (lifecycle.sweep_cannot_change), as the objects they were:
+    a changed entry is a new object and is swept again. Dropped with other settings."""
+    marks = state.quiet.get("sweep")
+    if marks is None or marks[0] is not ctx.memory:
+        marks = state.quiet["sweep"] = (ctx.memory, {})
+    return marks[1]
 
 
 def _fallback(state: ScopeState, ctx: StepContext) -> None:
@@ -235,9 +250,9 @@ def _on_ai_turn(state: ScopeState, turn: dict, ctx: StepContext) -> None:
 def _mentioned_ids(state: ScopeState, text: str, ctx: StepContext) -> list[str]:
     """No surfaced_ids from the client: the renderable entries the AI text names (lexical fallback), so
     repetition control and surfaced feedback work without client cooperation."""
-    candidates = [e for e in sorted(state.entries.values(), key=lambda e: e.id)
-                  if not e.protected and renderable(e, ctx.now, settings=ctx.memory)]
-    return [e.id for e in mentioned_in(text, candidates, settings=ctx.memory)]
+    # The lexical match first: it is the cheap and selective test on a scope of thousands of entries.
+    named = mentioned_in(text, state.entries.values(), settings=ctx.memory)
+    return sorted(e.id for e in named if not e.protected and renderable(e, ctx.now, settings=ctx.memory))
 
 
 def _has_negative_keyword(text: str, ctx: StepContext) -> bool:

@@ -15,9 +15,11 @@ from credence.tables.lifecycle import (
     confirm_by_score,
     merge_evidence,
     promote_decision,
+    sweep_cannot_change,
+    sweep_entry,
     time_cannot_move,
 )
-from credence.tables.mentions import record_mention
+from credence.tables.mentions import lift_suppression, record_mention
 from credence.tables.rendering import by_priority, render_memory_block
 from credence.tables.scope import Scope
 
@@ -151,3 +153,25 @@ def test_a_counter_without_a_clock_does_not_decay_so_time_can_move_the_score():
     assert promote_decision(entry, T0 + timedelta(days=400)) != NOT_DUE
     assert not time_cannot_move(entry, T0)
     assert not time_cannot_move(replace(entry, evidence=replace(ev, rein_last_signal_at=T0 + timedelta(days=1))), T0)
+
+
+@given(reflection_at_rest(), st.booleans(), st.integers(0, 9),
+       st.lists(st.floats(0, 5000, allow_nan=False), min_size=1, max_size=8))
+def test_an_entry_no_sweep_can_change_is_unchanged_by_every_later_sweep(case, suppressed, sub_zero, later_hours):
+    entry, settings = case
+    entry = replace(entry, suppressed_at=T0 - timedelta(hours=1) if suppressed else None,
+                    evidence=replace(entry.evidence, sub_zero_days=sub_zero))
+    if not sweep_cannot_change(entry, settings=settings):
+        return
+    for hours in sorted(later_hours):
+        at = T0 + timedelta(hours=hours)
+        assert lift_suppression(entry, at, settings=settings) is entry
+        assert sweep_entry(entry, at, settings=settings) == (entry, False)
+
+
+def test_disputation_makes_an_entry_sweepable_again():
+    ev = Evidence(reinforcement=1.0, disputation=0.5, rein_last_signal_at=T0, disp_last_signal_at=T0)
+    entry = replace(new_reflection("r1", SCOPE, "likes tea", T0), evidence=ev)
+    assert not sweep_cannot_change(entry)  # its score goes below zero within weeks
+    assert sweep_entry(entry, T0 + timedelta(days=60))[0] is not entry
+    assert sweep_cannot_change(replace(entry, evidence=replace(ev, disputation=0.0)))
