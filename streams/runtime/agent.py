@@ -198,8 +198,8 @@ class ScopeAgent:
     async def rewind_held(self, partitions: set[int]) -> None:
         """After an assignment: each input partition is read again from the offset after the last one
         applied, wherever the group's committed offset says (it may have run ahead of the state)."""
-        for topic, partition, offset in self.positions.held(partitions):
-            if offset is not None and topic in self.by_name and partition in self.ownership.held:
+        for topic, partition, offset in self.positions.stored(list(self.by_name), partitions):
+            if partition in self.ownership.held:
                 await self.consumer_of().seek(TP(topic, partition), offset)
 
     def take(self, work: dict[str, ScopeWork], sends: Sends, event, item: Input) -> None:

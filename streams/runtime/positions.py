@@ -79,16 +79,11 @@ class Positions:
             self._writes.put(self._table, position_key(*tp), orjson.dumps({"v": 2, "next": self._next[tp]}),
                              partition)
 
-    def held(self, partitions: set[int]) -> list[tuple[str, int, int]]:
-        """(topic, partition, next offset) of every known position on `partitions`, for the rewind after
-        an assignment (read without a current event: each key lives in its own partition's store)."""
-        found = []
-        for key in list(self._table.keys()):
-            if is_position_key(key):
-                _, topic, part = codec.split_key(key)
-                if int(part) in partitions:
-                    found.append((topic, int(part), self.expected(topic, int(part))))
-        return found
+    def stored(self, topics: list[str], partitions: set[int]) -> list[tuple[str, int, int]]:
+        """(topic, partition, next offset) of each of `topics` on `partitions` that has a position, for the
+        rewind after an assignment (read without a current event: the store looks in every partition)."""
+        found = [(t, p, self.expected(t, p)) for t in topics for p in sorted(partitions)]
+        return [(t, p, offset) for t, p, offset in found if offset is not None]
 
     def reset(self) -> None:
         """Partitions moved: read the positions from the table again when next needed."""
