@@ -150,11 +150,11 @@ class ScopeAgent:
             if verdict == GAP:  # records before this one never came: nothing after them is applied
                 holes[(msg.topic, msg.partition)] = self.positions.expected(msg.topic, msg.partition)
                 continue
-            self.positions.advance(msg.topic, msg.partition, msg.offset)
             last[msg.partition] = event
             try:
                 item = decode_input(self.by_name[event.message.topic], event.value)
             except RecordError as exc:
+                self.positions.advance(msg.topic, msg.partition, msg.offset)
                 self.reject(sends, event, str(exc))
                 continue
             if item.kind == "forget":
@@ -166,7 +166,10 @@ class ScopeAgent:
                     await self.writes.flush()
                 except BaseException as exc:  # noqa: BLE001
                     halt(f"forgetting could not be made durable: {type(exc).__name__}: {exc}")
+                # Only now: a crash before this point must find the forget request still to apply.
+                self.positions.advance(msg.topic, msg.partition, msg.offset)
                 continue
+            self.positions.advance(msg.topic, msg.partition, msg.offset)
             if event.key != item.scope.encode():
                 # Re-key through the same topic so the record lands on its scope's partition; the copy is
                 # applied there, and duplicate detection absorbs a forward repeated after a crash.
