@@ -182,20 +182,23 @@ class ScopeAgent:
             await self.rewind(topic, partition, offset)
 
     async def rewind(self, topic: str, partition: int, offset: int) -> None:
-        """Fetch (topic, partition) again from `offset`, once per hole (the records after it that were
-        already fetched keep coming, and are skipped, until the missing one arrives)."""
+        """Fetch (topic, partition) again from `offset`. Again after every batch that still brought
+        records past the hole: Faust drops a fetched record below the highest offset it has delivered, and
+        records fetched before the seek keep raising that mark, so only a seek after the last of them
+        is sure to bring the missing record."""
         tp = (topic, partition)
-        if self.positions.rewinding.get(tp) == offset or partition not in self.ownership.held:
+        if partition not in self.ownership.held:
             return
-        self.positions.rewinding[tp] = offset
         target, consumer = TP(topic, partition), self.consumer_of()
-        earliest = (await consumer.earliest_offsets(target)).get(target, offset)
-        if earliest > offset:
-            self.positions.skip_to(topic, partition, earliest)
-            offset = earliest
-        self.stats.rewinds += 1
-        log.warning("%s[%d]: records from offset %d were skipped by the consumer; reading them again",
-                    topic, partition, offset)
+        if self.positions.rewinding.get(tp) != offset:  # a new hole: is it still on the broker?
+            self.positions.rewinding[tp] = offset
+            earliest = (await consumer.earliest_offsets(target)).get(target, offset)
+            if earliest > offset:
+                self.positions.skip_to(topic, partition, earliest)
+                offset = earliest
+            self.stats.rewinds += 1
+            log.warning("%s[%d]: records from offset %d were skipped by the consumer; reading them again",
+                        topic, partition, offset)
         await consumer.seek(target, offset)
 
     async def rewind_held(self, partitions: set[int]) -> None:

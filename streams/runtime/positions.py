@@ -8,7 +8,8 @@ acknowledged too: a committed offset could then run ahead of the state, and the 
 never applied by anyone. Measured as lost turns and a stuck Stage-1 result when a worker left the group.
 The input topics are append-only (no compaction, no transactions), so their offsets have no holes: a
 record whose offset is past the next one expected means records were skipped. The partition is then
-rewound to the expected offset and nothing after the hole is applied until the missing record comes.
+rewound to the expected offset (after every batch that still brings records past the hole) and nothing
+after the hole is applied until the missing record comes.
 A hole the broker cannot fill (retention deleted the records first) is logged as an error and skipped.
 """
 
@@ -41,7 +42,7 @@ class Positions:
         self._table, self._writes = table, writes
         self._next: dict[tuple[str, int], int | None] = {}  # (topic, partition) -> next offset to apply
         self._dirty: set[tuple[str, int]] = set()
-        self.rewinding: dict[tuple[str, int], int] = {}  # partitions rewound, to the offset asked for
+        self.rewinding: dict[tuple[str, int], int] = {}  # partitions being rewound, to their hole
 
     def expected(self, topic: str, partition: int) -> int | None:
         """The next offset to apply on (topic, partition); None if nothing was ever recorded. Read from
