@@ -199,14 +199,16 @@ class ScopeAgent:
             self.stats.rewinds += 1
             log.warning("%s[%d]: records from offset %d were skipped by the consumer; reading them again",
                         topic, partition, offset)
-        await consumer.seek(target, offset)
+        await consumer.seek_wait({target: offset})  # in the consumer's own thread: its fetcher is not thread-safe
 
     async def rewind_held(self, partitions: set[int]) -> None:
         """After an assignment: each input partition is read again from the offset after the last one
         applied, wherever the group's committed offset says (it may have run ahead of the state)."""
-        for topic, partition, offset in self.positions.stored(list(self.by_name), partitions):
-            if partition in self.ownership.held:
-                await self.consumer_of().seek(TP(topic, partition), offset)
+        targets = {TP(topic, partition): offset
+                   for topic, partition, offset in self.positions.stored(list(self.by_name), partitions)
+                   if partition in self.ownership.held}
+        if targets:
+            await self.consumer_of().seek_wait(targets)
 
     def take(self, work: dict[str, ScopeWork], sends: Sends, event, item: Input) -> None:
         msg = event.message

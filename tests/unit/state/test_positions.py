@@ -55,8 +55,8 @@ class Consumer:
     async def earliest_offsets(self, *tps):
         return {tp: self.earliest for tp in tps}
 
-    async def seek(self, tp, offset):
-        self.seeks.append((tp, offset))
+    async def seek_wait(self, targets):  # Faust's seek in the consumer's thread (seek alone races its fetcher)
+        self.seeks.extend(targets.items())
 
 
 class Runner:
