@@ -75,6 +75,13 @@ class WorkerProcess:
                    f"the worker to be ready (log: {self.log_path})")
         return self
 
+    def _request(self, path: str) -> httpx.Response:
+        try:
+            return httpx.get(self.url + path, timeout=5.0)
+        except httpx.TransportError:
+            self._alive()  # a dead worker is an answer (CredenceError), not a reason to keep waiting
+            raise
+
     def _alive(self) -> bool:
         if self.proc is None or self.proc.poll() is not None:
             raise CredenceError(f"the worker exited (code {self.proc and self.proc.returncode}); "
@@ -82,12 +89,12 @@ class WorkerProcess:
         return True
 
     def get(self, path: str) -> dict:
-        response = httpx.get(self.url + path, timeout=5.0)
+        response = self._request(path)
         response.raise_for_status()
         return response.json()
 
     def get_text(self, path: str, missing_ok: bool = False) -> str:
-        response = httpx.get(self.url + path, timeout=5.0)
+        response = self._request(path)
         if missing_ok and response.status_code == 404:
             return ""
         response.raise_for_status()
