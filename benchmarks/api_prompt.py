@@ -119,7 +119,7 @@ def main() -> int:
         # No ticks: nothing rewrites the seeded scopes while they are read (a 1,000-entry scope is ~1 MB as
         # one value on the schema-1 layout, at the producer's size limit).
         settings = settings.model_copy(update={"api": api_defaults, "pipeline": settings.pipeline.model_copy(
-            update={"tick_interval_seconds": 0.0})})
+            update={"tick_interval_seconds": 0.0, "recall_warm_up": False})})  # the prompt route needs no model
         states = [scope_state(f"bench/u{n}/c", n) for n in sizes]
         asyncio.run(seed(bootstrap, settings, states))
         key = asyncio.run(tenant_admin.add(bootstrap, settings, "bench", TenantSettings()))

@@ -162,7 +162,8 @@ def measure(bootstrap: str, work: Path, quick: bool) -> dict:
     settings = load_settings(
         kafka_bootstrap=bootstrap, topic_prefix=f"lat{tag}", app_id=f"lat-{tag}", data_dir=work / tag,
         web_port=free_port(), topic_partitions=4,
-        pipeline=PipelineSettings(stage1_max_batch=1, ticks_advance_clock=False, tick_interval_seconds=2.0))
+        pipeline=PipelineSettings(stage1_max_batch=1, ticks_advance_clock=False, tick_interval_seconds=2.0,
+                                  recall_warm_up=False))
     KAFKA = settings.kafka
     asyncio.run(ensure_topics(bootstrap, settings))
     worker = WorkerProcess(settings, bootstrap, work / f"{tag}.log").start(ready_timeout_s=120)

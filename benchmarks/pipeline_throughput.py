@@ -36,7 +36,7 @@ def run_once(bootstrap: str, lines: list[bytes], work: Path, llm: LLMSettings) -
     settings = load_settings(
         kafka_bootstrap=bootstrap, topic_prefix=f"bench{tag}", app_id=f"bench-{tag}", data_dir=work / tag,
         web_port=free_port(), topic_partitions=4, llm=llm,
-        pipeline=PipelineSettings(ticks_advance_clock=False, tick_interval_seconds=2.0),
+        pipeline=PipelineSettings(ticks_advance_clock=False, tick_interval_seconds=2.0, recall_warm_up=False),
     )
     asyncio.run(ensure_topics(bootstrap, settings, changelogs=True))
     started = time.monotonic()

@@ -64,7 +64,8 @@ def measure(bootstrap: str, work: Path, turns: int, scopes: int) -> dict:
             kafka_bootstrap=bootstrap, topic_prefix=f"s2{tag}", app_id=f"s2-{tag}", data_dir=work / tag,
             web_port=free_port(), topic_partitions=4,
             llm=LLMSettings(backend="openai", base_url=server.base_url, model="bench-model", timeout_s=20.0),
-            pipeline=PipelineSettings(ticks_advance_clock=False, tick_interval_seconds=2.0))
+            pipeline=PipelineSettings(ticks_advance_clock=False, tick_interval_seconds=2.0,
+                                      recall_warm_up=False))
         run = run_pipeline(settings, bootstrap, lines, work / f"{tag}.log", read_topics=False,
                            deadline_s=max(300.0, turns / 5))
         facts = sum(len(r.get("output", {}).get("facts", [])) for r in topic_values(bootstrap, settings, "facts")

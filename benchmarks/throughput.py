@@ -158,7 +158,8 @@ def our_settings(bootstrap: str, work: Path, **pipeline):
     return load_settings(kafka_bootstrap=bootstrap, topic_prefix=f"bench{tag}", app_id=f"bench-{tag}",
                          data_dir=work / tag, web_port=free_port(), topic_partitions=PARTITIONS,
                          core_config_path=work / "core_config.json",
-                         pipeline=PipelineSettings(ticks_advance_clock=False, tick_interval_seconds=2.0, **pipeline))
+                         pipeline=PipelineSettings(ticks_advance_clock=False, tick_interval_seconds=2.0,
+                                                   recall_warm_up=False, **pipeline))
 
 
 def cpu_seconds(pid: int) -> float:
