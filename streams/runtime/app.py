@@ -90,11 +90,10 @@ def store_url(settings: Settings) -> str:
     return "rocksdb://" if settings.table_store == "rocksdb" else "memory://"
 
 
-def faust_app(settings: Settings, bootstrap: str) -> faust.App:
-    """The Faust app a worker runs: its store, web server, producer and consumer-group settings."""
+def create_app(settings: Settings, bootstrap: str) -> Credence:
     from credence.kafka import faust_options
 
-    return faust.App(
+    app = faust.App(
         settings.app_id,
         **faust_options(bootstrap, settings.kafka),
         store=store_url(settings),
@@ -118,10 +117,6 @@ def faust_app(settings: Settings, bootstrap: str) -> faust.App:
         broker_heartbeat_interval=max(1.0, settings.kafka_session_timeout_s / 4),
         table_standby_replicas=0,
     )
-
-
-def create_app(settings: Settings, bootstrap: str) -> Credence:
-    app = faust_app(settings, bootstrap)
     topics = declare_topics(app, settings)
     changelog = {k: v for k, v in CHANGELOG_CONFIGS.items() if k != "cleanup.policy"}
     # Values are bytes we encode once ourselves (streams/runtime/codec.py), stored and changelogged as is.
@@ -131,17 +126,14 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
     store = ScopeStore(tables, settings.state, ownership.partition_of, writes)
     marks = Marks(tables.seen, settings.state.seen_horizon_days, ownership.partition_of, writes)
     positions = Positions(tables.seen, writes)
-
-    def reread(*_partitions) -> None:  # partitions moved or were recovered: read from the tables again
-        marks.reset()
-        positions.reset()
-
     ownership.on_moved(store.drop_partitions)
-    ownership.on_moved(reread)
+    ownership.on_moved(lambda _partitions: marks.reset())
+    ownership.on_moved(lambda _partitions: positions.reset())
 
     async def recovered() -> None:
         store.recovered()
-        reread()
+        marks.reset()
+        positions.reset()
 
     tables.entries.on_recover(recovered)  # every table has been read by then (one recovery for all)
     switch = PowerSwitch(settings.core_config_path)
