@@ -11,7 +11,7 @@ from credence.config import Settings
 from credence.streams.llm.backend import LLMBackend
 from credence.streams.llm.factory import make_backend
 from credence.streams.runtime import timers, views
-from credence.streams.runtime.agent import INPUTS, ScopeAgent
+from credence.streams.runtime.agent import INPUTS, ScopeAgent, halt
 from credence.streams.runtime.marks import Marks
 from credence.streams.runtime.positions import Positions
 from credence.streams.runtime.ownership import Ownership
@@ -122,7 +122,7 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
     # Values are bytes we encode once ourselves (streams/runtime/codec.py), stored and changelogged as is.
     tables = StateTables(**{name: raw_table(app, name, settings.topic_partitions, changelog) for name in TABLES})
     ownership = Ownership(settings.topic_partitions, settings.topic("turns"))
-    writes = TableWrites()
+    writes = TableWrites({name: tables[name] for name in TABLES})
     store = ScopeStore(tables, settings.state, ownership.partition_of, writes)
     marks = Marks(tables.seen, settings.state.seen_horizon_days, ownership.partition_of, writes)
     positions = Positions(tables.seen, writes)
@@ -131,6 +131,13 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
     ownership.on_moved(lambda _partitions: positions.reset())
 
     async def recovered() -> None:
+        # Before any input is read: the last batch of each held partition is whole in the tables again.
+        try:
+            replayed = await writes.replay(set(ownership.held))
+        except BaseException as exc:  # noqa: BLE001 - a half-written batch must never be read as state
+            halt(f"the last batches could not be written again after a restore: {type(exc).__name__}: {exc}")
+        if replayed:
+            log.info("applied the last batch of partitions %s again (%d writes)", sorted(ownership.held), replayed)
         store.recovered()
         marks.reset()
         positions.reset()

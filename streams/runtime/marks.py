@@ -16,6 +16,7 @@ from datetime import datetime
 
 from credence.streams.runtime import codec
 from credence.streams.runtime.positions import is_position_key
+from credence.streams.runtime.redo import is_redo_key
 from credence.streams.runtime.writes import TableWrites
 from credence.tables.clock import format_instant, parse_instant
 
@@ -94,8 +95,8 @@ class Marks:
         if self._heaps is None:
             self._heaps, self._newest = {}, {}
             for key, raw in list(self._table.items()):
-                if is_position_key(key):
-                    continue  # an input partition's applied position (positions.py) shares the table
+                if is_position_key(key) or is_redo_key(key):
+                    continue  # applied positions (positions.py) and redo records (redo.py) share the table
                 mark = codec.decode_mark(raw)
                 if mark is not None:
                     self._push(self._partition_of(_scope(key)), _seconds(mark[1]), key)

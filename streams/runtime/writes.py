@@ -1,16 +1,30 @@
-"""Table writes of one batch: applied to the local stores at once, their changelog records sent together
-and awaited by `flush`, before the batch's input offsets may be committed.
+"""Table writes of one batch: their changelog records sent together and awaited by `flush`, before the
+batch's input offsets may be committed, and made all-or-nothing by the batch's redo record (redo.py).
 
 Faust's own table write queues each changelog record behind its producer buffer, which publishes them
 one by one and blocks the consumer when more than 100 wait: on a busy host a batch's writes crawled at
 ~100 records/s and stalled intake and commits. Here the records of a batch go to the producer together
 (each key on its scope's partition, encoded by the table's own serializers, so Faust's recovery reads
 them as its own), and the local store learns the persisted offset as Faust's write would tell it.
+
+A Faust table's writes are held until `flush` and reach its local store there, right after the redo
+record: a RocksDB store keeps what a killed worker wrote, so it must never hold half a batch without the
+batch's redo beside it. Nothing in a batch reads back a value it wrote itself (its steps work on live
+objects), so holding them changes no read. A plain mapping (unit tests) has no changelog and takes each
+write at once.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import weakref
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from faust.streams import _current_event, current_event
+
+from credence.streams.runtime import redo
+from credence.streams.runtime.redo import Write
 
 
 def local(table):
@@ -18,26 +32,108 @@ def local(table):
     return getattr(table, "data", table)
 
 
-@dataclass
+def logged(table) -> bool:
+    return getattr(table, "changelog_topic", None) is not None
+
+
+@dataclass(frozen=True)
+class _Message:
+    partition: int
+
+
+@dataclass(frozen=True)
+class _PartitionEvent:
+    """Stands for a record of `partition` where none is at hand: a RocksDB store writes a key into the
+    store of the current event's partition."""
+
+    message: _Message
+
+
 class TableWrites:
-    pending: list[tuple[object, str, bytes | None, int]] = field(default_factory=list)
+    def __init__(self, tables: Mapping[str, object] | None = None, redo_table: str = "seen") -> None:
+        self._tables = dict(tables or {})
+        self._names = {id(t): name for name, t in self._tables.items()}
+        self._redo = self._tables.get(redo_table)
+        self._held: dict[tuple[int, str], tuple[object, str, bytes | None, int]] = {}  # the batch's last write per key
+        self._events: dict[int, object] = {}  # partition -> a record of it that was current at a write
+        self.replayed = 0  # writes applied again from redo records (after a restore)
 
     def put(self, table, key: str, value: bytes, partition: int) -> None:
-        local(table)[key] = value
-        self.pending.append((table, key, value, partition))
+        if not logged(table):
+            local(table)[key] = value
+            return
+        self._hold(table, key, value, partition)
 
     def delete(self, table, key: str, partition: int) -> None:
-        try:
-            del local(table)[key]
-        except KeyError:
+        if not logged(table):
+            local(table).pop(key, None)
+            return
+        held = self._held.get((id(table), key))
+        if (held is None or held[2] is None) and key not in local(table):
             return  # nothing stored: nothing to tombstone
-        self.pending.append((table, key, None, partition))
+        self._hold(table, key, None, partition)
+
+    def _hold(self, table, key: str, value: bytes | None, partition: int) -> None:
+        self._held[(id(table), key)] = (table, key, value, partition)
+        if partition not in self._events:
+            event = current_event()
+            if event is not None and event.message.partition == partition:
+                self._events[partition] = event
 
     async def flush(self) -> int:
-        """Send every pending changelog record, then wait for all acknowledgements. Returns the count."""
-        pending, self.pending = self.pending, []
+        """Make the batch durable: its redo record per partition first (written locally, sent, awaited),
+        then every write (applied locally, sent, awaited). Returns the count of writes sent."""
+        held, self._held = list(self._held.values()), {}
+        events, self._events = self._events, {}
+        if not held:
+            return 0
+        by_partition: dict[int, list[tuple[object, str, bytes | None, int]]] = {}
+        for item in held:
+            by_partition.setdefault(item[3], []).append(item)
+        logs: dict[int, list] = {}
+        for p, items in by_partition.items():
+            with _current(p, events.get(p)):
+                logs[p] = self._redo_records(p, items) if self._redo is not None else []
+                _apply(logs[p] + items)
+        await self._send([r for records in logs.values() for r in records])
+        return await self._send(held)
+
+    async def replay(self, partitions: Iterable[int]) -> int:
+        """After a restore: apply each partition's last whole redo record again, locally and to the
+        changelogs, so no write of a batch is missing. Returns the count of writes replayed."""
+        if self._redo is None:
+            return 0
+        store, count = local(self._redo), 0
+        for p in sorted(partitions):
+            with _current(p):
+                found = redo.complete(lambda part, p=p: store.get(redo.redo_key(p, part)))
+                if found is None:
+                    continue
+                raws, writes = found
+                records = [(self._redo, redo.redo_key(p, i), raw, p) for i, raw in enumerate(raws)]
+                items = [(self._tables[w.table], w.key, w.value, p) for w in writes if w.table in self._tables]
+                _apply(items)
+            await self._send(records + items)
+            count += len(items)
+        self.replayed += count
+        return count
+
+    def _redo_records(self, partition: int, items) -> list[tuple[object, str, bytes | None, int]]:
+        writes = [Write(self._names[id(table)], key, value) for table, key, value, _ in items
+                  if id(table) in self._names]
+        parts = redo.encode(writes)
+        records = [(self._redo, redo.redo_key(partition, i), raw, partition) for i, raw in enumerate(parts)]
+        store, stale = local(self._redo), len(parts)
+        while redo.redo_key(partition, stale) in store:  # parts of an older, longer batch: gone with it
+            records.append((self._redo, redo.redo_key(partition, stale), None, partition))
+            stale += 1
+        return records
+
+    @staticmethod
+    async def _send(items) -> int:
+        """Send every record, then wait for all acknowledgements and tell the stores their offsets."""
         sent = []
-        for table, key, value, partition in pending:
+        for table, key, value, partition in items:
             topic = getattr(table, "changelog_topic", None)
             if topic is None:
                 continue  # a plain mapping (unit tests): no changelog
@@ -51,3 +147,28 @@ class TableWrites:
         for table, tp, offset in newest.values():
             local(table).set_persisted_offset(tp, offset)
         return len(sent)
+
+
+@contextmanager
+def _current(partition: int, event=None) -> Iterator[None]:
+    """A record of `partition` is the current event inside (a RocksDB store reads and writes the store of
+    the current event's partition)."""
+    event = event or _PartitionEvent(_Message(partition))
+    token = _current_event.set(weakref.ref(event))
+    try:
+        yield
+    finally:
+        _current_event.reset(token)
+
+
+def _apply(items) -> None:
+    """Write `items` into their local stores, in order."""
+    for table, key, value, _ in items:
+        store = local(table)
+        if value is None:
+            try:
+                del store[key]
+            except KeyError:
+                pass
+        else:
+            store[key] = value

@@ -13,6 +13,7 @@ from credence.config.pipeline import PipelineSettings
 from credence.sinks.consumer import drain
 from credence.sinks.schema import ARCHIVE, EVIDENCE
 from credence.streams.ops.admin import changelog_topic, ensure_topics
+from credence.streams.runtime import redo
 from credence.streams.ops.cli import main as cli
 from credence.streams.ops.process import WorkerProcess, wait_until
 from credence.streams.ops.replay import replay, send_control
@@ -86,6 +87,15 @@ def test_forget_removes_the_user_everywhere_and_only_them(settings_factory, kafk
         assert all(v is not None for k, v in scopes.items() if "/ben/" in k)
         seen = asyncio.run(read_changelog(kafka_bootstrap, changelog_topic(settings, "seen")))
         assert all(v is None for k, v in seen.items() if "/ann/" in k)
+        # each partition's last redo record holds ann's keys only as deletions, and no older, longer batch's
+        # part with her data is left beside it
+        by_partition: dict[str, list] = {}
+        for k, v in seen.items():
+            if redo.is_redo_key(k) and v is not None:
+                by_partition.setdefault(k.split("\x1f")[1], []).append(redo.decode_part(v))
+        assert by_partition and all(len({p.batch for p in parts}) == 1 for parts in by_partition.values())
+        assert all(w.value is None for parts in by_partition.values() for w in redo.decode_writes(parts)
+                   if "/ann/" in w.key)
         for table in ("entries", "history"):  # each entry and its signal history live under their own keys
             kept = asyncio.run(read_changelog(kafka_bootstrap, changelog_topic(settings, table)))
             assert {k for k in kept if "/ann/" in k} and all(v is None for k, v in kept.items() if "/ann/" in k)
