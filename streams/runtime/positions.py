@@ -43,6 +43,7 @@ class Positions:
         self._next: dict[tuple[str, int], int | None] = {}  # (topic, partition) -> next offset to apply
         self._dirty: set[tuple[str, int]] = set()
         self.rewinding: dict[tuple[str, int], int] = {}  # partitions being rewound, to their hole
+        self._delivered: set[tuple[str, int]] = set()  # partitions that brought a record since the last reset
 
     def expected(self, topic: str, partition: int) -> int | None:
         """The next offset to apply on (topic, partition); None if nothing was ever recorded. Read from
@@ -56,6 +57,7 @@ class Positions:
     def check(self, topic: str, partition: int, offset: int) -> str:
         """APPLY the record at `offset`, skip it as SEEN (applied before), or GAP: records before it were
         never delivered; the caller rewinds the partition to `expected` and applies nothing after it."""
+        self._delivered.add((topic, partition))
         expected = self.expected(topic, partition)
         if expected is None or offset == expected:
             self.rewinding.pop((topic, partition), None)
@@ -81,9 +83,13 @@ class Positions:
                              partition)
 
     def stored(self, topics: list[str], partitions: set[int]) -> list[tuple[str, int, int]]:
-        """(topic, partition, next offset) of each of `topics` on `partitions` that has a position, for the
-        rewind after an assignment (read without a current event: the store looks in every partition)."""
-        found = [(t, p, self.expected(t, p)) for t in topics for p in sorted(partitions)]
+        """(topic, partition, next offset) of each of `topics` on `partitions` that has a position and has
+        brought no record since the assignment, for the rewind after it (read without a current event: the
+        store looks in every partition). A partition that brought one needs none: it was read from at most
+        its position (else `check` found the gap and rewinds it), and seeking a partition being read only
+        brings records again."""
+        found = [(t, p, self.expected(t, p)) for t in topics for p in sorted(partitions)
+                 if (t, p) not in self._delivered]
         return [(t, p, offset) for t, p, offset in found if offset is not None]
 
     def reset(self) -> None:
@@ -91,3 +97,4 @@ class Positions:
         self._next.clear()
         self._dirty.clear()
         self.rewinding.clear()
+        self._delivered.clear()

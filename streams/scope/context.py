@@ -63,6 +63,7 @@ class StepContext:
             closed, entry = supersede(before, entry, self.now)
             self.journal(closed, "invalidated", "superseded", before)
         state.entries[entry.id] = entry
+        state.touch(entry.id)
         self.journal(entry, event, cause, before)
 
     def journal(self, entry: Entry, event: str, cause: str, before: Entry | None = None) -> None:
@@ -110,6 +111,7 @@ class StepContext:
             "archived_at": format_instant(self.now), "reason": reason, "entry": archived.to_dict(),
         }))
         state.entries.pop(archived.id, None)
+        state.touch(archived.id)
         state.archived[archived.id] = archived.version
 
     def dead_letter(self, state: ScopeState, req: Request, reason: str) -> None:

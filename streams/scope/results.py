@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from credence.streams.llm import tasks
+from credence.streams.scope import quiet
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import reflection_id
 from credence.streams.scope.state import ScopeState
@@ -57,9 +58,8 @@ def apply(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
 def _retry_blocked(state: ScopeState, ctx: StepContext) -> None:
     """A successful LLM result on the scope, in the scope's order, means the backend is healthy again:
     promotions blocked by failures get a fresh series of attempts."""
-    for entry in sorted(state.entries.values(), key=lambda e: e.id):
-        if entry.kind == "reflection" and entry.status == "promote_blocked":
-            ctx.put(state, unblock_promotion(entry, ctx.now), "promotion_unblocked", "backend_healthy", entry)
+    for entry in quiet.promote_blocked(state):
+        ctx.put(state, unblock_promotion(entry, ctx.now), "promotion_unblocked", "backend_healthy", entry)
 
 
 def _give_up(state: ScopeState, req, error: str, ctx: StepContext) -> None:

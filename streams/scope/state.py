@@ -74,6 +74,19 @@ class ScopeState:
     # a step re-checks only what changed and what time alone can move.
     quiet: dict = field(default_factory=dict, repr=False, compare=False)
 
+    def touch(self, entry_id: str) -> None:
+        """An entry was put or removed: every watcher (`watch`) sees its id."""
+        for ids in self.quiet.get("touched", {}).values():
+            ids.add(entry_id)
+
+    def watch(self, name: str) -> set[str] | None:
+        """The ids touched since watcher `name` last asked, taken; None the first time (it starts from every
+        entry). A watcher is dropped with the scratch marks (`quiet`), e.g. when the state is loaded again."""
+        touched = self.quiet.setdefault("touched", {})
+        ids = touched.get(name)
+        touched[name] = set()
+        return ids
+
     def to_dict(self) -> dict[str, Any]:
         return self.control_dict() | {"entries": {k: e.to_dict() for k, e in self.entries.items()}}
 

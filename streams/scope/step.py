@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from credence.streams.scope import results, usage
+from credence.streams.scope import quiet, results, usage
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import (
     AI_TEXT_CHARS,
@@ -159,8 +159,7 @@ def _sweep_times(last: datetime, now: datetime, hourly_days: int, every: timedel
 
 def _sweep(state: ScopeState, ctx: StepContext, at: datetime) -> None:
     saved, ctx.now = ctx.now, at
-    still = _sweep_marks(state, ctx)
-    due = [e for e in state.entries.values() if still.get(e.id) is not e]
+    due, still = quiet.due_for_sweep(state, ctx)
     for entry in sorted(due, key=lambda e: e.id):
         lifted = lift_suppression(entry, at, settings=ctx.memory)
         ctx.put(state, lifted, "suppression_lifted", "mention_window", entry)
@@ -176,15 +175,6 @@ def _sweep(state: ScopeState, ctx: StepContext, at: datetime) -> None:
         _fallback(state, ctx)
     state.last_sweep_at = at
     ctx.now = saved
-
-
-def _sweep_marks(state: ScopeState, ctx: StepContext) -> dict:
-    """The entries no later sweep can change (lifecycle.sweep_cannot_change), as the objects they were:
-    a changed entry is a new object and is swept again. Dropped with other settings."""
-    marks = state.quiet.get("sweep")
-    if marks is None or marks[0] is not ctx.memory:
-        marks = state.quiet["sweep"] = (ctx.memory, {})
-    return marks[1]
 
 
 def _fallback(state: ScopeState, ctx: StepContext) -> None:
@@ -251,7 +241,7 @@ def _mentioned_ids(state: ScopeState, text: str, ctx: StepContext) -> list[str]:
     """No surfaced_ids from the client: the renderable entries the AI text names (lexical fallback), so
     repetition control and surfaced feedback work without client cooperation."""
     # The lexical match first: it is the cheap and selective test on a scope of thousands of entries.
-    named = mentioned_in(text, state.entries.values(), settings=ctx.memory)
+    named = mentioned_in(text, quiet.mention_candidates(state, text, ctx), settings=ctx.memory)
     return sorted(e.id for e in named if not e.protected and renderable(e, ctx.now, settings=ctx.memory))
 
 
@@ -304,25 +294,9 @@ def _stage1_due(state: ScopeState, ctx: StepContext, flush: bool) -> bool:
     return user_turns > 0 and waited >= timedelta(seconds=ctx.pipeline.stage1_max_wait_seconds)
 
 
-def _quiet_marks(state: ScopeState, ctx: StepContext) -> tuple[dict, dict]:
-    """The reflections a score-transition pass may skip: ("instant") those found idle at this very
-    instant, and ("still") those time alone cannot move (lifecycle.time_cannot_move), kept while the
-    clock only moves forward. Both hold entry objects: a changed entry is a new object, checked again.
-    Marks made under other settings (the object itself, not its id, which Python may reuse) are dropped."""
-    marks = state.quiet
-    at = marks.get("at")
-    if at is None or at[1] is not ctx.memory or ctx.now < at[0]:
-        marks = state.quiet = {"at": (ctx.now, ctx.memory), "instant": {}, "still": {}}
-    elif ctx.now != at[0]:
-        marks["at"], marks["instant"] = (ctx.now, ctx.memory), {}
-    return marks["instant"], marks["still"]
-
-
 def _score_transitions(state: ScopeState, ctx: StepContext) -> None:
     in_flight = {r.payload.get("entry_id") for r in state.pending_tasks("promotion")}
-    instant, still = _quiet_marks(state, ctx)
-    due = [e for e in state.entries.values()
-           if e.kind == "reflection" and instant.get(e.id) is not e and still.get(e.id) is not e]
+    due, instant, still = quiet.due_reflections(state, ctx)
     for entry in sorted(due, key=lambda e: e.id):
         confirmed = confirm_by_score(entry, ctx.now, settings=ctx.memory)
         if confirmed is not None:

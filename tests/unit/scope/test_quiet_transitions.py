@@ -19,7 +19,7 @@ from tests.unit.scope.conftest import SCOPE_KEY, T0, Driver
 IDS = [f"r-{i}" for i in range(6)]
 # Minutes after T0: often the same instant (the instant marks), and days to weeks later (the marks that
 # hold while the clock moves on, which must never hide a reflection time itself confirms or promotes).
-INPUT = st.tuples(st.sampled_from(["confirm", "deny", "usage"]), st.sampled_from(IDS),
+INPUT = st.tuples(st.sampled_from(["confirm", "deny", "usage", "ai"]), st.sampled_from(IDS),
                   st.sampled_from([0, 0, 0, 1, 30, 180, 3 * 1440, 20 * 1440, 45 * 1440]))
 
 
@@ -36,7 +36,9 @@ def feed(driver: Driver, inputs, forget: bool) -> None:
         if forget:
             driver.state.quiet = {}
         at = T0 + timedelta(minutes=minutes)
-        if kind == "usage":
+        if kind == "ai":  # names the entry lexically: the mention index's candidates (quiet.mention_candidates)
+            driver.turn(f"So you like topic {IDS.index(eid)}, right?", at, role="ai")
+        elif kind == "usage":
             driver.step("usage", {"v": 1, "tenant": "acme", "user": "u1", "character": "aria",
                                   "entry_ids": [eid], "source": "recall", "ts": at.isoformat()}, at)
         else:

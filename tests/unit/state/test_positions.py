@@ -129,6 +129,18 @@ def test_after_an_assignment_each_input_partition_is_read_from_its_stored_positi
     assert len(consumer.seeks) == 1
 
 
+def test_a_partition_that_brought_a_record_since_the_assignment_is_not_rewound(tables, ownership):
+    """It was read from at most its stored position (a later start is a gap, rewound by `check`), and a
+    seek on a partition being read only brings its records again (seen as redeliveries in a clean run)."""
+    consumer = Consumer()
+    agent, p = agent_over(tables, ownership, consumer)
+    asyncio.run(agent.batch([Event(p, n, turn(n, f"message {n}")) for n in range(3)]))
+    agent.positions.reset()
+    asyncio.run(agent.batch([Event(p, 3, turn(3, "message 3"))]))  # delivered before the first tick's rewind
+    asyncio.run(agent.rewind_held({p}))
+    assert consumer.seeks == [] and turns_applied(agent) == 4 and agent.stats.redelivered == 0
+
+
 def test_check_answers_apply_seen_or_gap():
     positions = Positions({}, TableWrites())
     assert positions.check("t", 0, 7) == APPLY  # nothing known yet: the first record sets the line
