@@ -20,11 +20,13 @@ never a half-applied batch.
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from credence.config.state import StateSettings
+from credence.errors import StateError
 from credence.streams.runtime import codec
 from credence.streams.runtime.writes import TableWrites
 from credence.streams.scope.context import FACTS_KIND
@@ -59,6 +61,9 @@ CHUNK = 20  # history items per stored chunk
 READ_CACHE = 256  # scopes decoded for readers (API, views) and kept while their control value is unchanged
 
 
+log = logging.getLogger(__name__)
+
+
 def copy_state(state: ScopeState) -> ScopeState:
     """A copy a reader may keep: the control part re-decoded, the (immutable) entries shared."""
     out = ScopeState.from_dict(state.control_dict())
@@ -79,6 +84,7 @@ class ScopeStore:
         self._index: dict[str, set[str]] | None = None  # scope -> entry ids, built from one key scan
         self._arrived: set[int] = set()  # partitions moved since Faust last finished reading changelogs
         self._reads: OrderedDict[str, tuple[bytes, ScopeState]] = OrderedDict()  # readers' decoded copies
+        self.unreadable: set[str] = set()  # scopes the last full read (`states`) could not decode
 
     # -- reads: consistent copies -------------------------------------------------------------------
     def get(self, scope: str) -> ScopeState | None:
@@ -120,10 +126,21 @@ class ScopeStore:
         yield from list(self._scopes.keys())
 
     def states(self) -> Iterator[ScopeState]:
+        """Every scope held, for counts (/status, /metrics). A scope whose keys cannot be read (a table
+        still recovering, or damage) is left out, named in `unreadable` and logged once, so one scope never
+        takes the worker's status page down."""
+        unreadable: set[str] = set()
         for scope in self.scopes():
-            state = self.get(scope)
+            try:
+                state = self.get(scope)
+            except StateError as exc:
+                if scope not in self.unreadable:
+                    log.error("scope %s cannot be read from the tables: %s", scope, exc)
+                unreadable.add(scope)
+                continue
             if state is not None:
                 yield state
+        self.unreadable = unreadable
 
     def live_count(self) -> int:
         return len(self._live)

@@ -94,7 +94,8 @@ def register(credence) -> None:
             "stats": {k: v for k, v in asdict(credence.stats).items() if not isinstance(v, dict)},  # no tenants
             "busy_scopes": len(credence.busy),
             "state": {"held_partitions": sorted(credence.ownership.held), "live_scopes": store.live_count(),
-                      "duplicate_marks": credence.marks.count()},
+                      "duplicate_marks": credence.marks.count(),
+                      "unreadable_scopes": sorted(store.unreadable)},  # as of the last reflection count
             "llm": {"backend": credence.backend.label, "stats": credence.backend.stats.as_dict(),
                     "inflight": credence.runner.inflight},
             "tokenizer": default_tokenizer_name(),

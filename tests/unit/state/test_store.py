@@ -254,3 +254,17 @@ def test_queued_inputs_are_stored_one_key_each_and_deleted_when_drained(tables, 
     left = store.get(SCOPE).queue
     assert len([k for k in tables.lists if "\x1fqueue\x1f" in k]) == len(left) < 5
     assert store_over(tables, ownership).get(SCOPE).queue == left
+
+
+def test_a_scope_that_cannot_be_read_is_left_out_of_the_counts_and_named(tables, ownership, caplog):
+    """One damaged (or still recovering) scope must not take /status and /metrics down with it."""
+    store = store_over(tables, ownership)
+    other = "acme/u2/aria"
+    feed(store, SCOPE, 3)
+    feed(store, other, 3)
+    run_batch(store, SCOPE, [turn(90, "I love tea"), turn(91, "I love coffee")], first_offset=90)
+    del tables.lists[next(k for k in tables.lists if k.startswith(SCOPE))]  # a list item the control names
+    fresh = store_over(tables, ownership)
+    assert [s.scope for s in fresh.states()] == [other]
+    assert fresh.unreadable == {SCOPE} and caplog.text.count("cannot be read") == 1
+    assert [s.scope for s in fresh.states()] == [other] and caplog.text.count("cannot be read") == 1  # logged once
