@@ -90,10 +90,11 @@ def store_url(settings: Settings) -> str:
     return "rocksdb://" if settings.table_store == "rocksdb" else "memory://"
 
 
-def create_app(settings: Settings, bootstrap: str) -> Credence:
+def faust_app(settings: Settings, bootstrap: str) -> faust.App:
+    """The Faust app a worker runs: its store, web server, producer and consumer-group settings."""
     from credence.kafka import faust_options
 
-    app = faust.App(
+    return faust.App(
         settings.app_id,
         **faust_options(bootstrap, settings.kafka),
         store=store_url(settings),
@@ -117,6 +118,10 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
         broker_heartbeat_interval=max(1.0, settings.kafka_session_timeout_s / 4),
         table_standby_replicas=0,
     )
+
+
+def create_app(settings: Settings, bootstrap: str) -> Credence:
+    app = faust_app(settings, bootstrap)
     topics = declare_topics(app, settings)
     changelog = {k: v for k, v in CHANGELOG_CONFIGS.items() if k != "cleanup.policy"}
     # Values are bytes we encode once ourselves (streams/runtime/codec.py), stored and changelogged as is.
@@ -126,9 +131,13 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
     store = ScopeStore(tables, settings.state, ownership.partition_of, writes)
     marks = Marks(tables.seen, settings.state.seen_horizon_days, ownership.partition_of, writes)
     positions = Positions(tables.seen, writes)
+
+    def reread(*_partitions) -> None:  # partitions moved or were recovered: read from the tables again
+        marks.reset()
+        positions.reset()
+
     ownership.on_moved(store.drop_partitions)
-    ownership.on_moved(lambda _partitions: marks.reset())
-    ownership.on_moved(lambda _partitions: positions.reset())
+    ownership.on_moved(reread)
 
     async def recovered() -> None:
         # Before any input is read: the last batch of each held partition is whole in the tables again.
@@ -139,8 +148,7 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
         if replayed:
             log.info("applied the last batch of partitions %s again (%d writes)", sorted(ownership.held), replayed)
         store.recovered()
-        marks.reset()
-        positions.reset()
+        reread()
 
     tables.entries.on_recover(recovered)  # every table has been read by then (one recovery for all)
     switch = PowerSwitch(settings.core_config_path)
