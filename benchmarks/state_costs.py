@@ -89,6 +89,7 @@ from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
 from credence.kafka import client_options
 async def main(bootstrap, topics, parts):
+    started = time.monotonic()
     c = AIOKafkaConsumer(**client_options(bootstrap, enable_auto_commit=False, max_poll_records=10000))
     await c.start()
     tps = [TopicPartition(t, p) for t in topics for p in range(parts)]
@@ -103,15 +104,16 @@ async def main(bootstrap, topics, parts):
             if records and records[-1].offset + 1 >= end[tp]:
                 left.discard(tp)
     await c.stop()
-    print(n)
+    print(n, time.monotonic() - started)
 asyncio.run(main(sys.argv[1], sys.argv[2].split(","), int(sys.argv[3])))
 """
 
 
 def run_recovery(bootstrap: str, scopes: int, entries: int, work: Path) -> dict:
     """A worker whose partitions hold scopes * entries entries starts with no local store (all from the
-    changelogs), against a bare consumer process reading the same changelog topics; both timed from
-    process launch (ours: until it reports ready)."""
+    changelogs), against a bare consumer process reading the same changelog topics. Two comparisons: the
+    read itself (ours: the bulk restore the worker reports, its consumer's start to the last record
+    applied; the bare one: its consumer's start to the last record read), and process launch to ready."""
     settings = our_settings(bootstrap, work)
     asyncio.run(ensure_topics(bootstrap, settings, changelogs=True))
     names = [f"rec/u{i:03d}/c0" for i in range(scopes)]
@@ -121,14 +123,18 @@ def run_recovery(bootstrap: str, scopes: int, entries: int, work: Path) -> dict:
     out = subprocess.run([sys.executable, "-c", BARE_READER, bootstrap, topics, str(PARTITIONS)],
                          check=True, capture_output=True, text=True)
     bare = time.monotonic() - started
+    records, bare_read = out.stdout.split()
     worker = WorkerProcess(settings, bootstrap, work / f"{settings.app_id}.log")
     started = time.monotonic()
     try:
         worker.start(ready_timeout_s=DEADLINE_S)
         ours = time.monotonic() - started
         held = sum(s["entries"] for s in worker.get("/scopes")["scopes"].values())
+        restored = worker.get("/status")["state"]["restored"]
     finally:
         worker.stop()
     assert held == scopes * entries, f"recovered {held} entries of {scopes * entries}"
-    return {"entries": held, "changelog_records": int(out.stdout.strip()), "ours_s": ours, "bare_s": bare,
-            "share_of_bare": bare / ours}
+    assert restored["records"] == int(records) and not restored["left"], f"not all read in bulk: {restored}"
+    return {"entries": held, "changelog_records": int(records), "ours_s": ours, "bare_s": bare,
+            "share_of_bare": bare / ours, "ours_read_s": restored["seconds"], "bare_read_s": float(bare_read),
+            "read_share_of_bare": float(bare_read) / restored["seconds"]}

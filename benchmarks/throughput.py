@@ -328,10 +328,14 @@ def report_rows(quick: bool, bootstrap: str, work: Path) -> list:
                         "(loading it: decoding every entry, building its indexes)", r["load_cpu_ms"],
                         report["per_record"][0]["load_cpu_ms"], unit="ms", baseline_label="at 10 entries"))
     rec = report["recovery"]
-    rows.append(Row("recovery", f"{rec['entries']:,} entries, local store deleted", rec["ours_s"], rec["bare_s"],
-                    unit="s", baseline_label="bare consumer reading the same changelogs", target="ratio <= 2",
-                    note=f"{rec['changelog_records']:,} changelog records; ratio <= 2 is recovery at >= 50% of "
-                         "the bare read's speed"))
+    rows.append(Row("recovery", f"{rec['entries']:,} entries, local store deleted: changelogs read and applied",
+                    rec["ours_read_s"], rec["bare_read_s"], unit="s",
+                    baseline_label="bare consumer reading the same changelogs", target="ratio <= 2",
+                    note=f"{rec['changelog_records']:,} changelog records; ours: the worker's bulk restore, its "
+                         "consumer's start to the last record applied; ratio <= 2 is >= 50% of the bare read's speed"))
+    rows.append(Row("recovery", f"{rec['entries']:,} entries, local store deleted: process launch to ready",
+                    rec["ours_s"], rec["bare_s"], unit="s", baseline_label="bare consumer process, launch to exit",
+                    note="ours also starts Faust, joins the consumer group and replays the last batch's redo"))
     return rows
 
 
@@ -393,7 +397,8 @@ def print_report(report: dict) -> None:
               f"loading the scope {row['load_cpu_ms']:.0f} ms CPU")
     rec = report["recovery"]
     print(f"recovery of {rec['entries']} entries ({rec['changelog_records']} changelog records), store deleted: "
-          f"ours {rec['ours_s']:.1f} s, bare consumer {rec['bare_s']:.1f} s -> {rec['share_of_bare']:.0%} of bare")
+          f"read {rec['ours_read_s']:.2f} s vs bare {rec['bare_read_s']:.2f} s -> {rec['read_share_of_bare']:.0%} "
+          f"of bare; launch to ready {rec['ours_s']:.1f} s vs bare process {rec['bare_s']:.1f} s")
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from credence.streams.runtime.agent import INPUTS, ScopeAgent, halt
 from credence.streams.runtime.marks import Marks
 from credence.streams.runtime.positions import Positions
 from credence.streams.runtime.ownership import Ownership
+from credence.streams.runtime.restore import RestoreStats, install_bulk_recovery
 from credence.streams.runtime.runner import Runner
 from credence.streams.runtime.store import ScopeStore, StateTables
 from credence.streams.runtime.switch import PowerSwitch
@@ -76,6 +77,7 @@ class Credence:
     api: object = None  # streams.api.server.Api: /v1, tenants and cards (authenticate() for other pages)
     encoder: object = None  # the Stage-2 pre-rank's sentence encoder, None = BM25 pre-rank
     recall: object = None  # serving.recall.RecallService (the /v1 recall route's)
+    restored: RestoreStats = field(default_factory=RestoreStats)  # the bulk changelog restores (restore.py)
 
     @property
     def busy(self) -> set[str]:
@@ -122,6 +124,7 @@ def faust_app(settings: Settings, bootstrap: str) -> faust.App:
 
 def create_app(settings: Settings, bootstrap: str) -> Credence:
     app = faust_app(settings, bootstrap)
+    restored = install_bulk_recovery(app, settings, bootstrap).restored
     topics = declare_topics(app, settings)
     changelog = {k: v for k, v in CHANGELOG_CONFIGS.items() if k != "cleanup.policy"}
     # Values are bytes we encode once ourselves (streams/runtime/codec.py), stored and changelogged as is.
@@ -165,7 +168,7 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
     agent.runner = runner
     credence = Credence(app=app, settings=settings, topics=topics, tables=tables, store=store,
                         ownership=ownership, marks=marks, switch=switch, backend=backend, agent=agent,
-                        runner=runner, stats=stats)
+                        runner=runner, stats=stats, restored=restored)
     register_agent(credence)
     credence.encoder = encode
     timers.register(credence)

@@ -1,0 +1,171 @@
+"""Restoring the tables of newly held partitions from their changelogs in bulk.
+
+Faust's recovery hands every changelog record to its recovery loop one by one through an asyncio queue
+(measured: ~2,600 records/s on this machine, 39 s for 100,000 entries, while a bare consumer reads the same
+topics in under a second). Here, once Faust has worked out where each active changelog partition starts and
+ends, a plain consumer of our own reads the whole span in large fetches and hands it to each table's store
+in batches, through the store's own `apply_changelog_batch` — the very call Faust's loop ends in, so the
+memory and RocksDB stores keep their own semantics (deletions, persisted offsets). Faust then finds every
+partition at its end and goes straight on to completing the recovery (our `recovered()` hook, the redo
+replay) as before.
+
+Nothing is applied beyond the highwater Faust measured, and each partition's offset advances only past
+what was applied, so a restore cut short (an error, a new rebalance, the time budget) leaves Faust's own
+loop to read the rest, from exactly there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+
+from aiokafka import AIOKafkaConsumer
+from aiokafka.structs import TopicPartition
+from faust.tables.recovery import Recovery
+
+from credence.config import Settings
+from credence.kafka import client_options
+
+log = logging.getLogger(__name__)
+
+APPLY_EVERY = 5_000  # records per apply_changelog_batch call (Faust's own loop applies 1,000 at a time)
+FETCH_BYTES = 16 * 1024 * 1024
+BUDGET_SHARE = 0.6  # of the broker request timeout Faust gives this step; the rest is Faust's loop
+
+
+class _Message:
+    """What a store's `apply_changelog_batch` reads of a Faust message."""
+
+    __slots__ = ("tp", "partition", "offset", "key", "value")
+
+    def __init__(self, tp, offset: int, key: bytes | None, value: bytes | None):
+        self.tp, self.partition, self.offset, self.key, self.value = tp, tp.partition, offset, key, value
+
+
+class _Event:
+    """A changelog record as a store's `apply_changelog_batch` reads it: the raw message, and the key and
+    value decoded as Faust decodes them for the table (only the memory store asks for those)."""
+
+    __slots__ = ("message", "_topic", "_app")
+
+    def __init__(self, message: _Message, topic, app):
+        self.message, self._topic, self._app = message, topic, app
+
+    @property
+    def key(self):
+        return self._app.serializers.loads_key(self._topic.key_type, self.message.key,
+                                               serializer=self._topic.key_serializer)
+
+    @property
+    def value(self):
+        if self.message.value is None:
+            return None
+        return self._app.serializers.loads_value(self._topic.value_type, self.message.value,
+                                                 serializer=self._topic.value_serializer)
+
+
+@dataclass
+class RestoreStats:
+    records: int = 0
+    seconds: float = 0.0
+    partitions: int = 0
+    left: int = 0  # records past the budget or an error, read by Faust's own loop instead
+    last: dict = field(default_factory=dict)  # the last restore: records, seconds, partitions, left
+
+
+class BulkRecovery(Recovery):
+    """Faust's recovery service, with the active partitions' changelog spans read in bulk first."""
+
+    def __init__(self, app, tables, *, settings: Settings, bootstrap: str, **kwargs):
+        super().__init__(app, tables, **kwargs)
+        self.settings, self.bootstrap = settings, bootstrap
+        self.restored = RestoreStats()
+        self._applied = 0
+
+    async def _build_offsets(self, consumer, tps, destination, title: str) -> None:
+        await super()._build_offsets(consumer, tps, destination, title)
+        if title != "active" or not self.settings.state.bulk_restore:
+            return
+        spans = {tp: (destination[tp], self.active_highwaters.get(tp)) for tp in tps}
+        # A table with an on_changelog_event callback wants each record through Faust's loop.
+        spans = {tp: (start, end) for tp, (start, end) in spans.items()
+                 if end is not None and start is not None and end > start
+                 and not self.tp_to_table[tp]._on_changelog_event}
+        if spans:
+            budget = BUDGET_SHARE * float(self.app.conf.broker_request_timeout)
+            await self._bulk(spans, destination, budget)
+
+    async def _bulk(self, spans: dict, destination, budget: float) -> None:
+        started, self._applied = time.monotonic(), 0
+        try:
+            # Within the budget, so never past the timeout Faust gives this step (it would go on to its
+            # own loop with this read still running); stores are written between awaits only.
+            async with asyncio.timeout(budget):
+                await self._read(spans, destination, started + budget)
+        except asyncio.CancelledError:
+            raise  # a new rebalance: what was applied is in `destination`, Faust starts over
+        except TimeoutError:
+            log.warning("bulk changelog restore ran out of its %.1f s budget; Faust's recovery reads the rest",
+                        budget)
+        except Exception as exc:  # noqa: BLE001 - Faust's own loop reads what is left
+            log.warning("bulk changelog restore stopped (%s: %s); Faust's recovery reads the rest",
+                        type(exc).__name__, exc)
+        self._report(spans, destination, self._applied, time.monotonic() - started)
+
+    async def _read(self, spans: dict, destination, deadline: float) -> None:
+        faust_tp = {TopicPartition(tp.topic, tp.partition): tp for tp in spans}
+        reader = AIOKafkaConsumer(**client_options(
+            self.bootstrap, self.settings.kafka, group_id=None, enable_auto_commit=False,
+            auto_offset_reset="earliest", fetch_max_bytes=FETCH_BYTES, max_partition_fetch_bytes=FETCH_BYTES))
+        try:
+            await reader.start()
+            reader.assign(list(faust_tp))
+            for ktp, tp in faust_tp.items():
+                reader.seek(ktp, destination[tp] + 1)  # destination holds the last offset applied
+            open_ = dict(faust_tp)
+            while open_ and time.monotonic() < deadline:
+                fetched = await reader.getmany(*open_, timeout_ms=500, max_records=APPLY_EVERY * 4)
+                for ktp, records in fetched.items():
+                    self._applied += self._apply(faust_tp[ktp], records, destination)
+                for ktp, tp in list(open_.items()):
+                    end = spans[tp][1]
+                    if destination[tp] >= end or await reader.position(ktp) > end:
+                        destination[tp] = max(destination[tp], end)  # compaction removed the last offsets
+                        del open_[ktp]
+        finally:
+            await reader.stop()
+
+    def _apply(self, tp, records, destination) -> int:
+        end = self.active_highwaters[tp]
+        table = self.tp_to_table[tp]
+        topic = table.changelog_topic
+        events = [_Event(_Message(tp, r.offset, r.key, r.value), topic, self.app)
+                  for r in records if destination[tp] < r.offset <= end]
+        for i in range(0, len(events), APPLY_EVERY):
+            chunk = events[i:i + APPLY_EVERY]
+            table.apply_changelog_batch(chunk)
+            destination[tp] = chunk[-1].message.offset
+        return len(events)
+
+    def _report(self, spans: dict, destination, applied: int, seconds: float) -> None:
+        left = sum(max(0, end - destination[tp]) for tp, (_start, end) in spans.items())
+        stats = self.restored
+        stats.records += applied
+        stats.seconds += seconds
+        stats.partitions += len(spans)
+        stats.left += left
+        stats.last = {"records": applied, "seconds": round(seconds, 3), "partitions": len(spans), "left": left}
+        rate = applied / seconds if seconds > 0 else 0.0
+        log.info("restored %d changelog records of %d partitions in %.2f s (%.0f records/s)%s", applied,
+                 len(spans), seconds, rate, f"; {left} offsets left to Faust's recovery" if left else "")
+
+
+def install_bulk_recovery(app, settings: Settings, bootstrap: str) -> BulkRecovery:
+    """Make the app's table manager use BulkRecovery (before anything asks it for its recovery)."""
+    tables = app.tables
+    recovery = BulkRecovery(app, tables, settings=settings, bootstrap=bootstrap, beacon=tables.beacon,
+                            loop=tables.loop)
+    tables._recovery = recovery
+    return recovery
