@@ -74,6 +74,27 @@ def faust_options(bootstrap: str, kafka: KafkaSettings | None = None) -> dict[st
     return out
 
 
+def send_now(app) -> None:
+    """Let the records a Faust app's producer holds go out now instead of after its linger.
+
+    A worker awaits every record's acknowledgement right after queueing its batch (emits, redo record,
+    table writes, an LLM result), so the linger only delays it: ~5 ms per send, several sends per LLM round
+    trip, on which a scope waits. Closing the open batches and waking the sender is what aiokafka's own
+    flush before a transaction commit does, without waiting: the records queued together still share
+    their produce requests (and their compression). Faust has no public call for it, so this reaches into
+    aiokafka (pinned <0.15; tests/unit/test_kafka.py checks it still works)."""
+    producer = getattr(getattr(app, "producer", None), "_producer", None)
+    accumulator = getattr(producer, "_message_accumulator", None)
+    if accumulator is None:
+        return  # not started yet: nothing is queued
+    for batches in accumulator._batches.values():
+        for batch in batches:
+            batch._builder.close()
+    waiter = accumulator._waiter_future
+    if not waiter.done():
+        waiter.set_result(None)
+
+
 async def diagnose(bootstrap: str, kafka: KafkaSettings | None = None) -> str:
     """Why a client of `bootstrap` cannot connect, in one sentence naming the cause ("" if it can)."""
     from aiokafka.conn import create_conn

@@ -27,6 +27,7 @@ from faust.types import TP
 from credence.config import Settings
 from credence.deadletter import dead_letter
 from credence.errors import RecordError
+from credence.kafka import send_now
 from credence.streams.runtime.batch import RELEASE, Applied, ScopeWork, Sends, apply, is_idle_tick, rebuild
 from credence.streams.runtime.marks import Marks
 from credence.streams.runtime.ownership import Ownership
@@ -109,13 +110,16 @@ class ScopeAgent:
 
     async def send(self, topic: str, scope: str, record: dict) -> None:
         """One record, acknowledged before this returns (the runner's results, the timers' ticks)."""
-        fut = await getattr(self.topics, topic).send(key=scope.encode(), value=encode_record(record))
+        channel = getattr(self.topics, topic)
+        fut = await channel.send(key=scope.encode(), value=encode_record(record))
+        send_now(getattr(channel, "app", None))
         await fut
 
     async def send_many(self, topic: str, records: list[tuple[str, dict]]) -> None:
         """(scope, record) pairs, all queued first, then every acknowledgement awaited."""
         channel = getattr(self.topics, topic)
         futures = [await channel.send(key=scope.encode(), value=encode_record(record)) for scope, record in records]
+        send_now(getattr(channel, "app", None))
         for fut in futures:
             await fut
 
@@ -263,6 +267,8 @@ class ScopeAgent:
                 key = scope.encode()
                 futures += [await getattr(self.topics, e.topic).send(key=key, value=encode_record(e.record))
                             for e in scope_work.emits]
+            if futures:
+                send_now(getattr(self.topics.turns, "app", None))
             for fut in futures:
                 await fut  # durable before the state that depends on them
             for partition, event in last.items():

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from faust.streams import _current_event, current_event
 
+from credence.kafka import send_now
 from credence.streams.runtime import redo
 from credence.streams.runtime.redo import Write
 
@@ -140,6 +141,8 @@ class TableWrites:
             sent.append((table, await topic.send(key=key, value=value, partition=partition,
                                                  key_serializer=table.key_serializer,
                                                  value_serializer=table.value_serializer)))
+        if sent:
+            send_now(getattr(sent[0][0].changelog_topic, "app", None))
         newest: dict = {}
         for table, fut in sent:
             meta = await fut

@@ -171,3 +171,35 @@ def test_cli_help_exits_zero_with_useful_text(command, words):
 def test_cli_without_a_command_is_a_usage_error():
     result = run_cli()
     assert result.returncode == 2 and "COMMAND" in result.stderr
+
+
+def test_send_now_sends_what_the_producer_holds_without_waiting_for_its_linger(kafka_bootstrap, topic_prefix):
+    """`send_now` (credence/kafka.py) reaches into aiokafka: the records queued before it go out at once,
+    together. With a 120 s linger, only it can deliver them within the 60 s deadline."""
+    from types import SimpleNamespace
+
+    from aiokafka.admin import NewTopic
+
+    from credence.kafka import send_now
+
+    topic = f"{topic_prefix}.send-now"
+
+    async def run() -> list:
+        admin = AIOKafkaAdminClient(**client_options(kafka_bootstrap))
+        await admin.start()
+        try:
+            await admin.create_topics([NewTopic(topic, 1, 1)])
+        finally:
+            await admin.close()
+        producer = AIOKafkaProducer(**client_options(kafka_bootstrap, acks="all", linger_ms=120_000))
+        await producer.start()
+        try:
+            futures = [await producer.send(topic, b"v%d" % i, key=b"k") for i in range(3)]
+            send_now(SimpleNamespace(producer=SimpleNamespace(_producer=producer)))
+            return await asyncio.wait_for(asyncio.gather(*futures), 60)
+        finally:
+            await producer.stop()
+
+    metas = asyncio.run(run())
+    assert [m.offset for m in metas] == [0, 1, 2]
+    send_now(SimpleNamespace(producer=SimpleNamespace(_producer=None)))  # not started: nothing to do
