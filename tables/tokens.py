@@ -89,6 +89,13 @@ def cl100k_tokens(text: str) -> int:
     return len(_cl100k_encoding().encode_ordinary(text))
 
 
+def at_most_bytes(count_tokens: TokenCounter) -> bool:
+    """Whether `count_tokens` never gives a text more tokens than its UTF-8 bytes, so a text of at most N
+    bytes is within N tokens uncounted. True of both counters here: a cl100k token covers at least one
+    byte; the approximation weighs a CJK character (3-4 bytes) 1.5 and any other 0.25."""
+    return count_tokens in (approximate_tokens, cl100k_tokens)
+
+
 @cache
 def default_token_counter() -> TokenCounter:
     """cl100k_base when its offline data is installed, else the seed-origin approximation."""

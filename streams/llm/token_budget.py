@@ -15,11 +15,12 @@ from credence.streams.llm.prompts import candidate_rerank as rerank
 from credence.streams.llm.prompts import stage2_classification as stage2
 from credence.tables.tokens import TokenCounter as CountTokens
 from credence.tables.tokens import approximate_tokens as approx_tokens
+from credence.tables.tokens import at_most_bytes
 
 
 def trim_to_tokens(text: str, cap: int, count_tokens: CountTokens = approx_tokens) -> str:
     """The longest prefix of text within cap tokens (binary search: counting is monotone in length)."""
-    if count_tokens(text) <= cap:
+    if at_most_bytes(count_tokens) and len(text.encode()) <= cap or count_tokens(text) <= cap:
         return text
     lo, hi = 0, len(text)
     while lo < hi:
@@ -38,6 +39,17 @@ def stage2_prompt_tokens(facts: Sequence[Fact], observations: Sequence[Observati
     return count_tokens(stage2.SYSTEM) + count_tokens(stage2.render_user(payload))
 
 
+def stage2_prompt_bytes(facts: Sequence[Fact], observations: Sequence[Observation]) -> int:
+    """UTF-8 bytes of the same request: a bound on its tokens for the counters of `at_most_bytes`."""
+    payload = stage2.build(facts, observations).payload
+    return len(stage2.SYSTEM.encode()) + len(stage2.render_user(payload).encode())
+
+
+def rerank_prompt_bytes(facts: Sequence[Fact], observations: Sequence[Observation], limit: int) -> int:
+    payload = rerank.build(facts, observations, limit).payload
+    return len(rerank.SYSTEM.encode()) + len(rerank.render_user(payload).encode())
+
+
 def rerank_prompt_tokens(facts: Sequence[Fact], observations: Sequence[Observation], limit: int,
                          count_tokens: CountTokens = approx_tokens) -> int:
     payload = rerank.build(facts, observations, limit).payload
@@ -52,14 +64,22 @@ def fit_observations(
     observation_cap: int,
     prompt_cap: int,
     count_tokens: CountTokens = approx_tokens,
+    prompt_bytes: Callable[[Sequence[Observation]], int] | None = None,
 ) -> list[Observation]:
     """The candidates that fit both caps. Observations arrive best-ranked first; each text is trimmed to
     observation_cap, then the lowest-ranked are dropped until the rendered prompt fits prompt_cap.
-    Raises LLMError when the facts alone do not fit, since only the caller can split the batch."""
+    Raises LLMError when the facts alone do not fit, since only the caller can split the batch.
+    `prompt_bytes` (the rendered prompt's UTF-8 bytes) spares the count when that alone shows a fit."""
     trimmed = [
         obs.model_copy(update={"text": trim_to_tokens(obs.text, observation_cap, count_tokens)})
         for obs in observations
     ]
+    # The usual case: everything fits. Bytes bound the tokens (at_most_bytes); else one count settles it,
+    # as the prompt only grows with each observation kept.
+    if prompt_bytes is not None and at_most_bytes(count_tokens) and prompt_bytes(trimmed) <= prompt_cap:
+        return trimmed
+    if prompt_tokens(trimmed) <= prompt_cap:
+        return trimmed
     if prompt_tokens([]) > prompt_cap:
         raise LLMError(
             f"Stage-2 batch of {len(facts)} facts alone exceeds the {prompt_cap}-token prompt cap; "
@@ -89,6 +109,7 @@ def fit_stage2(
     return fit_observations(
         facts, observations, lambda obs: stage2_prompt_tokens(facts, obs, count_tokens),
         observation_cap=observation_cap, prompt_cap=prompt_cap, count_tokens=count_tokens,
+        prompt_bytes=lambda obs: stage2_prompt_bytes(facts, obs),
     )
 
 
@@ -105,4 +126,5 @@ def fit_rerank(
     return fit_observations(
         facts, observations, lambda obs: rerank_prompt_tokens(facts, obs, limit, count_tokens),
         observation_cap=observation_cap, prompt_cap=prompt_cap, count_tokens=count_tokens,
+        prompt_bytes=lambda obs: rerank_prompt_bytes(facts, obs, limit),
     )

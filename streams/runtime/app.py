@@ -11,12 +11,12 @@ from credence.config import Settings
 from credence.streams.llm.backend import LLMBackend
 from credence.streams.llm.factory import make_backend
 from credence.streams.runtime import timers, views
-from credence.streams.runtime.agent import INPUTS, ScopeAgent, halt
+from credence.streams.runtime.agent import INPUTS, ScopeAgent, encode_record, halt
 from credence.streams.runtime.marks import Marks
 from credence.streams.runtime.positions import Positions
 from credence.streams.runtime.ownership import Ownership
 from credence.streams.runtime.restore import RestoreStats, install_bulk_recovery
-from credence.streams.runtime.runner import Runner
+from credence.streams.runtime.runner import ResultSender, Runner
 from credence.streams.runtime.store import ScopeStore, StateTables
 from credence.streams.runtime.switch import PowerSwitch
 from credence.streams.runtime.topics import CHANGELOG_CONFIGS, TABLES, Topics, declare_topics
@@ -164,7 +164,13 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
         from credence.streams.runtime.embeddings import load_encoder
 
         encode = load_encoder(settings.pipeline.embedding_model_path)
-    runner = Runner(backend, agent.send, settings.pipeline.max_inflight_llm, encode)
+    results = ResultSender(settings, bootstrap, ownership.partition_of, encode_record)
+    runner = Runner(backend, results, settings.pipeline.max_inflight_llm, encode)
+
+    @app.on_before_shutdown.connect
+    async def stop_results(sender, **kwargs) -> None:
+        await results.stop()
+
     agent.runner = runner
     credence = Credence(app=app, settings=settings, topics=topics, tables=tables, store=store,
                         ownership=ownership, marks=marks, switch=switch, backend=backend, agent=agent,

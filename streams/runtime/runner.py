@@ -3,6 +3,11 @@
 The agent never awaits the model: it saves the request in the scope's state, and this runner's answer
 (or failure) arrives later as a record keyed by the scope — Stage-1 facts on credence.facts, everything
 else on credence.control — so results are applied in the scope's order, by its one owner.
+
+Results go out through their own producer (`ResultSender`). A producer has one produce request in flight
+per broker, and the agent's batches (emits, redo record, table writes: three acknowledged requests each)
+keep Faust's busy: a result queued behind them waited for all of it, while its scope waited for the
+result. On one broker that was ~1.4x on long scopes' throughput (README, Throughput).
 """
 
 from __future__ import annotations
@@ -12,7 +17,11 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from aiokafka import AIOKafkaProducer
+
+from credence.config import Settings
 from credence.errors import CredenceError
+from credence.kafka import client_options, start
 from credence.streams.llm.backend import LLMBackend
 from credence.streams.llm.tasks import STAGE1, TASKS
 from credence.streams.runtime.embeddings import rank_by_similarity
@@ -21,6 +30,40 @@ from credence.streams.scope.state import Request
 log = logging.getLogger(__name__)
 
 Send = Callable[[str, str, dict], Awaitable[None]]  # (logical topic, scope, record)
+
+
+class ResultSender:
+    """`Send` for the runner: each result acknowledged (acks=all) before the call returns, on the scope's
+    partition (given explicitly: never a partitioner's choice), through a producer of its own, started on
+    the first result and stopped with the worker."""
+
+    def __init__(self, settings: Settings, bootstrap: str, partition_of: Callable[[str], int],
+                 encode: Callable[[dict], bytes]) -> None:
+        self._settings, self._bootstrap = settings, bootstrap
+        self._partition_of, self._encode = partition_of, encode
+        self._producer: AIOKafkaProducer | None = None
+        self._starting = asyncio.Lock()
+
+    async def __call__(self, topic: str, scope: str, record: dict) -> None:
+        producer = self._producer or await self._start()
+        fut = await producer.send(self._settings.topic(topic), key=scope.encode(), value=self._encode(record),
+                                  partition=self._partition_of(scope))
+        await fut
+
+    async def _start(self) -> AIOKafkaProducer:
+        async with self._starting:
+            if self._producer is None:
+                kafka = self._settings.kafka
+                extra = {"compression_type": kafka.compression_type} if kafka.compression_type != "none" else {}
+                producer = AIOKafkaProducer(**client_options(self._bootstrap, kafka, acks="all", **extra))
+                await start(producer, self._bootstrap, kafka)
+                self._producer = producer
+        return self._producer
+
+    async def stop(self) -> None:
+        producer, self._producer = self._producer, None
+        if producer is not None:
+            await producer.stop()
 
 
 async def execute(backend: LLMBackend, task: str, p: dict, encode=None) -> dict:

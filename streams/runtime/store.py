@@ -57,6 +57,15 @@ class Live:
     lists: dict[str, tuple[int, list]] = field(default_factory=dict)  # name -> (first seq, items as stored)
 
 
+@dataclass(frozen=True)
+class ScopeSummary:
+    turns: int
+    queued: int  # inputs waiting behind an LLM request
+    requests: int  # LLM requests open
+    idle: bool  # nothing queued, requested or buffered
+    entries_version: int
+
+
 CHUNK = 20  # history items per stored chunk
 READ_CACHE = 256  # scopes decoded for readers (API, views) and kept while their control value is unchanged
 
@@ -121,6 +130,20 @@ class ScopeStore:
         control.state.entries = {}
         return control.state
 
+    def summary(self, scope: str) -> ScopeSummary | None:
+        """The scope's counters, for probes polled often: nothing copied, no list item decoded."""
+        live = self._live.get(scope)
+        if live is not None and scope not in self._pending:
+            s = live.state
+            return ScopeSummary(s.turns, len(s.queue), len(s.requests), s.idle, s.entries_version)
+        control = codec.decode_control(self._scopes.get(scope))
+        if control is None:
+            return None
+        s, spans = control.state, control.spans
+        queued = spans["queue"][1] if "queue" in spans else len(s.queue)
+        busy = bool(s.requests) or queued > 0 or (spans["buffer"][1] if "buffer" in spans else len(s.buffer)) > 0
+        return ScopeSummary(s.turns, queued, len(s.requests), not busy, s.entries_version)
+
     def scopes(self) -> Iterator[str]:
         """Scopes held by this worker (keys of its assigned partitions)."""
         yield from list(self._scopes.keys())
@@ -155,8 +178,8 @@ class ScopeStore:
 
     def version(self, scope: str) -> int:
         """Grows whenever any entry of the scope changes; 0 for an unknown scope."""
-        state = self.control(scope)
-        return state.entries_version if state else 0
+        summary = self.summary(scope)
+        return summary.entries_version if summary else 0
 
     def history(self, scope: str, entry_id: str) -> list[dict]:
         """The entry's journal events (event, cause, at, score, tier, reinforcement, disputation, version),

@@ -24,8 +24,8 @@ def scan_unfinished(credence) -> set[int]:
         return partitions
     for scope in store.scopes():
         if ownership.partition_of(scope) in partitions:
-            state = store.control(scope)
-            if state is not None and not state.idle:
+            summary = store.summary(scope)
+            if summary is not None and not summary.idle:
                 ownership.busy.add(scope)
     ownership.unscanned -= partitions
     log.info("scanned partitions %s for unfinished work: %d busy scopes", sorted(partitions),
@@ -54,8 +54,8 @@ async def tick_once(credence) -> int:
 
 
 def _has_requests(store, scope: str) -> bool:
-    state = store.control(scope)
-    return bool(state and state.requests)
+    summary = store.summary(scope)
+    return bool(summary and summary.requests)
 
 
 def register(credence) -> None:

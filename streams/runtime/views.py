@@ -108,16 +108,16 @@ def register(credence) -> None:
     @app.page("/scopes")
     async def scopes(web, request):
         try:
-            controls = [(scope, store.control(scope)) for scope in store.scopes()]
+            summaries = [(scope, store.summary(scope)) for scope in store.scopes()]
         except StateError as exc:
             # While a rebalance's recovery is still reading changelogs, one table can be ahead of another.
             return web.json({"error": f"scope state is being recovered; try again ({exc})"}, status=503)
-        controls = [(scope, c) for scope, c in controls if c is not None]
+        summaries = [(scope, c) for scope, c in summaries if c is not None]
         return web.json({
-            "turn_counts": {scope: c.turns for scope, c in controls},
+            "turn_counts": {scope: c.turns for scope, c in summaries},
             "scopes": {scope: {"turns": c.turns, "entries": store.entry_count(scope), "idle": c.idle,
-                               "queued": len(c.queue), "requests": len(c.requests)}
-                       for scope, c in controls},
+                               "queued": c.queued, "requests": c.requests}
+                       for scope, c in summaries},
         })
 
     @app.page("/scope/{tenant}/{user}/{character}")

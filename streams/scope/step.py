@@ -123,9 +123,12 @@ def _housekeeping(state: ScopeState, ctx: StepContext) -> None:
                 fact["stage2"] = "skipped"
                 fact["synthesis"] = "pending" if fact["synthesis"] == "after_stage2" else fact["synthesis"]
     state.powerful = ctx.powerful
+    lost = [req for req in state.requests.values() if req.boot != ctx.boot or req.failed]
+    if not lost:
+        return  # every step comes here: the queue (a long scope's backlog) is only scanned when needed
     answered = {item["record"].get("request_id") for item in state.queue}  # a result waiting its turn
-    for req in list(state.requests.values()):
-        if (req.boot != ctx.boot or req.failed) and req.id not in answered:
+    for req in lost:
+        if req.id not in answered:
             if not ctx.powerful and req.task in results.SWITCHED_TASKS:
                 results.drop_switched_off(state, req, ctx)  # never re-sent once the switch is off
             else:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 
+import orjson
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient
@@ -203,3 +204,46 @@ def test_send_now_sends_what_the_producer_holds_without_waiting_for_its_linger(k
     metas = asyncio.run(run())
     assert [m.offset for m in metas] == [0, 1, 2]
     send_now(SimpleNamespace(producer=SimpleNamespace(_producer=None)))  # not started: nothing to do
+
+
+def test_llm_results_go_to_their_scopes_partition_through_their_own_producer(kafka_bootstrap, topic_prefix):
+    """The runner's ResultSender: each result acknowledged on return, on the partition the scope's inputs
+    are on (Faust's producer hashes keys with the same default partitioner), keyed and encoded as the agent
+    decodes them; stopping it closes its producer, and a later result starts a new one."""
+    from credence.config import load_settings
+    from credence.streams.runtime.agent import encode_record
+    from credence.streams.runtime.ownership import Ownership
+    from credence.streams.runtime.runner import ResultSender
+
+    settings = load_settings(kafka_bootstrap=kafka_bootstrap, topic_prefix=topic_prefix, topic_partitions=4)
+    ownership = Ownership(4, settings.topic("turns"))
+    scopes = [f"acme/u{i}/aria" for i in range(24)]
+
+    async def run() -> list:
+        await ensure_topics(kafka_bootstrap, settings)
+        sender = ResultSender(settings, kafka_bootstrap, ownership.partition_of, encode_record)
+        for i, scope in enumerate(scopes):
+            await sender("control", scope, {"type": "result", "request_id": f"r{i}"})
+            if i == 11:
+                await sender.stop()  # the worker stopping; results after it start a new producer
+        await sender.stop()
+        consumer = AIOKafkaConsumer(settings.topic("control"), **client_options(kafka_bootstrap,
+                                    auto_offset_reset="earliest", enable_auto_commit=False))
+        await consumer.start()
+        try:
+            got: list = []
+            deadline = time.monotonic() + 60
+            while len(got) < len(scopes) and time.monotonic() < deadline:
+                for records in (await consumer.getmany(timeout_ms=500)).values():
+                    got += records
+            return got
+        finally:
+            await consumer.stop()
+
+    got = asyncio.run(run())
+    assert len(got) == len(scopes)
+    for record in got:
+        scope = record.key.decode()
+        assert record.partition == ownership.partition_of(scope)
+        assert orjson.loads(record.value)["request_id"] == f"r{scopes.index(scope)}"
+    assert len({r.partition for r in got}) > 1  # the scopes spread: the partition is not a constant

@@ -4,6 +4,7 @@ from hypothesis import strategies as st
 
 from credence.errors import LLMError
 from credence.streams.llm.models import Fact, Observation
+from credence.tables.tokens import cl100k_tokens
 from credence.streams.llm.token_budget import (
     approx_tokens,
     fit_rerank,
@@ -86,3 +87,25 @@ def test_facts_alone_over_the_cap_is_an_error_that_says_what_to_do():
     many = [f.model_copy(update={"id": f"f{i}", "text": "x" * 400}) for i, f in enumerate(FACTS * 200)]
     with pytest.raises(LLMError, match="fewer facts per batch"):
         fit_stage2(many, [], prompt_cap=15_000)
+
+
+cjk_texts = st.text(alphabet=st.sampled_from("ab cd\u4f60\u597d\u3053\u3093\U00020000\u00e9"), max_size=1500)
+
+
+@settings(max_examples=60, deadline=None)
+@given(obs_texts=st.lists(cjk_texts, max_size=30), observation_cap=st.integers(min_value=1, max_value=300),
+       prompt_cap=st.integers(min_value=300, max_value=8000), limit=st.integers(min_value=1, max_value=20),
+       counter=st.sampled_from([approx_tokens, cl100k_tokens]))
+def test_skipping_the_count_when_the_bytes_fit_changes_no_result(obs_texts, observation_cap, prompt_cap, limit,
+                                                                  counter):
+    observations = [Observation(id=f"o{i}", text=t, subject="s") for i, t in enumerate(obs_texts)]
+    counted = lambda text: counter(text)  # noqa: E731 - same counts, not known to at_most_bytes: always counted
+    caps = {"observation_cap": observation_cap, "prompt_cap": prompt_cap}
+    for fit, args in ((fit_stage2, ()), (fit_rerank, (limit,))):
+        try:
+            expected = fit(FACTS, observations, *args, count_tokens=counted, **caps)
+        except LLMError:
+            with pytest.raises(LLMError):
+                fit(FACTS, observations, *args, count_tokens=counter, **caps)
+            continue
+        assert fit(FACTS, observations, *args, count_tokens=counter, **caps) == expected

@@ -268,3 +268,34 @@ def test_a_scope_that_cannot_be_read_is_left_out_of_the_counts_and_named(tables,
     assert [s.scope for s in fresh.states()] == [other]
     assert fresh.unreadable == {SCOPE} and caplog.text.count("cannot be read") == 1
     assert [s.scope for s in fresh.states()] == [other] and caplog.text.count("cannot be read") == 1  # logged once
+
+
+def _counts(state: ScopeState) -> tuple:
+    return (state.turns, len(state.queue), len(state.requests), state.idle, state.entries_version)
+
+
+def _summary(store, scope: str) -> tuple:
+    s = store.summary(scope)
+    return (s.turns, s.queued, s.requests, s.idle, s.entries_version)
+
+
+def test_a_scopes_summary_is_its_states_counts_live_stored_pending_and_legacy(tables, ownership):
+    """Probes (/scopes, ticks, the unfinished-work scan) read counts without decoding queued items; they
+    are the full state's counts whichever copy answers."""
+    store = store_over(tables, ownership)
+    work = ScopeWork(store.live(SCOPE), partition=0)
+    for i in range(4):  # the first turn asks Stage 1; the rest queue behind it
+        apply(work, Applied("turn", turn(i, TEXTS[i]), T0, True, "turns:0", i, True), make_context)
+    store.write(SCOPE, work.changed, work.journal)
+    state = store.get(SCOPE)
+    assert len(state.queue) == 3 and state.requests and not state.idle
+    assert _summary(store, SCOPE) == _counts(state)  # live
+    assert _summary(store_over(tables, ownership), SCOPE) == _counts(state)  # stored only
+    work = ScopeWork(store.live(SCOPE), partition=0)
+    apply(work, Applied("turn", turn(9, "more"), T0, True, "turns:0", 9, True), make_context)
+    assert _summary(store, SCOPE) == _counts(state)  # a batch in flight: the stored counts
+    legacy = new_tables()
+    legacy.scopes[SCOPE] = orjson.dumps(state.to_dict())  # schema 1: the lists inline
+    assert _summary(store_over(legacy, ownership), SCOPE) == _counts(state)
+    assert store.summary("acme/nobody/aria") is None
+    assert store.version(SCOPE) == state.entries_version

@@ -3,6 +3,8 @@ import subprocess
 import sys
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from credence.tables import tokens
 from credence.tables.tokens import (
@@ -86,3 +88,16 @@ def test_falls_back_to_the_approximation_without_the_tokenizer_data(monkeypatch)
 
 def test_socket_module_untouched():
     assert socket.create_connection.__module__ == "socket"
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(max_size=300))
+def test_both_counters_give_at_most_one_token_per_utf8_byte(text):
+    # What lets the prompt budgets skip counting a text whose bytes already fit (tokens.at_most_bytes).
+    assert approximate_tokens(text) <= len(text.encode())
+    assert tokens.cl100k_tokens(text) <= len(text.encode())
+
+
+def test_only_the_counters_known_to_be_bounded_by_bytes_skip_counting():
+    assert tokens.at_most_bytes(approximate_tokens) and tokens.at_most_bytes(tokens.cl100k_tokens)
+    assert not tokens.at_most_bytes(lambda text: 2 * len(text.encode()))  # a plugged-in counter is counted
