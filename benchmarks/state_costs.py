@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -109,34 +111,39 @@ asyncio.run(main(sys.argv[1], sys.argv[2].split(","), int(sys.argv[3])))
 """
 
 
-def run_recovery(bootstrap: str, scopes: int, entries: int, work: Path) -> dict:
+def run_recovery(bootstrap: str, scopes: int, entries: int, work: Path, rounds: int = 3) -> dict:
     """A worker whose partitions hold scopes * entries entries starts with no local store (all from the
-    changelogs), against a bare consumer process reading the same changelog topics. Two comparisons: the
-    read itself (ours: the bulk restore the worker reports, its consumer's start to the last record
-    applied; the bare one: its consumer's start to the last record read), and process launch to ready."""
+    changelogs), against a bare consumer process reading the same changelog topics, `rounds` times
+    interleaved (medians reported; each round's figures kept). Two comparisons: the read itself (ours: the
+    bulk restore the worker reports, its consumer's start to the last record applied; the bare one: its
+    consumer's start to the last record read), and process launch to ready."""
     settings = our_settings(bootstrap, work)
     asyncio.run(ensure_topics(bootstrap, settings, changelogs=True))
     names = [f"rec/u{i:03d}/c0" for i in range(scopes)]
     asyncio.run(seed_state(bootstrap, settings, names, entries))
     topics = ",".join(changelog_topic(settings, t) for t in TABLES)
-    started = time.monotonic()
-    out = subprocess.run([sys.executable, "-c", BARE_READER, bootstrap, topics, str(PARTITIONS)],
-                         check=True, capture_output=True, text=True)
-    bare = time.monotonic() - started
-    records, bare_read = out.stdout.split()
-    worker = WorkerProcess(settings, bootstrap, work / f"{settings.app_id}.log")
-    started = time.monotonic()
-    try:
-        worker.start(ready_timeout_s=DEADLINE_S)
-        ours = time.monotonic() - started
-        # /status first: its reflection count, computed at ready, is cached for 5 s (recomputing it over
-        # 100,000 entries after /scopes has decoded them all can outlast the 5 s HTTP timeout)
-        restored = worker.get("/status")["state"]["restored"]
-        held = sum(s["entries"] for s in worker.get("/scopes")["scopes"].values())
-    finally:
-        worker.stop()
-    assert held == scopes * entries, f"recovered {held} entries of {scopes * entries}"
-    assert restored["records"] == int(records) and not restored["left"], f"not all read in bulk: {restored}"
-    return {"entries": held, "changelog_records": int(records), "ours_s": ours, "bare_s": bare,
-            "share_of_bare": bare / ours, "ours_read_s": restored["seconds"], "bare_read_s": float(bare_read),
-            "read_share_of_bare": float(bare_read) / restored["seconds"]}
+    each = []
+    for _ in range(rounds):
+        shutil.rmtree(settings.data_dir, ignore_errors=True)  # the local store deleted: all from the changelogs
+        started = time.monotonic()
+        out = subprocess.run([sys.executable, "-c", BARE_READER, bootstrap, topics, str(PARTITIONS)],
+                             check=True, capture_output=True, text=True)
+        bare = time.monotonic() - started
+        records, bare_read = out.stdout.split()
+        worker = WorkerProcess(settings, bootstrap, work / f"{settings.app_id}.log")
+        started = time.monotonic()
+        try:
+            worker.start(ready_timeout_s=DEADLINE_S)
+            ours = time.monotonic() - started
+            restored = worker.get("/status")["state"]["restored"]
+            held = sum(s["entries"] for s in worker.get("/scopes")["scopes"].values())
+        finally:
+            worker.stop()
+        assert held == scopes * entries, f"recovered {held} entries of {scopes * entries}"
+        last = restored["last"]
+        assert last["records"] == int(records) and not last["left"], f"not all read in bulk: {restored}"
+        each.append({"ours_s": ours, "bare_s": bare, "ours_read_s": last["seconds"], "bare_read_s": float(bare_read)})
+    median = {k: statistics.median(r[k] for r in each) for k in each[0]}
+    return {"entries": scopes * entries, "changelog_records": int(records), "rounds": each, **median,
+            "share_of_bare": median["bare_s"] / median["ours_s"],
+            "read_share_of_bare": median["bare_read_s"] / median["ours_read_s"]}

@@ -21,9 +21,10 @@ never a half-applied batch.
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from credence.config.state import StateSettings
 from credence.errors import StateError
@@ -64,6 +65,32 @@ class ScopeSummary:
     requests: int  # LLM requests open
     idle: bool  # nothing queued, requested or buffered
     entries_version: int
+    clock: datetime | None
+
+    @property
+    def stamp(self) -> tuple:
+        """Equal stamps, equal entries and clock: what a count over the scope's entries depends on."""
+        return (self.entries_version, self.turns, self.clock)
+
+
+class Tally:
+    """A count over every scope held (reflections by status for /status, tiers for /metrics), kept per
+    scope and counted again only for the scopes whose entries, turns or clock moved since the last call:
+    a probe polled on a worker holding 100,000 entries reads only what changed."""
+
+    def __init__(self, store: ScopeStore, count: Callable[[ScopeState], Counter]) -> None:
+        self._store, self._count = store, count
+        self._kept: dict[str, tuple[tuple, Counter]] = {}
+
+    def __call__(self) -> Counter:
+        kept = {}
+        for scope, stamp, state in self._store.changed({s: k[0] for s, k in self._kept.items()}):
+            kept[scope] = (stamp, self._count(state) if state is not None else self._kept[scope][1])
+        self._kept = kept  # scopes gone (forgotten, moved away) drop out
+        total: Counter = Counter()
+        for _stamp, counts in kept.values():
+            total.update(counts)
+        return total
 
 
 CHUNK = 20  # history items per stored chunk
@@ -135,26 +162,38 @@ class ScopeStore:
         live = self._live.get(scope)
         if live is not None and scope not in self._pending:
             s = live.state
-            return ScopeSummary(s.turns, len(s.queue), len(s.requests), s.idle, s.entries_version)
+            return ScopeSummary(s.turns, len(s.queue), len(s.requests), s.idle, s.entries_version, s.clock)
         control = codec.decode_control(self._scopes.get(scope))
         if control is None:
             return None
         s, spans = control.state, control.spans
         queued = spans["queue"][1] if "queue" in spans else len(s.queue)
         busy = bool(s.requests) or queued > 0 or (spans["buffer"][1] if "buffer" in spans else len(s.buffer)) > 0
-        return ScopeSummary(s.turns, queued, len(s.requests), not busy, s.entries_version)
+        return ScopeSummary(s.turns, queued, len(s.requests), not busy, s.entries_version, s.clock)
 
     def scopes(self) -> Iterator[str]:
         """Scopes held by this worker (keys of its assigned partitions)."""
         yield from list(self._scopes.keys())
 
     def states(self) -> Iterator[ScopeState]:
-        """Every scope held, for counts (/status, /metrics). A scope whose keys cannot be read (a table
-        still recovering, or damage) is left out, named in `unreadable` and logged once, so one scope never
-        takes the worker's status page down."""
+        """Every scope held, for counts (/status, /metrics)."""
+        for _scope, _stamp, state in self.changed({}):
+            yield state
+
+    def changed(self, known: dict[str, tuple]) -> Iterator[tuple[str, tuple, ScopeState | None]]:
+        """(scope, stamp, state) for every scope held; the state is None when `known` (scope -> stamp)
+        already has its stamp, so a count kept per scope reads only the scopes that moved. A scope whose
+        keys cannot be read (a table still recovering, or damage) is left out, named in `unreadable` and
+        logged once, so one scope never takes the worker's status page down."""
         unreadable: set[str] = set()
         for scope in self.scopes():
             try:
+                summary = self.summary(scope)
+                if summary is None:
+                    continue
+                if known.get(scope) == summary.stamp:
+                    yield scope, summary.stamp, None
+                    continue
                 state = self.get(scope)
             except StateError as exc:
                 if scope not in self.unreadable:
@@ -162,7 +201,7 @@ class ScopeStore:
                 unreadable.add(scope)
                 continue
             if state is not None:
-                yield state
+                yield scope, summary.stamp, state
         self.unreadable = unreadable
 
     def live_count(self) -> int:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import math
 import time
+from collections import Counter
 from dataclasses import asdict
 
 from credence import __version__
 from credence.errors import StateError
 from credence.streams.runtime import embeddings
+from credence.streams.runtime.store import Tally
 from credence.streams.scope.state import ScopeState
 from credence.tables.clock import format_instant
 from credence.tables.evidence import derived_tier
@@ -54,14 +56,17 @@ def scope_view(state: ScopeState, memory, count_tokens) -> dict:
             "memory_block": block.text if block else ""}
 
 
+def scope_reflections(state: ScopeState) -> Counter:
+    """One scope's reflections per stored status (promote_blocked among them)."""
+    return Counter(e.status for e in state.entries.values() if e.kind == "reflection")
+
+
 def reflection_counts(states) -> dict[str, int]:
-    """Reflections per stored status over the scopes this worker holds (promote_blocked among them)."""
-    counts: dict[str, int] = {}
+    """Reflections per stored status over the scopes this worker holds."""
+    total: Counter = Counter()
     for state in states:
-        for entry in state.entries.values():
-            if entry.kind == "reflection":
-                counts[entry.status] = counts.get(entry.status, 0) + 1
-    return dict(sorted(counts.items()))
+        total.update(scope_reflections(state))
+    return dict(sorted(total.items()))
 
 
 class Refreshed:
@@ -84,7 +89,8 @@ def register(credence) -> None:
     count_tokens = default_token_counter()
 
     store = credence.store
-    reflections = Refreshed(lambda: reflection_counts(store.states()))
+    tally = Tally(store, scope_reflections)  # only the scopes that moved are read again
+    reflections = Refreshed(lambda: dict(sorted(tally().items())))
 
     @app.page("/status")
     async def status(web, request):

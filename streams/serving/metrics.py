@@ -19,6 +19,7 @@ from dataclasses import fields
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
+from credence.streams.runtime.store import Tally
 from credence.tables.evidence import derived_tier
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,21 @@ class WorkerCollector:
 
     def __init__(self, credence) -> None:
         self.credence = credence
+        memory = credence.settings.memory
+
+        def tiers(state) -> Counter:
+            tenant, counts = state.scope.split("/", 1)[0], Counter()
+            for entry in state.entries.values():
+                if entry.protected:
+                    tier = "protected"
+                elif state.clock is None:
+                    tier = "pending"
+                else:
+                    tier = derived_tier(entry.score(state.clock, settings=memory), settings=memory)
+                counts[(tenant, entry.kind, tier)] += 1
+            return counts
+
+        self._tally = Tally(credence.store, tiers)  # a scrape reads only the scopes that moved
 
     def collect(self):
         yield from self._stats()
@@ -96,19 +112,7 @@ class WorkerCollector:
     def _tiers(self):
         entries = GaugeMetricFamily("credence_entries", "Entries of the scopes this worker holds, by tier",
                                     labels=["tenant", "kind", "tier"])
-        memory = self.credence.settings.memory
-        counts: Counter = Counter()
-        for state in self.credence.store.states():
-            tenant = state.scope.split("/", 1)[0]
-            for entry in state.entries.values():
-                if entry.protected:
-                    tier = "protected"
-                elif state.clock is None:
-                    tier = "pending"
-                else:
-                    tier = derived_tier(entry.score(state.clock, settings=memory), settings=memory)
-                counts[(tenant, entry.kind, tier)] += 1
-        for labels, n in sorted(counts.items()):
+        for labels, n in sorted(self._tally().items()):
             entries.add_metric(list(labels), n)
         yield entries
 

@@ -299,3 +299,36 @@ def test_a_scopes_summary_is_its_states_counts_live_stored_pending_and_legacy(ta
     assert _summary(store_over(legacy, ownership), SCOPE) == _counts(state)
     assert store.summary("acme/nobody/aria") is None
     assert store.version(SCOPE) == state.entries_version
+
+
+@settings(max_examples=25, deadline=None)
+@given(steps=st.lists(st.tuples(st.integers(min_value=0, max_value=2), st.integers(min_value=1, max_value=3)),
+                      min_size=1, max_size=6))
+def test_a_tally_is_the_full_recount_and_reads_only_the_scopes_that_moved(steps):
+    """/status and /metrics count per scope and recount a scope only when its stamp moved; the sum is
+    always what counting every state afresh gives, and a scope that did not move is not read again."""
+    from collections import Counter
+
+    from credence.streams.runtime.ownership import Ownership
+    from credence.streams.runtime.store import Tally
+
+    tables, ownership = new_tables(), Ownership(1, "turns")
+    ownership.held = {0}
+    store = store_over(tables, ownership)
+    scopes = [f"acme/u{i}/aria" for i in range(3)]
+    read: list[str] = []
+
+    def kinds(state: ScopeState) -> Counter:
+        read.append(state.scope)
+        return Counter((e.kind, e.status) for e in state.entries.values())
+
+    tally = Tally(store, kinds)
+    for which, turns in steps:
+        feed(store, scopes[which], turns)
+        read.clear()
+        counted = tally()
+        expected = Counter((e.kind, e.status) for s in store_over(tables, ownership).states() for e in s.entries.values())
+        assert counted == expected
+        assert read == [scopes[which]]  # only the scope this step moved
+    store.forget("acme/u0/", 0)
+    assert tally() == Counter((e.kind, e.status) for s in store.states() for e in s.entries.values())
