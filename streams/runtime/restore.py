@@ -66,6 +66,30 @@ class _Event:
                                                  serializer=self._topic.value_serializer)
 
 
+def _rocksdb(store):
+    """The store when it is Faust's RocksDB store on rocksdict (the default), else None."""
+    from faust.stores.rocksdb import Store as RocksDBStore
+
+    return store if isinstance(store, RocksDBStore) and store.use_rocksdict else None
+
+
+def _write_rocksdb(store, tp, records) -> None:
+    """What the RocksDB store's `apply_changelog_batch` does with a chunk of one partition, without its
+    per-record event objects and bookkeeping (~40% of the restore's time): one write batch of the raw
+    keys and values (None deletes) into the partition's database, then its persisted offset."""
+    import rocksdict
+
+    batch = rocksdict.WriteBatch(raw_mode=True)
+    put, delete = batch.put, batch.delete
+    for r in records:
+        if r.value is None:
+            delete(r.key)
+        else:
+            put(r.key, r.value)
+    store._db_for_partition(tp.partition).write(batch)
+    store.set_persisted_offset(tp, records[-1].offset)
+
+
 @dataclass
 class RestoreStats:
     records: int = 0
@@ -138,11 +162,19 @@ class BulkRecovery(Recovery):
             await reader.stop()
 
     def _apply(self, tp, records, destination) -> int:
-        end = self.active_highwaters[tp]
+        start, end = destination[tp], self.active_highwaters[tp]
         table = self.tp_to_table[tp]
+        store = _rocksdb(getattr(table, "data", None))
+        if store is not None:
+            span = [r for r in records if start < r.offset <= end]
+            for i in range(0, len(span), APPLY_EVERY):
+                chunk = span[i:i + APPLY_EVERY]
+                _write_rocksdb(store, tp, chunk)
+                destination[tp] = chunk[-1].offset
+            return len(span)
         topic = table.changelog_topic
         events = [_Event(_Message(tp, r.offset, r.key, r.value), topic, self.app)
-                  for r in records if destination[tp] < r.offset <= end]
+                  for r in records if start < r.offset <= end]
         for i in range(0, len(events), APPLY_EVERY):
             chunk = events[i:i + APPLY_EVERY]
             table.apply_changelog_batch(chunk)

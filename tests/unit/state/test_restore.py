@@ -76,3 +76,28 @@ def test_the_report_counts_what_is_left_to_fausts_loop():
     BulkRecovery._report(recovery, {TP: (-1, 99), other: (-1, 9)}, {TP: 49, other: 9}, 60, 0.5)
     assert stats.records == 60 and stats.left == 50 and stats.partitions == 2
     assert stats.last == {"records": 60, "seconds": 0.5, "partitions": 2, "left": 50}
+
+
+def test_a_rocksdb_chunk_is_written_raw_with_its_deletions_and_offset(tmp_path):
+    """The RocksDB fast path writes what Faust's apply_changelog_batch would: raw keys and values, a None
+    value deleting its key, then the chunk's last offset as the partition's persisted offset."""
+    import rocksdict
+
+    db = rocksdict.Rdict(str(tmp_path / "db"), options=rocksdict.Options(raw_mode=True))
+    db[b"old"] = b"gone soon"
+    offsets: list = []
+    store = SimpleNamespace(_db_for_partition=lambda p: db if p == TP.partition else None,
+                            set_persisted_offset=lambda tp, offset: offsets.append((tp, offset)))
+    chunk = [SimpleNamespace(offset=7, key=b"a", value=b"1"), SimpleNamespace(offset=8, key=b"old", value=None),
+             SimpleNamespace(offset=9, key=b"a", value=b"2")]
+    restore._write_rocksdb(store, TP, chunk)
+    assert db[b"a"] == b"2" and b"old" not in db
+    assert offsets == [(TP, 9)]
+    db.close()
+
+
+def test_only_faust_rocksdb_stores_take_the_fast_path():
+    from faust.stores.memory import Store as MemoryStore
+
+    assert restore._rocksdb(MemoryStore.__new__(MemoryStore)) is None
+    assert restore._rocksdb(None) is None and restore._rocksdb({}) is None
