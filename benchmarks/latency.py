@@ -237,72 +237,75 @@ async def _retractions(worker, bootstrap: str, settings, rate: float, per_kind: 
     import httpx
     from aiokafka import AIOKafkaProducer
 
-    from credence.streams.scope.requests import reflection_id
-
     scopes = [("retract", f"r{i:03d}", "barista") for i in range(2 * per_kind)]
-    try:  # the prompt route, when the HTTP API is on this build: measure what a chat platform reads
-        from credence.streams.api import tenant_admin
-
-        PROMPT_KEY["retract"] = await tenant_admin.add(bootstrap, settings, "retract", tenant_admin.overrides(
-            {"requests_per_second": 100_000.0, "burst": 100_000}))
-    except ImportError:
-        pass
+    await _prompt_tenant(bootstrap, settings)
     producer = AIOKafkaProducer(**client_options(bootstrap, settings.kafka, acks="all", linger_ms=0))
     await producer.start()
     out = {"explicit": [], "surfaced": [], "view_floor": [], "missed": {"explicit": [], "surfaced": []}}
     try:
         async with httpx.AsyncClient() as client:
-            for i, scope in enumerate(scopes):  # a rendered reflection per scope
-                key = "/".join(scope)
+            for scope in scopes:  # a rendered reflection per scope
                 await producer.send_and_wait(settings.topic("turns"), _turn(scope, 0, T0, "I love green tea."),
-                                             key=key.encode())
+                                             key="/".join(scope).encode())
             for scope in scopes:
                 await _until(client, worker, "/".join(scope), lambda v: "green tea" in v.get("memory_block", ""), 120)
             background = asyncio.create_task(_background(bootstrap, settings, rate))
             try:
                 for i, scope in enumerate(scopes):
-                    key = "/".join(scope)
-                    text = "The user loves green tea."
-                    rid = reflection_id(key, text)
-                    ts = T0 + timedelta(hours=1)
-                    # floor: a plain turn produced → counted in the same view
-                    turns_before = (await _view(client, worker, key))["turns"]
-                    t = time.monotonic()
-                    await producer.send_and_wait(settings.topic("turns"), _turn(scope, 1, ts, "ok", role="ai"),
-                                                 key=key.encode())
-                    await _until(client, worker, key, lambda v, n=turns_before: v.get("turns", 0) > n)
-                    out["view_floor"].append(time.monotonic() - t)
-                    ts += timedelta(minutes=5)
-                    if i % 2 == 0:
-                        body = {"v": 1, "tenant": scope[0], "user": scope[1], "character": scope[2],
-                                "feedback_id": f"fb-{i}", "entry_id": rid, "decision": "deny", "ts": _iso(ts)}
-                        t = time.monotonic()
-                        await producer.send_and_wait(settings.topic("feedback"), json.dumps(body).encode(),
-                                                     key=key.encode())
-                        kind = "explicit"
-                    else:
-                        await producer.send_and_wait(settings.topic("turns"), _turn(
-                            scope, 2, ts, "Green tea as usual?", role="ai", surfaced_ids=[rid]), key=key.encode())
-                        t = time.monotonic()
-                        await producer.send_and_wait(settings.topic("turns"), _turn(
-                            scope, 3, ts + timedelta(minutes=1), "no, that's wrong"), key=key.encode())
-                        kind = "surfaced"
-                    try:
-                        await _until(client, worker, key,
-                                     lambda v: "green tea" not in v.get("memory_block", "x green tea"), 20.0)
-                    except TimeoutError:
-                        view = await _view(client, worker, key)
-                        entry = next((e for e in view.get("entries", []) if e["id"] == rid), {})
-                        out["missed"][kind].append({"scope": key, "status": entry.get("status"),
-                                                    "score": entry.get("score")})
-                        print(f"latency: {kind} denial of {key} still rendered after 20 s: {entry}", flush=True)
-                        continue
-                    out[kind].append(time.monotonic() - t)
+                    await _retract(client, producer, worker, settings, i, scope, out)
             finally:
                 background.cancel()
     finally:
         await producer.stop()
     return out
+
+
+async def _prompt_tenant(bootstrap: str, settings) -> None:
+    """The prompt route's tenant, when the HTTP API is on this build: measure what a chat platform reads."""
+    try:
+        from credence.streams.api import tenant_admin
+    except ImportError:
+        return
+    PROMPT_KEY["retract"] = await tenant_admin.add(bootstrap, settings, "retract", tenant_admin.overrides(
+        {"requests_per_second": 100_000.0, "burst": 100_000}))
+
+
+async def _retract(client, producer, worker, settings, i: int, scope: tuple, out: dict) -> None:
+    """One scope's floor (a plain turn until counted in the view), then its denial (explicit on even i,
+    surfaced on odd) until the reflection is out of the rendered block."""
+    from credence.streams.scope.requests import reflection_id
+
+    key = "/".join(scope)
+    rid = reflection_id(key, "The user loves green tea.")
+    ts = T0 + timedelta(hours=1)
+    turns_before = (await _view(client, worker, key))["turns"]
+    t = time.monotonic()
+    await producer.send_and_wait(settings.topic("turns"), _turn(scope, 1, ts, "ok", role="ai"), key=key.encode())
+    await _until(client, worker, key, lambda v, n=turns_before: v.get("turns", 0) > n)
+    out["view_floor"].append(time.monotonic() - t)
+    ts += timedelta(minutes=5)
+    if i % 2 == 0:
+        body = {"v": 1, "tenant": scope[0], "user": scope[1], "character": scope[2],
+                "feedback_id": f"fb-{i}", "entry_id": rid, "decision": "deny", "ts": _iso(ts)}
+        t = time.monotonic()
+        await producer.send_and_wait(settings.topic("feedback"), json.dumps(body).encode(), key=key.encode())
+        kind = "explicit"
+    else:
+        await producer.send_and_wait(settings.topic("turns"), _turn(
+            scope, 2, ts, "Green tea as usual?", role="ai", surfaced_ids=[rid]), key=key.encode())
+        t = time.monotonic()
+        await producer.send_and_wait(settings.topic("turns"), _turn(
+            scope, 3, ts + timedelta(minutes=1), "no, that's wrong"), key=key.encode())
+        kind = "surfaced"
+    try:
+        await _until(client, worker, key, lambda v: "green tea" not in v.get("memory_block", "x green tea"), 20.0)
+    except TimeoutError:
+        view = await _view(client, worker, key)
+        entry = next((e for e in view.get("entries", []) if e["id"] == rid), {})
+        out["missed"][kind].append({"scope": key, "status": entry.get("status"), "score": entry.get("score")})
+        print(f"latency: {kind} denial of {key} still rendered after 20 s: {entry}", flush=True)
+        return
+    out[kind].append(time.monotonic() - t)
 
 
 async def _background(bootstrap: str, settings, rate: float) -> None:

@@ -231,6 +231,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+    _runtime_parsers(sub)
+    _data_parsers(sub)
+    _tenants_parser(sub)
+    add_operator_parsers(sub)
+    return parser
+
+
+def _runtime_parsers(sub) -> None:
+    """The commands that run something: the broker, a worker, a replay, the demo."""
     p = sub.add_parser("broker", help="run the embedded single-node Kafka (KRaft) broker in the foreground",
                        description="Fetch Apache Kafka from Maven Central once (cached), format KRaft storage, "
                                    "run one broker+controller on 127.0.0.1 until Ctrl-C.")
@@ -267,6 +276,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--port", type=int, default=0, help="with --serve: the API's port (default CREDENCE_WEB_PORT)")
     p.set_defaults(func=cmd_demo)
 
+
+def _data_parsers(sub) -> None:
+    """The commands over what the pipeline wrote: the Parquet sink, archive queries, forgetting a user."""
     p = sub.add_parser("sink", help="write credence.archive and credence.evidence to Parquet shards",
                        description="Consumes both topics and writes hive-partitioned, size-bounded Parquet shards "
                                    "under CREDENCE_ARCHIVE__ROOT; offsets are committed only after a shard is durable.")
@@ -297,9 +309,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--archive-only", action="store_true", help="only rewrite the Parquet shards")
     p.add_argument("--root", help="archive root (default: CREDENCE_ARCHIVE__ROOT)")
     p.set_defaults(func=cmd_forget)
-    _tenants_parser(sub)
-    add_operator_parsers(sub)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:

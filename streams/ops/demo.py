@@ -57,40 +57,12 @@ def run_demo(settings: Settings, input_path: Path, timeout_s: float = 600.0, out
             out(f"starting the embedded Kafka {settings.kafka_version} broker …")
             bootstrap = broker.start()
             prefix = settings.topic_prefix
-        run = settings.model_copy(update={
-            "topic_prefix": prefix, "app_id": f"credence-demo-{run_id}",
-            "data_dir": tmp_path / "data", "web_port": (port or settings.web_port) if serve else free_port(),
-            # Historical replay: event time comes from the turns; ticks only re-issue lost requests.
-            # Only a served demo answers recalls afterwards: otherwise loading their model is wasted.
-            "pipeline": settings.pipeline.model_copy(update={
-                "ticks_advance_clock": False, "tick_interval_seconds": 5.0,
-                "recall_warm_up": serve and settings.pipeline.recall_warm_up}),
-        })
+        run = _demo_settings(settings, prefix, run_id, tmp_path, port, serve)
         worker = WorkerProcess(run, bootstrap, tmp_path / "worker.log")
         try:
             out(f"starting a worker (group {run.app_id}) on {bootstrap} …")
             worker.start()
-            replay_started = time.monotonic()
-            sent = asyncio.run(replay(input_path, bootstrap, run))
-            wait_until(lambda: _caught_up(worker, sent), timeout_s, f"the worker to take in {sent} turns")
-            # End of input: extract what the Stage-1 windows still hold, then wait for the pipeline to idle.
-            asyncio.run(send_control(bootstrap, run, scopes_in(input_path), "flush"))
-            status = wait_until(lambda: _idle(worker), timeout_s, "the pipeline to finish its LLM work")
-            pipeline_s = time.monotonic() - replay_started
-            stats = status["stats"]
-            for line in _summary(worker):
-                out(line)
-            for line in _analytics(bootstrap, run, tmp_path / "archive"):
-                out(line)
-            llm = status["llm"]
-            out(f"\npipeline: {sent} turns replayed and fully processed in {pipeline_s:.1f} s "
-                f"({sent / pipeline_s:.0f} turns/s)")
-            out(f"LLM backend: {llm['backend']}")
-            out(f"LLM calls: {llm['stats']['calls']} (retries {llm['stats']['retries']}, failures "
-                f"{llm['stats']['failures']}, prompt tokens {llm['stats']['prompt_tokens']}); "
-                f"journal events: {stats['journal_events']}")
-            out(f"duplicates dropped: {stats['turns_duplicate']}")
-            out(f"processed {sent} turns ({stats['turns_rejected']} rejected) in {time.monotonic() - started:.1f} s")
+            _replay_and_report(bootstrap, run, worker, input_path, tmp_path, timeout_s, started, out)
             if serve:
                 _serve(bootstrap, run, worker, input_path, out)
         except BaseException:
@@ -104,6 +76,44 @@ def run_demo(settings: Settings, input_path: Path, timeout_s: float = 600.0, out
             if broker is not None:
                 broker.stop()
     return 0
+
+
+def _demo_settings(settings: Settings, prefix: str, run_id: str, tmp_path: Path, port: int,
+                   serve: bool) -> Settings:
+    return settings.model_copy(update={
+        "topic_prefix": prefix, "app_id": f"credence-demo-{run_id}",
+        "data_dir": tmp_path / "data", "web_port": (port or settings.web_port) if serve else free_port(),
+        # Historical replay: event time comes from the turns; ticks only re-issue lost requests.
+        # Only a served demo answers recalls afterwards: otherwise loading their model is wasted.
+        "pipeline": settings.pipeline.model_copy(update={
+            "ticks_advance_clock": False, "tick_interval_seconds": 5.0,
+            "recall_warm_up": serve and settings.pipeline.recall_warm_up}),
+    })
+
+
+def _replay_and_report(bootstrap: str, run: Settings, worker: WorkerProcess, input_path: Path, tmp_path: Path,
+                       timeout_s: float, started: float, out) -> None:
+    replay_started = time.monotonic()
+    sent = asyncio.run(replay(input_path, bootstrap, run))
+    wait_until(lambda: _caught_up(worker, sent), timeout_s, f"the worker to take in {sent} turns")
+    # End of input: extract what the Stage-1 windows still hold, then wait for the pipeline to idle.
+    asyncio.run(send_control(bootstrap, run, scopes_in(input_path), "flush"))
+    status = wait_until(lambda: _idle(worker), timeout_s, "the pipeline to finish its LLM work")
+    pipeline_s = time.monotonic() - replay_started
+    stats = status["stats"]
+    for line in _summary(worker):
+        out(line)
+    for line in _analytics(bootstrap, run, tmp_path / "archive"):
+        out(line)
+    llm = status["llm"]
+    out(f"\npipeline: {sent} turns replayed and fully processed in {pipeline_s:.1f} s "
+        f"({sent / pipeline_s:.0f} turns/s)")
+    out(f"LLM backend: {llm['backend']}")
+    out(f"LLM calls: {llm['stats']['calls']} (retries {llm['stats']['retries']}, failures "
+        f"{llm['stats']['failures']}, prompt tokens {llm['stats']['prompt_tokens']}); "
+        f"journal events: {stats['journal_events']}")
+    out(f"duplicates dropped: {stats['turns_duplicate']}")
+    out(f"processed {sent} turns ({stats['turns_rejected']} rejected) in {time.monotonic() - started:.1f} s")
 
 
 def _serve(bootstrap: str, run: Settings, worker: WorkerProcess, input_path: Path, out) -> None:
