@@ -18,9 +18,17 @@ from credence.tables.tokens import approximate_tokens as approx_tokens
 from credence.tables.tokens import at_most_bytes
 
 
+def within(parts: Sequence[str], cap: int, count_tokens: CountTokens = approx_tokens) -> bool:
+    """Whether the texts together are within cap tokens. Their UTF-8 bytes settle it uncounted when they
+    fit, for the counters that never give more tokens than bytes (tables/tokens.at_most_bytes)."""
+    if at_most_bytes(count_tokens) and sum(len(p.encode()) for p in parts) <= cap:
+        return True
+    return sum(count_tokens(p) for p in parts) <= cap
+
+
 def trim_to_tokens(text: str, cap: int, count_tokens: CountTokens = approx_tokens) -> str:
     """The longest prefix of text within cap tokens (binary search: counting is monotone in length)."""
-    if at_most_bytes(count_tokens) and len(text.encode()) <= cap or count_tokens(text) <= cap:
+    if within((text,), cap, count_tokens):
         return text
     lo, hi = 0, len(text)
     while lo < hi:
@@ -32,65 +40,58 @@ def trim_to_tokens(text: str, cap: int, count_tokens: CountTokens = approx_token
     return text[:lo]
 
 
+def stage2_prompt(facts: Sequence[Fact], observations: Sequence[Observation]) -> tuple[str, str]:
+    """The Stage-2 request exactly as sent: system prefix and aliased input."""
+    return stage2.SYSTEM, stage2.render_user(stage2.build(facts, observations).payload)
+
+
+def rerank_prompt(facts: Sequence[Fact], observations: Sequence[Observation], limit: int) -> tuple[str, str]:
+    return rerank.SYSTEM, rerank.render_user(rerank.build(facts, observations, limit).payload)
+
+
 def stage2_prompt_tokens(facts: Sequence[Fact], observations: Sequence[Observation],
                          count_tokens: CountTokens = approx_tokens) -> int:
-    """Tokens of the Stage-2 request exactly as sent (system prefix + aliased input)."""
-    payload = stage2.build(facts, observations).payload
-    return count_tokens(stage2.SYSTEM) + count_tokens(stage2.render_user(payload))
-
-
-def stage2_prompt_bytes(facts: Sequence[Fact], observations: Sequence[Observation]) -> int:
-    """UTF-8 bytes of the same request: a bound on its tokens for the counters of `at_most_bytes`."""
-    payload = stage2.build(facts, observations).payload
-    return len(stage2.SYSTEM.encode()) + len(stage2.render_user(payload).encode())
-
-
-def rerank_prompt_bytes(facts: Sequence[Fact], observations: Sequence[Observation], limit: int) -> int:
-    payload = rerank.build(facts, observations, limit).payload
-    return len(rerank.SYSTEM.encode()) + len(rerank.render_user(payload).encode())
+    return sum(count_tokens(part) for part in stage2_prompt(facts, observations))
 
 
 def rerank_prompt_tokens(facts: Sequence[Fact], observations: Sequence[Observation], limit: int,
                          count_tokens: CountTokens = approx_tokens) -> int:
-    payload = rerank.build(facts, observations, limit).payload
-    return count_tokens(rerank.SYSTEM) + count_tokens(rerank.render_user(payload))
+    return sum(count_tokens(part) for part in rerank_prompt(facts, observations, limit))
 
 
 def fit_observations(
     facts: Sequence[Fact],
     observations: Sequence[Observation],
-    prompt_tokens: Callable[[Sequence[Observation]], int],
+    prompt: Callable[[Sequence[Observation]], Sequence[str]],
     *,
     observation_cap: int,
     prompt_cap: int,
     count_tokens: CountTokens = approx_tokens,
-    prompt_bytes: Callable[[Sequence[Observation]], int] | None = None,
 ) -> list[Observation]:
     """The candidates that fit both caps. Observations arrive best-ranked first; each text is trimmed to
     observation_cap, then the lowest-ranked are dropped until the rendered prompt fits prompt_cap.
-    Raises LLMError when the facts alone do not fit, since only the caller can split the batch.
-    `prompt_bytes` (the rendered prompt's UTF-8 bytes) spares the count when that alone shows a fit."""
+    Raises LLMError when the facts alone do not fit, since only the caller can split the batch."""
     trimmed = [
         obs.model_copy(update={"text": trim_to_tokens(obs.text, observation_cap, count_tokens)})
         for obs in observations
     ]
-    # The usual case: everything fits. Bytes bound the tokens (at_most_bytes); else one count settles it,
-    # as the prompt only grows with each observation kept.
-    if prompt_bytes is not None and at_most_bytes(count_tokens) and prompt_bytes(trimmed) <= prompt_cap:
-        return trimmed
-    if prompt_tokens(trimmed) <= prompt_cap:
-        return trimmed
-    if prompt_tokens([]) > prompt_cap:
+
+    def fits(kept: Sequence[Observation]) -> bool:
+        return within(prompt(kept), prompt_cap, count_tokens)
+
+    if fits(trimmed):
+        return trimmed  # the usual case; the prompt only grows with each observation kept
+    if not fits([]):
         raise LLMError(
             f"Stage-2 batch of {len(facts)} facts alone exceeds the {prompt_cap}-token prompt cap; "
             "send fewer facts per batch (CREDENCE_MEMORY__STAGE2_MAX_FACTS_PER_BATCH) or raise "
             "CREDENCE_MEMORY__STAGE2_MAX_PROMPT_TOKENS"
         )
-    # Binary search on how many observations to keep: the prompt grows with every one added.
+    # Binary search on how many observations to keep.
     lo, hi = 0, len(trimmed)
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if prompt_tokens(trimmed[:mid]) <= prompt_cap:
+        if fits(trimmed[:mid]):
             lo = mid
         else:
             hi = mid - 1
@@ -107,9 +108,8 @@ def fit_stage2(
 ) -> list[Observation]:
     """The Stage-2 candidates within the seed's caps."""
     return fit_observations(
-        facts, observations, lambda obs: stage2_prompt_tokens(facts, obs, count_tokens),
+        facts, observations, lambda obs: stage2_prompt(facts, obs),
         observation_cap=observation_cap, prompt_cap=prompt_cap, count_tokens=count_tokens,
-        prompt_bytes=lambda obs: stage2_prompt_bytes(facts, obs),
     )
 
 
@@ -124,7 +124,6 @@ def fit_rerank(
 ) -> list[Observation]:
     """The rerank candidates within the same caps: the internal selector is a Stage-2 prompt too."""
     return fit_observations(
-        facts, observations, lambda obs: rerank_prompt_tokens(facts, obs, limit, count_tokens),
+        facts, observations, lambda obs: rerank_prompt(facts, obs, limit),
         observation_cap=observation_cap, prompt_cap=prompt_cap, count_tokens=count_tokens,
-        prompt_bytes=lambda obs: rerank_prompt_bytes(facts, obs, limit),
     )

@@ -159,24 +159,12 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
     stats = Stats()
     agent = ScopeAgent(settings, topics, store, marks, writes, ownership, switch, stats, positions)
     agent.consumer_of = lambda: app.consumer
-    encode = None
-    if settings.pipeline.embeddings:
-        from credence.streams.runtime.embeddings import load_encoder
-
-        encode = load_encoder(settings.pipeline.embedding_model_path)
-    results = ResultSender(settings, bootstrap, ownership.partition_of, encode_record)
-    runner = Runner(backend, results, settings.pipeline.max_inflight_llm, encode)
-
-    @app.on_before_shutdown.connect
-    async def stop_results(sender, **kwargs) -> None:
-        await results.stop()
-
-    agent.runner = runner
+    runner = agent.runner = _runner(app, settings, bootstrap, backend, ownership)
     credence = Credence(app=app, settings=settings, topics=topics, tables=tables, store=store,
                         ownership=ownership, marks=marks, switch=switch, backend=backend, agent=agent,
                         runner=runner, stats=stats, restored=restored)
     register_agent(credence)
-    credence.encoder = encode
+    credence.encoder = runner.encode
     timers.register(credence)
     views.register(credence)
     from credence.streams import serving
@@ -188,6 +176,24 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
     agent.switch = credence.switch  # the API wraps the switch with per-tenant settings
     _register_serving(credence)
     return credence
+
+
+def _runner(app: faust.App, settings: Settings, bootstrap: str, backend: LLMBackend,
+            ownership: Ownership) -> Runner:
+    """The LLM runner: results through their own producer (runner.py says why), stopped with the app;
+    the Stage-2 pre-rank's encoder when embeddings are on."""
+    encode = None
+    if settings.pipeline.embeddings:
+        from credence.streams.runtime.embeddings import load_encoder
+
+        encode = load_encoder(settings.pipeline.embedding_model_path)
+    results = ResultSender(settings, bootstrap, ownership.partition_of, encode_record)
+
+    @app.on_before_shutdown.connect
+    async def stop_results(sender, **kwargs) -> None:
+        await results.stop()
+
+    return Runner(backend, results, settings.pipeline.max_inflight_llm, encode)
 
 
 def raw_table(app: faust.App, name: str, partitions: int, changelog: dict) -> faust.Table:

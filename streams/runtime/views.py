@@ -10,7 +10,7 @@ from dataclasses import asdict
 from credence import __version__
 from credence.errors import StateError
 from credence.streams.runtime import embeddings
-from credence.streams.runtime.store import Tally
+from credence.streams.runtime.tally import Tally
 from credence.streams.scope.state import ScopeState
 from credence.tables.clock import format_instant
 from credence.tables.evidence import derived_tier

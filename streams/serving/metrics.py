@@ -19,7 +19,7 @@ from dataclasses import fields
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from credence.streams.runtime.store import Tally
+from credence.streams.runtime.tally import Tally
 from credence.tables.evidence import derived_tier
 
 log = logging.getLogger(__name__)

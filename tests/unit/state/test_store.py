@@ -310,7 +310,7 @@ def test_a_tally_is_the_full_recount_and_reads_only_the_scopes_that_moved(steps)
     from collections import Counter
 
     from credence.streams.runtime.ownership import Ownership
-    from credence.streams.runtime.store import Tally
+    from credence.streams.runtime.tally import Tally
 
     tables, ownership = new_tables(), Ownership(1, "turns")
     ownership.held = {0}
