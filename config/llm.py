@@ -26,4 +26,8 @@ class LLMSettings(BaseModel):
     max_concurrency: int = Field(default=8, ge=1)
     backoff_base_s: float = Field(default=0.5, ge=0)
     backoff_max_s: float = Field(default=20.0, ge=0)
+    # A backend that runs in the worker's process (rules) answers each request inside the batch, right
+    # after the record that asked (no round trip through the result topics). False sends its requests
+    # through the runner and the result topics, as a remote model's are.
+    inline_in_process: bool = True
     # The Stage-2 token caps are the seed's numbers and live in MemorySettings (stage2_*).

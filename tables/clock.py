@@ -28,7 +28,9 @@ def parse_instant(value: object) -> datetime | None:
 
 
 def format_instant(instant: datetime | None) -> str | None:
-    return None if instant is None else as_utc(instant).isoformat()
+    if instant is None:
+        return None
+    return instant.isoformat() if instant.tzinfo is UTC else as_utc(instant).isoformat()
 
 
 def parse_day(value: object) -> date | None:

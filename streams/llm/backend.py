@@ -35,6 +35,10 @@ class LLMStats:
 
 
 class LLMBackend(abc.ABC):
+    # True for a backend that computes in the worker's own process, with no I/O (rules): its answer is
+    # ready as soon as it is asked for.
+    in_process: bool = False
+
     @property
     @abc.abstractmethod
     def label(self) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 import uuid
 import weakref
 from dataclasses import dataclass
@@ -36,13 +37,16 @@ from credence.streams.runtime.records import Turn, decode_control, decode_feedba
 from credence.streams.runtime.store import ScopeStore
 from credence.streams.runtime.switch import PowerSwitch
 from credence.streams.runtime.topics import Topics
-from credence.streams.runtime.writes import TableWrites
+from credence.streams.runtime.writes import TableWrites, enqueue
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.step import event_now
 from credence.tables.clock import parse_instant
 
 log = logging.getLogger(__name__)
 INPUTS = ("turns", "feedback", "facts", "control", "usage")
+# In-process answers applied after one record, at most; past it (a loop of requests raising requests, a
+# bug) the rest go to the runner and come back through the result topics.
+MAX_INLINE_ANSWERS = 64
 
 
 def encode_record(record: dict) -> bytes:
@@ -103,6 +107,7 @@ class ScopeAgent:
         self.positions = positions
         self.consumer_of = None  # () -> the Faust consumer (set with the app): rewinds seek it
         self.ownership, self.switch, self.stats = ownership, switch, stats
+        self._powerful: dict[str, bool] = {}  # tenant -> the switch, read once per batch (a file stat each)
         self.boot = uuid.uuid4().hex[:12]
         self.by_name = {settings.topic(n): n for n in INPUTS}
         self.runner = None  # set once the runner exists (it needs `send`)
@@ -134,6 +139,9 @@ class ScopeAgent:
             await self.batch(events)
 
     async def batch(self, events) -> None:
+        if not self.stats.first_input_at and events:
+            self.stats.first_input_at = time.time()
+        self._powerful.clear()
         work: dict[str, ScopeWork] = {}
         sends = Sends()
         last: dict[int, object] = {}  # partition -> its last event in the batch
@@ -180,7 +188,7 @@ class ScopeAgent:
                 sends.add(item.name, item.scope.encode(), event.value)
                 self.stats.turns_rekeyed += item.name == "turns"
                 continue
-            self.take(work, sends, event, item)
+            await self.take(work, sends, event, item)
         await self.commit(work, sends, last)
         for (topic, partition), offset in holes.items():
             await self.rewind(topic, partition, offset)
@@ -214,7 +222,7 @@ class ScopeAgent:
         if targets:
             await self.consumer_of().seek_wait(targets)
 
-    def take(self, work: dict[str, ScopeWork], sends: Sends, event, item: Input) -> None:
+    async def take(self, work: dict[str, ScopeWork], sends: Sends, event, item: Input) -> None:
         msg = event.message
         scope_work = work.get(item.scope)
         if scope_work is None:
@@ -230,7 +238,7 @@ class ScopeAgent:
                 self.stats.turns_duplicate += item.name == "turns"
                 return
         applied = Applied(item.kind, item.record, event_now(state, item.at) or datetime.now(UTC),
-                          self.switch.enabled(item.scope.split("/")[0]), position, msg.offset,
+                          self.powerful(item.scope.split("/")[0]), position, msg.offset,
                           item.name == "turns")
         if is_idle_tick(scope_work, applied, self.context):
             return
@@ -249,6 +257,45 @@ class ScopeAgent:
                                           position, msg.offset, False), self.context)
             return
         self.stats.turns_accepted += applied.turn
+        if self.runner is not None and self.runner.inline:
+            work[item.scope] = await self.answer_inline(sends, work[item.scope], item.scope, applied)
+
+    async def answer_inline(self, sends: Sends, scope_work: ScopeWork, scope: str, asked: Applied) -> ScopeWork:
+        """An in-process backend's answers, applied right after the record that asked (and the requests
+        those answers raise, in order), at that record's position: where an answer lands is fixed by the
+        partition's order alone, so a re-run of the batch, a replay after a kill or a rebuild after a
+        failed step applies it at the same place. An evidence request holds its scope, so answering it at
+        once changes no outcome, only the wait. A promotion does not hold it: through the result topics its
+        answer would land wherever the scope had got to meanwhile (its later records no longer wait for
+        anything), so replays could differ; answered here it is never late, and a denial after it on the
+        partition applies to what it decided."""
+        for _ in range(MAX_INLINE_ANSWERS):
+            state = scope_work.live.state
+            req = next((r for r in scope_work.requests if r.id in state.requests), None)
+            if req is None:
+                break
+            record = decode_control(encode_record(await self.runner.answer(scope, req)))
+            answer = Applied(record["type"], record, event_now(state, None) or asked.now, asked.powerful,
+                             asked.position, asked.offset, False)
+            try:
+                apply(scope_work, answer, self.context)
+            except Exception as exc:  # noqa: BLE001 - as for a result read from the log: DLQ, release
+                log.exception("step failed for %s on an in-process %s answer", scope, req.task)
+                self.stats.records_rejected += 1
+                sends.add("dlq", scope.encode(), dead_letter(
+                    topic=self.settings.topic("control"), partition=scope_work.partition, offset=asked.offset,
+                    reason=f"could not apply to scope {scope}: {type(exc).__name__}: {exc}",
+                    original=encode_record(record), at=datetime.now(UTC)))
+                scope_work = rebuild(self.store, scope, scope_work, self.context)
+                apply(scope_work, Applied(RELEASE, {"request_id": req.id}, answer.now, answer.powerful,
+                                          asked.position, asked.offset, False), self.context)
+        return scope_work
+
+    def powerful(self, tenant: str) -> bool:
+        enabled = self._powerful.get(tenant)
+        if enabled is None:
+            enabled = self._powerful[tenant] = self.switch.enabled(tenant)
+        return enabled
 
     def reject(self, sends: Sends, event, reason: str) -> None:
         msg = event.message
@@ -261,11 +308,10 @@ class ScopeAgent:
     async def commit(self, work: dict[str, ScopeWork], sends: Sends, last: dict) -> None:
         """Send and await every record of the batch, then write each changed key once."""
         try:
-            futures = [await getattr(self.topics, topic).send(key=key, value=value)
-                       for topic, key, value in sends.items]
+            futures = [await enqueue(getattr(self.topics, topic), key, value) for topic, key, value in sends.items]
             for scope, scope_work in work.items():
                 key = scope.encode()
-                futures += [await getattr(self.topics, e.topic).send(key=key, value=encode_record(e.record))
+                futures += [await enqueue(getattr(self.topics, e.topic), key, encode_record(e.record))
                             for e in scope_work.emits]
             if futures:
                 send_now(getattr(self.topics.turns, "app", None))

@@ -42,6 +42,7 @@ class Stats:
     journal_events: int = 0
     archived: int = 0
     forgotten_scopes: int = 0
+    first_input_at: float = 0.0  # unix time this process took its first input batch; 0 = none yet
     broker_unreachable_since: float = 0.0  # unix time the brokers were first found unreachable; 0 = reachable
     turns_by_tenant: dict = field(default_factory=dict)  # tenant -> turns applied (/metrics)
     signals_by_tenant: dict = field(default_factory=dict)  # tenant -> signal kind -> evidence signals applied
@@ -193,7 +194,7 @@ def _runner(app: faust.App, settings: Settings, bootstrap: str, backend: LLMBack
     async def stop_results(sender, **kwargs) -> None:
         await results.stop()
 
-    return Runner(backend, results, settings.pipeline.max_inflight_llm, encode)
+    return Runner(backend, results, settings.pipeline.max_inflight_llm, encode, settings.llm.inline_in_process)
 
 
 def raw_table(app: faust.App, name: str, partitions: int, changelog: dict) -> faust.Table:

@@ -66,6 +66,9 @@ MakeContext = Callable[[str, datetime, bool], StepContext]  # (scope, now, power
 def apply(work: ScopeWork, item: Applied, make_context: MakeContext) -> StepContext:
     """Apply one input to the live state and collect its effects. Raises whatever the step raises."""
     state = work.live.state
+    if item.kind in (RELEASE, "result", "failed"):
+        # answered (an in-process backend, within the batch) or given up: nothing to send to the runner
+        work.requests = [r for r in work.requests if r.id != item.record.get("request_id")]
     if item.kind == RELEASE:
         state.requests.pop(item.record["request_id"], None)
         state.applied[item.position] = item.offset

@@ -38,7 +38,7 @@ class Marks:
         self._writes = writes
         self._horizon = horizon_days * 86_400.0
         self._partition_of = partition_of
-        self._pending: dict[str, tuple[str, str | None]] = {}  # this batch's new marks
+        self._pending: dict[str, tuple[str, str | None, int]] = {}  # this batch's new marks (+ partition)
         self._heaps: dict[int, list[tuple[float, str]]] | None = None  # per partition, oldest first
         self._newest: dict[int, float] = {}
 
@@ -49,7 +49,7 @@ class Marks:
         mark = self._pending.get(key) or codec.decode_mark(self._table.get(key))
         if mark:
             return mark[0] == position
-        self._pending[key] = (position, format_instant(at))
+        self._pending[key] = (position, format_instant(at), self._partition_of(scope))
         return True
 
     def write(self, partition: int) -> None:
@@ -57,8 +57,8 @@ class Marks:
         the partition's marks that fell behind the horizon."""
         heaps = self._heaps_now()
         heap = heaps.setdefault(partition, [])
-        for key in [k for k in self._pending if self._partition_of(_scope(k)) == partition]:
-            position, at = self._pending.pop(key)
+        for key in [k for k, pending in self._pending.items() if pending[2] == partition]:
+            position, at, _ = self._pending.pop(key)
             self._writes.put(self._table, key, codec.encode_mark(position, at), partition)
             self._push(partition, _seconds(at), key)
         cutoff = self._newest.get(partition, NO_TIME) - self._horizon

@@ -16,6 +16,7 @@ class Ownership:
     def __init__(self, partitions: int, source_topic: str) -> None:
         self._all = list(range(partitions))
         self._partitioner = DefaultPartitioner()
+        self._partition_cache: dict[str, int] = {}
         self._source = source_topic  # one of the co-partitioned input topics stands for all of them
         self.held: set[int] = set()
         self.unscanned: set[int] = set()  # assigned partitions not yet scanned for unfinished work
@@ -23,7 +24,12 @@ class Ownership:
         self._on_moved: list[Callable[[set[int]], None]] = []
 
     def partition_of(self, scope: str) -> int:
-        return self._partitioner(scope.encode(), self._all, self._all)
+        partition = self._partition_cache.get(scope)
+        if partition is None:  # murmur2 in Python: worth remembering for the scopes this worker sees
+            if len(self._partition_cache) >= 1 << 16:
+                self._partition_cache.clear()
+            partition = self._partition_cache[scope] = self._partitioner(scope.encode(), self._all, self._all)
+        return partition
 
     def owns(self, scope: str) -> bool:
         return self.partition_of(scope) in self.held

@@ -79,39 +79,48 @@ async def execute(backend: LLMBackend, task: str, p: dict, encode=None) -> dict:
 
 
 class Runner:
-    def __init__(self, backend: LLMBackend, send: Send, max_inflight: int, encode=None):
+    def __init__(self, backend: LLMBackend, send: Send, max_inflight: int, encode=None, inline: bool = False):
         self.backend = backend
         self.encode = encode
         self.send = send
         self.slots = asyncio.Semaphore(max_inflight)
         self.tasks: set[asyncio.Task] = set()
         self.observe: Callable[[str, str, float], None] | None = None  # (task, outcome, seconds): /metrics
+        # A backend that computes in this process (rules) answers inside the agent's batch (agent.py,
+        # `answer_inline`): its answer is a pure function of the request, so a network round trip through
+        # the result topics would only hold the scope.
+        self.inline = inline and backend.in_process
 
     @property
     def inflight(self) -> int:
         return len(self.tasks)
 
     def submit(self, scope: str, req: Request) -> None:
-        task = asyncio.ensure_future(self._run(scope, req.id, req.task, req.payload))
+        task = asyncio.ensure_future(self._run(scope, req))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
-    async def _run(self, scope: str, request_id: str, task: str, payload: dict) -> None:
+    async def answer(self, scope: str, req: Request) -> dict:
+        """The request's result (or failure) record, as it would be posted to the scope's log."""
         tenant, user, character = scope.split("/")
         head = {"v": 1, "tenant": tenant, "user": user, "character": character,
-                "request_id": request_id, "task": task}
-        async with self.slots:
-            started = time.perf_counter()  # inside the slot: the call's latency, not the queueing
-            try:
-                record = head | {"type": "result", "output": await execute(self.backend, task, payload, self.encode)}
-            except Exception as exc:  # noqa: BLE001 - any failure is reported to the scope, never lost
-                log.warning("LLM %s for %s failed: %s", task, scope, exc)
-                record = head | {"type": "failed", "error": str(exc)[:500]}
-            if self.observe is not None:
-                self.observe(task, record["type"], time.perf_counter() - started)
-        topic = "facts" if task == STAGE1 and record["type"] == "result" else "control"
+                "request_id": req.id, "task": req.task}
+        started = time.perf_counter()
+        try:
+            record = head | {"type": "result", "output": await execute(self.backend, req.task, req.payload, self.encode)}
+        except Exception as exc:  # noqa: BLE001 - any failure is reported to the scope, never lost
+            log.warning("LLM %s for %s failed: %s", req.task, scope, exc)
+            record = head | {"type": "failed", "error": str(exc)[:500]}
+        if self.observe is not None:
+            self.observe(req.task, record["type"], time.perf_counter() - started)
+        return record
+
+    async def _run(self, scope: str, req: Request) -> None:
+        async with self.slots:  # the call's latency is measured inside the slot, not the queueing
+            record = await self.answer(scope, req)
+        topic = "facts" if req.task == STAGE1 and record["type"] == "result" else "control"
         try:
             await self.send(topic, scope, record)
         except Exception:  # noqa: BLE001
             # The request stays in the scope's state and is re-issued on a later step.
-            log.exception("could not post the %s result for %s", task, scope)
+            log.exception("could not post the %s result for %s", req.task, scope)

@@ -56,7 +56,10 @@ def test_flaky_llm_server_gives_the_same_entries_as_rules(flaky_server, settings
     flaky = settings_factory(topic_partitions=PARTITIONS, pipeline=REPLAY_PIPELINE, llm=llm)
     rules = settings_factory(topic_partitions=PARTITIONS, pipeline=REPLAY_PIPELINE,
                              topic_prefix=f"{topic_prefix}r", app_id=f"{topic_prefix}r-app",
-                             data_dir=tmp_path / "data-rules", llm=LLMSettings(backend="rules"))
+                             data_dir=tmp_path / "data-rules",
+                             # through the runner and the result topics, as the server's answers go (the
+                             # rules default answers in the batch: promotions would land elsewhere)
+                             llm=LLMSettings(backend="rules", inline_in_process=False))
 
     # The two workers share nothing but the broker: run them side by side.
     with ThreadPoolExecutor(2) as pool:

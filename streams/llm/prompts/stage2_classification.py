@@ -75,7 +75,9 @@ def fact_refs(facts: Sequence[Fact], ids: Aliases | None = None) -> list[FactRef
 
 
 def observation_refs(observations: Sequence[Observation], ids: Aliases | None = None) -> list[ObservationRef]:
-    return [ObservationRef(id=ids.alias(o.id) if ids else o.id, text=o.text, subject=o.subject)
+    # Built again for every candidate list the token budget tries: the fields come from validated
+    # Observations (str, str, str), so they are not validated a second time.
+    return [ObservationRef.model_construct(id=ids.alias(o.id) if ids else o.id, text=o.text, subject=o.subject)
             for o in observations]
 
 

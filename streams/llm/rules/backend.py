@@ -25,6 +25,8 @@ LABEL = "rules (offline fallback — no LLM server configured)"
 
 
 class RulesBackend(LLMBackend):
+    in_process = True
+
     def __init__(
         self,
         *,

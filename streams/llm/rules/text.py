@@ -4,6 +4,7 @@ negation cues that give a sentence its polarity."""
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
 
@@ -61,6 +62,7 @@ def strip_fillers(phrase: str) -> str:
     return " ".join(words)
 
 
+@lru_cache(maxsize=1 << 16)  # pure, and asked about the same subjects for every fact of a scope
 def normalise_subject(phrase: str) -> str:
     """Lowercase key phrase without leading determiners/prepositions or trailing filler."""
     words = strip_fillers(cut_clause(clean(phrase))).lower().split()
@@ -79,8 +81,9 @@ def stem(word: str) -> str:
     return word
 
 
-def content_stems(text: str) -> set[str]:
-    return {stem(w) for w in _WORD.findall(clean(text).lower()) if w not in _STOPWORDS and len(w) > 1}
+@lru_cache(maxsize=1 << 16)  # pure; frozen, as every caller shares the one answer
+def content_stems(text: str) -> frozenset[str]:
+    return frozenset(stem(w) for w in _WORD.findall(clean(text).lower()) if w not in _STOPWORDS and len(w) > 1)
 
 
 def polarity_of(text: str) -> str:

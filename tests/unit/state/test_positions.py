@@ -60,6 +60,8 @@ class Consumer:
 
 
 class Runner:
+    inline = False  # requests go out (and are dropped here), as a remote model's do
+
     def submit(self, scope, req):
         pass
 
