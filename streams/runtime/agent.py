@@ -2,7 +2,8 @@
 
 It reads turns, feedback, usage, facts and control records (all keyed by scope, co-partitioned) in batches
 (`state.batch_max_records`, `state.batch_within_seconds`). Each record is applied in order to its
-scope's live state by the pure step; then, once per batch: every record the batch emitted (journal,
+scope's live state by the pure step (with an in-process backend, each request's answer is applied right
+after the record that asked: `answer_inline`); then, once per batch: every record the batch emitted (journal,
 archive hand-off, dead letters) is sent and acknowledged by the broker, then each changed key is written
 once, then the LLM requests go to the runner, and only after that are the batch's offsets committed.
 Delivery is at-least-once: a crash before the writes re-runs the batch (its records come again with the

@@ -1,8 +1,11 @@
 """Runs a scope's LLM requests in the background and posts each result back onto the scope's log.
 
-The agent never awaits the model: it saves the request in the scope's state, and this runner's answer
+The agent never awaits a model server: it saves the request in the scope's state, and this runner's answer
 (or failure) arrives later as a record keyed by the scope — Stage-1 facts on credence.facts, everything
-else on credence.control — so results are applied in the scope's order, by its one owner.
+else on credence.control — so results are applied in the scope's order, by its one owner. A backend that
+computes in the worker's own process (rules) is asked inside the batch instead (`answer`, called by the
+agent's `answer_inline`; `llm.inline_in_process`): its answer is ready at once, and the result topics'
+round trip would only hold the scope.
 
 Results go out through their own producer (`ResultSender`). A producer has one produce request in flight
 per broker, and the agent's batches (emits, redo record, table writes: three acknowledged requests each)
