@@ -34,6 +34,11 @@ APPLY_EVERY = 5_000  # records per apply_changelog_batch call (Faust's own loop 
 # aiokafka's defaults (per request, per partition), as the bare consumer the benchmark compares with uses:
 # 16 MiB per partition measured no faster (one response is decoded only once all of it has arrived).
 FETCH_BYTES, PARTITION_FETCH_BYTES = 50 * 1024 * 1024, 1024 * 1024
+# Loop turns given to the consumer's fetcher after each getmany, before the (blocking) store write: taking
+# records wakes it, and it needs a few turns to send the next fetch requests. Without them the next fetch
+# only left once the write was done, and every one of ~50 fetches waited its broker round trip (measured:
+# the read 0.80 -> 0.65 s for 100,000 records).
+FETCHER_TURNS = 4
 BUDGET_SHARE = 0.6  # of the broker request timeout Faust gives this step; the rest is Faust's loop
 
 
@@ -153,6 +158,8 @@ class BulkRecovery(Recovery):
             open_ = dict(faust_tp)
             while open_ and time.monotonic() < deadline:
                 fetched = await reader.getmany(*open_, timeout_ms=500, max_records=APPLY_EVERY * 4)
+                for _ in range(FETCHER_TURNS):  # its next fetch goes out now, and is served while we write
+                    await asyncio.sleep(0)
                 for ktp, records in fetched.items():
                     self._applied += self._apply(faust_tp[ktp], records, destination)
                 for ktp, tp in list(open_.items()):
