@@ -288,7 +288,7 @@ def measure(bootstrap: str, broker_dir: Path | None, work: Path, runs: int, quic
     # the first 20 turns of each short scope: enough turns for percentiles, at a rate the run can keep
     report["latency"] = run_latency(bootstrap, inputs["short"][:60 * 20], ours_rate / 2, work)
     print("latency", report["latency"], flush=True)
-    report["per_record"] = [run_per_record(bootstrap, n, int(400 * scale) or 40, work) for n in (10, 1000, 10000)]
+    report["per_record"] = [run_per_record(bootstrap, n, int(2000 * scale) or 200, work) for n in (10, 1000, 10000)]
     print("per record", report["per_record"], flush=True)
     report["recovery"] = run_recovery(bootstrap, 10, int(10_000 * scale), work)
     print("recovery", report["recovery"], flush=True)
