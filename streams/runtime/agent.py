@@ -282,11 +282,9 @@ class ScopeAgent:
                 apply(scope_work, answer, self.context)
             except Exception as exc:  # noqa: BLE001 - as for a result read from the log: DLQ, release
                 log.exception("step failed for %s on an in-process %s answer", scope, req.task)
-                self.stats.records_rejected += 1
-                sends.add("dlq", scope.encode(), dead_letter(
-                    topic=self.settings.topic("control"), partition=scope_work.partition, offset=asked.offset,
-                    reason=f"could not apply to scope {scope}: {type(exc).__name__}: {exc}",
-                    original=encode_record(record), at=datetime.now(UTC)))
+                self.dead_letter(sends, self.settings.topic("control"), scope_work.partition, asked.offset,
+                                 scope.encode(), encode_record(record),
+                                 f"could not apply to scope {scope}: {type(exc).__name__}: {exc}")
                 scope_work = rebuild(self.store, scope, scope_work, self.context)
                 apply(scope_work, Applied(RELEASE, {"request_id": req.id}, answer.now, answer.powerful,
                                           asked.position, asked.offset, False), self.context)
@@ -300,11 +298,16 @@ class ScopeAgent:
 
     def reject(self, sends: Sends, event, reason: str) -> None:
         msg = event.message
-        self.stats.turns_rejected += msg.topic == self.settings.topic("turns")
+        self.dead_letter(sends, msg.topic, msg.partition, msg.offset, event.key, event.value, reason)
+
+    def dead_letter(self, sends: Sends, topic: str, partition: int, offset: int, key: bytes | None,
+                    original: bytes | None, reason: str) -> None:
+        """A record refused whole, with the reason, on the DLQ (sent with the batch)."""
+        self.stats.turns_rejected += topic == self.settings.topic("turns")
         self.stats.records_rejected += 1
-        log.warning("record rejected (%s[%d]@%d): %s", msg.topic, msg.partition, msg.offset, reason)
-        sends.add("dlq", event.key, dead_letter(topic=msg.topic, partition=msg.partition, offset=msg.offset,
-                                                reason=reason, original=event.value, at=datetime.now(UTC)))
+        log.warning("record rejected (%s[%d]@%d): %s", topic, partition, offset, reason)
+        sends.add("dlq", key, dead_letter(topic=topic, partition=partition, offset=offset, reason=reason,
+                                          original=original, at=datetime.now(UTC)))
 
     async def commit(self, work: dict[str, ScopeWork], sends: Sends, last: dict) -> None:
         """Send and await every record of the batch, then write each changed key once."""
