@@ -33,7 +33,7 @@ from credence.kafka import send_now
 from credence.streams.runtime.batch import RELEASE, Applied, ScopeWork, Sends, apply, is_idle_tick, rebuild
 from credence.streams.runtime.marks import Marks
 from credence.streams.runtime.ownership import Ownership
-from credence.streams.runtime.positions import GAP, SEEN, Positions
+from credence.streams.runtime.positions import ASK, GAP, SEEN, Positions
 from credence.streams.runtime.records import Turn, decode_control, decode_feedback, decode_turn, decode_usage
 from credence.streams.runtime.store import ScopeStore
 from credence.streams.runtime.switch import PowerSwitch
@@ -107,6 +107,7 @@ class ScopeAgent:
         self.settings, self.topics, self.store, self.marks, self.writes = settings, topics, store, marks, writes
         self.positions = positions
         self.consumer_of = None  # () -> the Faust consumer (set with the app): rewinds seek it
+        self.probe = None  # probe.OffsetProbe (set with the app): which offsets of a partition hold records
         self.ownership, self.switch, self.stats = ownership, switch, stats
         self._powerful: dict[str, bool] = {}  # tenant -> the switch, read once per batch (a file stat each)
         self.boot = uuid.uuid4().hex[:12]
@@ -156,7 +157,7 @@ class ScopeAgent:
                 self.stats.moved_away += 1
                 continue
             set_current_event(event)  # table reads go to the record's partition
-            verdict = self.positions.check(msg.topic, msg.partition, msg.offset)
+            verdict = await self.verdict(msg.topic, msg.partition, msg.offset)
             if verdict == SEEN:
                 self.stats.redelivered += 1
                 continue
@@ -193,6 +194,18 @@ class ScopeAgent:
         await self.commit(work, sends, last)
         for (topic, partition), offset in holes.items():
             await self.rewind(topic, partition, offset)
+
+    async def verdict(self, topic: str, partition: int, offset: int) -> str:
+        """positions.check's verdict on an input record; when offsets before it did not come, the broker
+        says whether they hold records (a transaction marker or an aborted record holds none): GAP if it
+        holds one the consumer skipped, or cannot tell."""
+        verdict = self.positions.check(topic, partition, offset)
+        if verdict == ASK and self.probe is not None:
+            expected = self.positions.expected(topic, partition)
+            self.positions.reported(topic, partition, expected,
+                                    await self.probe.offsets_from(topic, partition, expected))
+            verdict = self.positions.check(topic, partition, offset)
+        return GAP if verdict == ASK else verdict
 
     async def rewind(self, topic: str, partition: int, offset: int) -> None:
         """Fetch (topic, partition) again from `offset`. Again after every batch that still brought

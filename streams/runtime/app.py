@@ -14,12 +14,14 @@ from credence.streams.runtime import timers, views
 from credence.streams.runtime.agent import INPUTS, ScopeAgent, encode_record, halt
 from credence.streams.runtime.marks import Marks
 from credence.streams.runtime.positions import Positions
+from credence.streams.runtime.probe import OffsetProbe
 from credence.streams.runtime.ownership import Ownership
 from credence.streams.runtime.restore import RestoreStats, install_bulk_recovery
 from credence.streams.runtime.runner import ResultSender, Runner
 from credence.streams.runtime.store import ScopeStore, StateTables
 from credence.streams.runtime.switch import PowerSwitch
 from credence.streams.runtime.topics import CHANGELOG_CONFIGS, TABLES, Topics, declare_topics
+from credence.streams.runtime.transport import read_committed
 from credence.streams.runtime.writes import TableWrites
 from credence.tables.tokens import default_token_counter
 
@@ -97,7 +99,7 @@ def faust_app(settings: Settings, bootstrap: str) -> faust.App:
     """The Faust app a worker runs: its store, web server, producer and consumer-group settings."""
     from credence.kafka import faust_options
 
-    return faust.App(
+    app = faust.App(
         settings.app_id,
         **faust_options(bootstrap, settings.kafka),
         store=store_url(settings),
@@ -121,6 +123,8 @@ def faust_app(settings: Settings, bootstrap: str) -> faust.App:
         broker_heartbeat_interval=max(1.0, settings.kafka_session_timeout_s / 4),
         table_standby_replicas=0,
     )
+    read_committed(app)  # an aborted upstream transaction's records are never applied
+    return app
 
 
 def create_app(settings: Settings, bootstrap: str) -> Credence:
@@ -160,6 +164,8 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
     stats = Stats()
     agent = ScopeAgent(settings, topics, store, marks, writes, ownership, switch, stats, positions)
     agent.consumer_of = lambda: app.consumer
+    agent.probe = OffsetProbe(bootstrap, settings.kafka)
+    app.on_before_shutdown.connect(stop_with(agent.probe))
     runner = agent.runner = _runner(app, settings, bootstrap, backend, ownership)
     credence = Credence(app=app, settings=settings, topics=topics, tables=tables, store=store,
                         ownership=ownership, marks=marks, switch=switch, backend=backend, agent=agent,
@@ -177,6 +183,13 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
     agent.switch = credence.switch  # the API wraps the switch with per-tenant settings
     _register_serving(credence)
     return credence
+
+
+def stop_with(client):
+    """A shutdown receiver that stops `client`."""
+    async def stop(sender, **kwargs) -> None:
+        await client.stop()
+    return stop
 
 
 def _runner(app: faust.App, settings: Settings, bootstrap: str, backend: LLMBackend,
