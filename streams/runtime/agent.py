@@ -137,7 +137,13 @@ class ScopeAgent:
     async def run(self, stream) -> None:
         state = self.settings.state
         async for events in stream.take_events(state.batch_max_records, within=state.batch_within_seconds):
-            await self.batch(events)
+            try:
+                await self.batch(events)
+            except BaseException as exc:  # noqa: BLE001 - cancelled mid-batch included, as in `commit`
+                # Faust's supervisor would start this agent again in the same process, with the batch's
+                # positions, marks and live scopes advanced in memory but never written: the records it
+                # took would be skipped for good. The next run re-reads them instead.
+                halt(f"a batch failed before it was made durable: {type(exc).__name__}: {exc}")
 
     async def batch(self, events) -> None:
         if not self.stats.first_input_at and events:
@@ -241,9 +247,9 @@ class ScopeAgent:
         applied = Applied(item.kind, item.record, event_now(state, item.at) or datetime.now(UTC),
                           self.powerful(item.scope.split("/")[0]), position, msg.offset,
                           item.name == "turns")
-        if is_idle_tick(scope_work, applied, self.context):
-            return
         try:
+            if is_idle_tick(scope_work, applied, self.context):  # it runs the step: a refused tick is dead-lettered
+                return
             apply(scope_work, applied, self.context)
         except Exception as exc:  # noqa: BLE001
             # A record the domain refuses (or a bug) must not stop the partition: the scope keeps the
