@@ -31,7 +31,7 @@ from credence.deadletter import dead_letter
 from credence.errors import RecordError
 from credence.kafka import send_now
 from credence.streams.runtime.batch import RELEASE, Applied, ScopeWork, Sends, apply, is_idle_tick, rebuild
-from credence.streams.runtime.marks import Marks
+from credence.streams.runtime.marks import Marks, received_at
 from credence.streams.runtime.ownership import Ownership
 from credence.streams.runtime.positions import GAP, SEEN, Positions
 from credence.streams.runtime.records import Turn, decode_control, decode_feedback, decode_turn, decode_usage
@@ -241,7 +241,8 @@ class ScopeAgent:
             return
         if item.name in ("turns", "feedback"):
             ident = item.record.get("turn_id") or item.record.get("feedback_id")
-            if not self.marks.first_time(item.name, item.scope, ident, f"{position}:{msg.offset}", item.at):
+            if not self.marks.first_time(item.name, item.scope, ident, f"{position}:{msg.offset}", item.at,
+                                         received_at(msg)):
                 self.stats.turns_duplicate += item.name == "turns"
                 return
         applied = Applied(item.kind, item.record, event_now(state, item.at) or datetime.now(UTC),

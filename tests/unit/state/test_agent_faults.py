@@ -213,3 +213,20 @@ def test_a_tick_the_domain_refuses_is_dead_lettered_like_any_refused_record(monk
     dead = [json.loads(v) for name, _, v in agent.topics.sent if name == "dlq"]
     assert len(dead) == 1 and "not this tick" in dead[0]["reason"]
     assert agent.store.get(SCOPE).turns == 2 and agent.stats.records_rejected == 1
+
+
+def same_partition_scope(tenant: str) -> str:
+    partition_of = Ownership(PARTITIONS, SETTINGS.topic("turns")).partition_of
+    return next(s for s in (f"{tenant}/u{i}/aria" for i in range(1000)) if partition_of(s) == partition_of(SCOPE))
+
+
+def test_one_tenants_far_future_turn_does_not_prune_another_tenants_duplicate_marks():
+    log = Log()
+    buggy = same_partition_scope("globex")
+    agent = agent_over(new_tables())
+    asyncio.run(agent.batch([log.turn(0, "I love green tea."), log.turn(1, "I live in Berlin.")]))
+    far_future = T0.replace(year=2090)
+    asyncio.run(agent.batch([log.turn(0, "hello from the future", buggy, at=far_future)]))
+    asyncio.run(agent.batch([log.turn(0, "I love green tea.")]))  # a producer retry, the same turn_id
+    assert agent.stats.turns_duplicate == 1 and agent.store.get(SCOPE).turns == 2
+    assert agent.store.get(buggy).turns == 1
