@@ -13,6 +13,7 @@ from credence.streams.runtime.writes import TableWrites
 from .conftest import SCOPE, T0
 
 DAY = timedelta(days=1)
+HOUR = timedelta(hours=1)
 
 
 def marks_over(table: dict, horizon_days: float = 7.0) -> tuple[Marks, int]:
@@ -101,10 +102,11 @@ def test_one_tenants_far_future_clock_does_not_prune_the_others_marks():
     assert not marks.first_time("turns", buggy, "t1", "turns:0:4", T0.replace(year=2090), T0 + 3 * HOUR)
 
 
-HOUR = timedelta(hours=1)
 TENANTS = scopes_beside(SCOPE, 3)
-HONEST = st.integers(min_value=-120, max_value=1).map(lambda m: timedelta(minutes=m))  # clocks of producers
-OUTLIER = st.integers(min_value=-30 * 365, max_value=60 * 365).map(lambda d: timedelta(days=d))  # a client's
+# An event time against its Kafka timestamp: an honest client dates a turn up to 2 h before it is produced
+# (or a minute after, a clock slightly ahead); a buggy one decades away either side.
+HONEST = st.integers(min_value=-120, max_value=1).map(lambda m: timedelta(minutes=m))
+OUTLIER = st.integers(min_value=-30 * 365, max_value=60 * 365).map(lambda d: timedelta(days=d))
 RECORD = st.tuples(st.integers(min_value=0, max_value=3), st.integers(min_value=0, max_value=5),
                    st.integers(min_value=0, max_value=12), st.one_of(HONEST, HONEST, OUTLIER))
 
