@@ -31,7 +31,7 @@ from credence.deadletter import dead_letter
 from credence.errors import RecordError
 from credence.kafka import send_now
 from credence.streams.runtime.batch import RELEASE, Applied, ScopeWork, Sends, apply, is_idle_tick, rebuild
-from credence.streams.runtime.marks import Marks
+from credence.streams.runtime.marks import Marks, received_at
 from credence.streams.runtime.ownership import Ownership
 from credence.streams.runtime.positions import ASK, GAP, SEEN, Positions
 from credence.streams.runtime.records import Turn, decode_control, decode_feedback, decode_turn, decode_usage
@@ -138,7 +138,13 @@ class ScopeAgent:
     async def run(self, stream) -> None:
         state = self.settings.state
         async for events in stream.take_events(state.batch_max_records, within=state.batch_within_seconds):
-            await self.batch(events)
+            try:
+                await self.batch(events)
+            except BaseException as exc:  # noqa: BLE001 - cancelled mid-batch included, as in `commit`
+                # Faust's supervisor would start this agent again in the same process, with the batch's
+                # positions, marks and live scopes advanced in memory but never written: the records it
+                # took would be skipped for good. The next run re-reads them instead.
+                halt(f"a batch failed before it was made durable: {type(exc).__name__}: {exc}")
 
     async def batch(self, events) -> None:
         if not self.stats.first_input_at and events:
@@ -248,15 +254,16 @@ class ScopeAgent:
             return
         if item.name in ("turns", "feedback"):
             ident = item.record.get("turn_id") or item.record.get("feedback_id")
-            if not self.marks.first_time(item.name, item.scope, ident, f"{position}:{msg.offset}", item.at):
+            if not self.marks.first_time(item.name, item.scope, ident, f"{position}:{msg.offset}", item.at,
+                                         received_at(msg)):
                 self.stats.turns_duplicate += item.name == "turns"
                 return
         applied = Applied(item.kind, item.record, event_now(state, item.at) or datetime.now(UTC),
                           self.powerful(item.scope.split("/")[0]), position, msg.offset,
                           item.name == "turns")
-        if is_idle_tick(scope_work, applied, self.context):
-            return
         try:
+            if is_idle_tick(scope_work, applied, self.context):  # it runs the step: a refused tick is dead-lettered
+                return
             apply(scope_work, applied, self.context)
         except Exception as exc:  # noqa: BLE001
             # A record the domain refuses (or a bug) must not stop the partition: the scope keeps the
