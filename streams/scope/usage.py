@@ -1,7 +1,7 @@
 """The usage channel inside a scope step (seed 002): recall hits, the daily decay sweep, restores.
 
 Usage records are applied by the scope's owner in partition order, like every other input, so a
-duplicated or replayed record lands on the same (source, UTC day) and changes nothing. The daily sweep
+duplicated or replayed record lands on the same (source, UTC day of its ts) and changes nothing. The daily sweep
 runs in event time at ``decay_sweep_at`` (03:00 UTC) and only while ``decay_enabled`` is on; what it
 soft-archives stays in the scope's state with status "archived" (out of the prompt, recall and the
 Stage-2 pool, never deleted, journalled) until an operator restores it.
@@ -14,6 +14,7 @@ from datetime import datetime
 
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.state import ScopeState
+from credence.tables.clock import parse_instant
 from credence.tables.entries import ARCHIVED, changed
 from credence.tables.lifecycle import archive
 from credence.tables.usage import decay_sweep, reinforce, restored, sweep_instants
@@ -30,13 +31,16 @@ def apply(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
 
 
 def _reinforce(state: ScopeState, record: dict, ctx: StepContext) -> None:
+    # The hit's own UTC day decides idempotency, not the scope's clock, which other records may have
+    # moved on: a hit arriving late for an earlier day still counts on that day.
+    hit_at = parse_instant(record.get("ts")) or ctx.now
     for entry_id in record["entry_ids"]:
         entry = state.entries.get(entry_id)
         if entry is None or entry.protected or entry.status == ARCHIVED:
             ctx.log.append(f"usage for unknown, protected or archived entry {entry_id} ignored")
             continue
-        usage = reinforce(entry.usage, ctx.now, record["source"], settings=ctx.usage)
-        if usage is not entry.usage:  # same source, same UTC day: already counted
+        usage = reinforce(entry.usage, hit_at, record["source"], settings=ctx.usage)
+        if usage is not entry.usage:  # this (source, UTC day) already counted
             ctx.put(state, changed(entry, ctx.now, usage=usage), "usage", record["source"], entry)
 
 

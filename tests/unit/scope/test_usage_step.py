@@ -67,6 +67,20 @@ def test_a_recall_hit_reinforces_once_per_source_and_utc_day():
     assert state.entries["p1"].usage.reinforce_count == 3
 
 
+def test_a_late_hit_counts_on_its_own_utc_day_once_and_a_replay_ends_in_the_same_state():
+    state = scope_with(persona("p1"))
+    day2 = T0 + timedelta(days=2)
+    hits = [(day2, "recall"), (T0 + timedelta(hours=1), "recall"), (T0 + timedelta(hours=2), "recall")]
+    counted = [events(hit(state, at, "p1", source=source)) for at, source in hits]
+    # the scope's clock is on day 2 when the day-0 hit arrives: it is counted on day 0, once
+    assert counted == [[("p1", "usage", "recall")], [("p1", "usage", "recall")], []]
+    assert state.entries["p1"].usage.reinforce_count == 2
+    replayed = scope_with(persona("p1"))
+    for at, source in hits + hits:
+        hit(replayed, at, "p1", source=source)
+    assert replayed.to_dict()["entries"] == state.to_dict()["entries"]
+
+
 def test_usage_never_changes_the_score_and_unknown_or_protected_entries_are_ignored():
     card = persona("card", protected=True)
     state = scope_with(persona("p1"), card)
