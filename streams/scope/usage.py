@@ -1,4 +1,5 @@
-"""The usage channel inside a scope step (seed 002): recall hits, the daily decay sweep, restores.
+"""The usage channel inside a scope step (seed 002): recall hits, the daily decay sweep, restores, and
+the external consensus that exempts an entry from that sweep.
 
 Usage records are applied by the scope's owner in partition order, like every other input, so a
 duplicated or replayed record lands on the same (source, UTC day of its ts) and changes nothing. The daily sweep
@@ -15,17 +16,20 @@ from datetime import datetime
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.state import ScopeState
 from credence.tables.clock import parse_instant
-from credence.tables.entries import ARCHIVED, changed
+from credence.tables.consensus import Consensus
+from credence.tables.entries import ARCHIVED, changed, set_consensus
 from credence.tables.lifecycle import archive
 from credence.tables.usage import decay_sweep, reinforce, restored, sweep_instants
 
-KINDS = ("usage", "restore")
+KINDS = ("usage", "restore", "consensus")
 SOFT_ARCHIVE_CAUSE = "usage_decay"
 
 
 def apply(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
     if kind == "usage":
         _reinforce(state, record, ctx)
+    elif kind == "consensus":
+        _consensus(state, record, ctx)
     else:
         _restore(state, record, ctx)
 
@@ -54,6 +58,17 @@ def _restore(state: ScopeState, record: dict, ctx: StepContext) -> None:
     ctx.put(state, back, "restored", record.get("by") or "operator", entry)
 
 
+def _consensus(state: ScopeState, record: dict, ctx: StepContext) -> None:
+    entry = state.entries.get(record["entry_id"])
+    if entry is None or entry.protected:
+        ctx.log.append(f"consensus for {record['entry_id']} ignored: not a non-protected entry of this scope")
+        return
+    # Stamped with the record's own time, so a duplicate of it is the same consensus and changes nothing.
+    at = parse_instant(record.get("ts")) or ctx.now
+    updated = set_consensus(entry, Consensus(record["score"], record["by"], at), ctx.now)
+    ctx.put(state, updated, "consensus", record["by"], entry)
+
+
 def sweep_until(state: ScopeState, ctx: StepContext, until: datetime) -> None:
     """Run every daily decay sweep due at or before ``until`` (event time), oldest first."""
     if not ctx.usage.decay_enabled:
@@ -63,7 +78,8 @@ def sweep_until(state: ScopeState, ctx: StepContext, until: datetime) -> None:
         for entry in sorted(state.entries.values(), key=lambda e: e.id):
             if entry.protected or entry.status == ARCHIVED or entry.created_at > at:
                 continue
-            _, due = decay_sweep(entry.usage, at, consensus_score=None, settings=ctx.usage)
+            score = entry.consensus.score if entry.consensus is not None else None
+            _, due = decay_sweep(entry.usage, at, consensus_score=score, settings=ctx.usage)
             if due:
                 gone = archive(entry, at)
                 gone = replace(gone, usage=replace(gone.usage, soft_archived_from=entry.status))
