@@ -2,10 +2,11 @@
 
 Every recall hit actually returned to a caller reinforces an entry with an asymptotic impulse
 Δ = α · (ceiling − current), at most once per (source, UTC day), also when the hit arrives after a
-later day's (the counted days are kept for ``idempotency_days`` back from the latest). Strength decays at read time like the
-evidence score: nothing within the grace after the last reinforcement (or after the usage started, for an
-entry never recalled), then exponentially with a 4-week half-life, never below the floor. A daily sweep
-soft-archives what fell below the threshold — only while the gate ``decay_enabled`` is on.
+later day's (the counted days are kept for ``idempotency_days`` back from the latest). Strength decays at
+read time like the evidence score: nothing within the grace after the last reinforcement (or after the
+usage started, for an entry never recalled), then exponentially with a 4-week half-life, never below the
+floor. A daily sweep soft-archives what fell below the threshold — only while the gate ``decay_enabled``
+is on.
 
 Strength never changes the evidence score or tier; rendering uses it only as a tie-break.
 Pure: time is always a parameter.

@@ -190,7 +190,8 @@ def _consensus(obj: dict) -> None:
     obj["score"] = float(score)
     by = obj.get("by")
     if not isinstance(by, str) or not by.strip() or len(by) > MAX_PART:
-        raise RecordError(f"'by' must name who set the consensus: a non-empty string of at most {MAX_PART} characters")
+        raise RecordError(f"'by' must name who set the consensus: a non-empty string of at most {MAX_PART} "
+                          "characters")
     _encodable(by, "by")
     obj["ts"] = format_instant(parse_utc(obj.get("ts"), "ts"))
 

@@ -2,8 +2,8 @@
 the external consensus that exempts an entry from that sweep.
 
 Usage records are applied by the scope's owner in partition order, like every other input, so a
-duplicated or replayed record lands on the same (source, UTC day of its ts) and changes nothing. The daily sweep
-runs in event time at ``decay_sweep_at`` (03:00 UTC) and only while ``decay_enabled`` is on; what it
+duplicated or replayed record lands on the same (source, UTC day of its ts) and changes nothing. The daily
+sweep runs in event time at ``decay_sweep_at`` (03:00 UTC) and only while ``decay_enabled`` is on; what it
 soft-archives stays in the scope's state with status "archived" (out of the prompt, recall and the
 Stage-2 pool, never deleted, journalled) until an operator restores it.
 """

@@ -259,7 +259,8 @@ def test_merge_evidence_is_symmetric_in_counters():
     a = Evidence(1.0, 3.0, T0, T0, 4, date(2026, 1, 1), 2)
     b = Evidence(2.0, 0.5, None, None, 0, None, 7)
     # b's reinforcement has no clock (never decays), so it is carried on without one
-    assert merge_evidence(a, b, T0) == merge_evidence(b, a, T0) == Evidence(2.0, 3.0, None, T0, 4, date(2026, 1, 1), 7)
+    expected = Evidence(2.0, 3.0, None, T0, 4, date(2026, 1, 1), 7)
+    assert merge_evidence(a, b, T0) == merge_evidence(b, a, T0) == expected
 
 
 # --- denial and archival -------------------------------------------------------------------------

@@ -21,7 +21,8 @@ def usages(draw) -> Usage:
     return Usage(strength=draw(st.none() | st.floats(0, 2, allow_nan=False)),
                  reinforce_count=draw(st.integers(0, 50)), last_reinforced_at=last,
                  since=draw(st.none() | ages.map(lambda a: T0 - a)),
-                 reinforced=tuple(draw(st.lists(st.tuples(st.dates(max_value=date(2026, 1, 31)), sources), max_size=4))))
+                 reinforced=tuple(draw(st.lists(st.tuples(st.dates(max_value=date(2026, 1, 31)), sources),
+                                                max_size=4))))
 
 
 @given(strengths, st.integers(1, 40))
