@@ -224,7 +224,7 @@ def _promotion(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
         ctx.log.append(f"merge target {d.get('target_id')} no longer active; promotion of {stored.id} rejected")
         return
     decision = MergeDecision(d.get("action", "reject"), d.get("target_id"), d.get("text") or None)
-    step_ = apply_merge_decision(stored, decision, ctx.now, target=target)
+    step_ = apply_merge_decision(stored, decision, ctx.now, target=target, settings=ctx.memory)
     if step_.persona is not None:
         before = state.entries.get(step_.persona.id)
         # Both outcomes are merge-on-promote writes of a persona entry (the funnel's "merged").
