@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from credence.streams.llm import tasks
-from credence.streams.scope import quiet
+from credence.streams.scope import quiet, restate
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import reflection_id
 from credence.streams.scope.state import ScopeState
@@ -117,6 +117,8 @@ def _stage1(state: ScopeState, payload: dict, output: dict, ctx: StepContext) ->
     for fact in output.get("facts", []):
         if state.knows_fact(fact["id"]):
             continue  # the same statement extracted again (content-derived id)
+        if not restate.admit(ctx, "stage1", fact.get("text", "")):
+            continue  # either backend's output: a fact nobody could read alone never becomes one
         # A user fact only if the backend did not call it the AI's and every content-bearing turn it
         # cites is a user turn (an AI question answered "yes" is the user's; an AI statement is not).
         cited = fact_origin(fact.get("source_turn_ids", []), turns, settings=ctx.memory)
@@ -162,7 +164,12 @@ def _synthesis(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
         if not sources or not draft.get("text", "").strip():
             continue
         entry_id = reflection_id(state.scope, draft["text"])
-        if entry_id in state.entries:
+        if entry_id in state.entries or not restate.admit(ctx, "synthesis", draft["text"]):
+            continue
+        twin = restate.restated_by(draft["text"], restate.live_statements(state), ctx.memory)
+        if twin is not None:
+            # Never twice: an observation the scope already holds (or wrote from this same answer).
+            ctx.refuse("synthesis", "restatement", f"{draft['text']} (restates {twin.id})")
             continue
         entry = new_reflection(
             entry_id, scope, draft["text"], ctx.now, subject=draft.get("subject", ""),
@@ -224,6 +231,8 @@ def _promotion(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
         ctx.log.append(f"merge target {d.get('target_id')} no longer active; promotion of {stored.id} rejected")
         return
     decision = MergeDecision(d.get("action", "reject"), d.get("target_id"), d.get("text") or None)
+    if decision.action == "create":
+        decision, target = _merge_into_twin(state, stored, decision, ctx)
     step_ = apply_merge_decision(stored, decision, ctx.now, target=target)
     if step_.persona is not None:
         before = state.entries.get(step_.persona.id)
@@ -232,6 +241,19 @@ def _promotion(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
     # A rejection is final for this version of the reflection (journalled as promotion_rejected).
     ctx.put(state, step_.reflection, "transition" if step_.persona else "promotion_rejected",
             f"promotion_{decision.action}", stored)
+
+
+def _merge_into_twin(state: ScopeState, reflection: Entry, decision: MergeDecision, ctx: StepContext):
+    """A "create" whose text restates an active persona entry (one promoted earlier in the same batch
+    included: the state already holds it) merges into that entry instead, keeping the richer text."""
+    text = decision.text or reflection.text
+    personas = [e for e in state.entries.values()
+                if e.kind == "persona" and e.status == "active" and not e.protected]
+    twin = restate.restated_by(text, personas, ctx.memory)
+    if twin is None:
+        return decision, None
+    ctx.log.append(f"promotion of {reflection.id} restates {twin.id}: merged into it instead of a new entry")
+    return MergeDecision("merge", twin.id, restate.richer(twin.text, text)), twin
 
 
 # Keyed by the task registry's names (credence.streams.llm.tasks.TASKS), the one place they are spelled.

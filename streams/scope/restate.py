@@ -1,0 +1,45 @@
+"""Never twice, inside a scope step: which stored or just-written statement a new one restates
+(tables.statement.restates on the rules backend's content stems, thresholds from the memory settings),
+and the self-containment gate every Stage-1 fact and every synthesised reflection passes through."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from credence.config.memory import MemorySettings
+from credence.streams.llm.rules.text import polarity_of, restatement_stems
+from credence.streams.scope.context import StepContext
+from credence.streams.scope.requests import OPEN_REFLECTION_STATUSES
+from credence.streams.scope.state import ScopeState
+from credence.tables.entries import Entry
+from credence.tables.statement import is_self_contained, restates
+
+
+def same_statement(a: str, b: str, settings: MemorySettings) -> bool:
+    return restates(restatement_stems(a), restatement_stems(b), polarity_of(a) == polarity_of(b),
+                    jaccard=settings.restatement_jaccard,
+                    containment_min=settings.restatement_containment_min_stems)
+
+
+def richer(a: str, b: str) -> str:
+    """Of two restatements, the one that says more (more content stems; the first on a tie)."""
+    return b if len(restatement_stems(b)) > len(restatement_stems(a)) else a
+
+
+def live_statements(state: ScopeState) -> list[Entry]:
+    """What the scope currently holds as true: active persona entries and open reflections."""
+    return [e for e in state.entries.values()
+            if (e.kind == "persona" and e.status == "active")
+            or (e.kind == "reflection" and e.status in OPEN_REFLECTION_STATUSES)]
+
+
+def restated_by(text: str, entries: Iterable[Entry], settings: MemorySettings) -> Entry | None:
+    return next((e for e in sorted(entries, key=lambda e: e.id) if same_statement(text, e.text, settings)), None)
+
+
+def admit(ctx: StepContext, stage: str, text: str) -> bool:
+    """Whether a text may become a fact or an entry; a refusal is logged and counted by reason."""
+    ok, reason = is_self_contained(text)
+    if not ok:
+        ctx.refuse(stage, reason, text)
+    return ok
