@@ -22,8 +22,9 @@ def same_statement(a: str, b: str, settings: MemorySettings) -> bool:
 
 
 def richer(a: str, b: str) -> str:
-    """Of two restatements, the one that says more (more content stems; the first on a tie)."""
-    return b if len(restatement_stems(b)) > len(restatement_stems(a)) else a
+    """Of two restatements, the one that says more: the second only when it says all the first does and
+    more (its content stems a strict superset), so a rewording never replaces a stored text."""
+    return b if restatement_stems(a) < restatement_stems(b) else a
 
 
 def live_statements(state: ScopeState) -> list[Entry]:

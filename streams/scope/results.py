@@ -7,7 +7,7 @@ from credence.streams.scope import quiet, restate
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import reflection_id
 from credence.streams.scope.state import ScopeState
-from credence.tables.entries import Entry, new_reflection, record_signal
+from credence.tables.entries import Entry, changed, new_reflection, record_signal
 from credence.tables.evidence import FEEDBACK_SIGNALS, NEGATIVE_KEYWORD, RELATION_SIGNALS
 from credence.tables.lifecycle import (
     MergeDecision,
@@ -169,7 +169,7 @@ def _synthesis(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
         twin = restate.restated_by(draft["text"], restate.live_statements(state), ctx.memory)
         if twin is not None:
             # Never twice: an observation the scope already holds (or wrote from this same answer).
-            ctx.refuse("synthesis", "restatement", f"{draft['text']} (restates {twin.id})")
+            _restated(state, twin, draft["text"], sources, ctx)
             continue
         entry = new_reflection(
             entry_id, scope, draft["text"], ctx.now, subject=draft.get("subject", ""),
@@ -181,6 +181,18 @@ def _synthesis(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
     for fact_id in facts:
         if fact_id in state.facts:
             state.facts[fact_id]["synthesis"] = "done"
+
+
+def _restated(state: ScopeState, twin: Entry, text: str, sources: list[dict], ctx: StepContext) -> None:
+    """A draft restating a live entry is declined; when the entry is an open reflection and the draft says
+    more ("learning French" then "learning French with a tutor"), the reflection takes the richer text
+    (its old meaning journalled closed) and the draft's facts as sources."""
+    ctx.refuse("synthesis", "restatement", f"{text} (restates {twin.id})")
+    if twin.kind != "reflection" or restate.richer(twin.text, text) == twin.text:
+        return
+    facts = tuple(f["id"] for f in sources if f["id"] not in twin.source_fact_ids)
+    updated = changed(twin, ctx.now, text=text, source_fact_ids=(*twin.source_fact_ids, *facts))
+    ctx.put(state, updated, "merged", "synthesis_restated", twin)
 
 
 def apply_feedback(state: ScopeState, entry: Entry, decision: str, ctx: StepContext, cause_prefix: str) -> None:

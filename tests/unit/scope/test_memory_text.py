@@ -67,7 +67,7 @@ def test_synthesis_declines_to_restate_an_observation_the_scope_holds(driver_fac
     ctx = d.result(req, {"drafts": [
         {"text": "The user is learning French.", "subject": "french", "source_fact_ids": ["f1", "f2"]},
         {"text": "The user loves jazz.", "subject": "jazz", "source_fact_ids": ["f2"]},
-        {"text": "The user likes jazz a lot.", "subject": "jazz music", "source_fact_ids": ["f2"]}]})
+        {"text": "The user enjoys jazz.", "subject": "jazz music", "source_fact_ids": ["f2"]}]})
     assert [e.text for e in d.reflections()] == ["The user loves jazz."]
     assert ctx.refused == {"synthesis:restatement": 2}
 
@@ -127,3 +127,16 @@ def test_the_shipped_demos_french_twins_end_as_one_persona_entry(driver_factory)
     d.flush()
     assert [p.text for p in d.personas()] == ["The user is learning French with a tutor."]
     assert reflection_id(SCOPE, "The user is learning French.") not in d.state.entries
+
+
+def test_a_richer_restatement_of_an_open_reflection_gives_it_the_richer_text(driver_factory):
+    d = driver_factory(auto=False)
+    held = new_reflection("r-fr", Scope("acme", "u1", "aria"), "The user is learning French.", T0, subject="french")
+    d.state.entries[held.id] = held
+    req = _synthesis_request(d, [fact("f1", "The user is learning French with a tutor.", "french tutor")])
+    d.result(req, {"drafts": [{"text": "The user is learning French with a tutor.", "subject": "french",
+                               "source_fact_ids": ["f1"]}]})
+    (only,) = d.reflections()
+    assert only.id == "r-fr" and only.text == "The user is learning French with a tutor."
+    assert "f1" in only.source_fact_ids
+    assert [j["event"] for j in d.journal() if j["entry_id"] == "r-fr"][-2:] == ["invalidated", "merged"]
