@@ -105,5 +105,9 @@ _PREDICATES = (
 @lru_cache(maxsize=1 << 16)  # pure; the same texts are compared on every synthesis and promotion
 def restatement_stems(text: str) -> frozenset[str]:
     """Content stems plus the predicate's kind: what two statements are compared on for "says the same"."""
-    marks = {mark for mark, pattern in _PREDICATES if pattern.search(text)}
+    marks = set()
+    for mark, pattern in _PREDICATES:
+        text, found = pattern.subn(" ", text)  # "enjoys" and "loves" are one predicate, not content
+        if found:
+            marks.add(mark)
     return content_stems(text) | frozenset(marks)
