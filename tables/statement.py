@@ -35,7 +35,7 @@ FIRST_PERSON = frozenset({
     "nuestra", "nuestros", "nuestras",
 })
 SECOND_PERSON = frozenset({
-    "you", "your", "yours", "yourself", "yourselves", "ya", "u", "ur",
+    "you", "your", "yours", "yourself", "yourselves",
     "du", "dich", "dir", "dein", "deine", "deinen", "deinem", "deiner", "deines", "euch", "euer", "eure",
     "tú", "ti", "tu", "tus", "te", "contigo", "usted", "ustedes", "vosotros", "vosotras", "vuestro", "vuestra",
 })

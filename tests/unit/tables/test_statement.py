@@ -26,6 +26,8 @@ GOOD = [
     "The user has a dog that barks at squirrels.",
     "The user loves checking out new parks with their four pups.",
     "The user works as a nurse.",
+    "The user loves U2.",
+    "La usuaria ya no come carne.",
     "The user lives in the US.",
     "The user enjoys what they do for a living.",
     "The user prefers hiking on weekends.",
