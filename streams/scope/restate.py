@@ -16,9 +16,16 @@ from credence.tables.statement import is_self_contained, restates
 
 
 def same_statement(a: str, b: str, settings: MemorySettings) -> bool:
-    return restates(restatement_stems(a), restatement_stems(b), polarity_of(a) == polarity_of(b),
+    stems_a, stems_b = restatement_stems(a), restatement_stems(b)
+    if not _names_something(stems_a) or not _names_something(stems_b):
+        return False  # a predicate alone ("The user loves it.") says nothing to compare
+    return restates(stems_a, stems_b, polarity_of(a) == polarity_of(b),
                     jaccard=settings.restatement_jaccard,
                     containment_min=settings.restatement_containment_min_stems)
+
+
+def _names_something(stems: frozenset[str]) -> bool:
+    return any(not s.startswith("@") for s in stems)
 
 
 def richer(a: str, b: str) -> str:

@@ -128,7 +128,9 @@ def facts_in_statement(statement: str, turn: Turn, named: list[str] | None = Non
     for pattern in PATTERNS:
         match = pattern.regex.search(statement)
         if match:
-            return _fact_from(pattern, match, turn, [*(named or []), *named_things(statement[:match.start("x")])])
+            fact = _fact_from(pattern, match, turn, [*(named or []), *named_things(statement[:match.start("x")])])
+            if fact is not None:
+                return fact  # else a later pattern may still read the statement ("..., I stopped last month")
     return None
 
 

@@ -75,7 +75,18 @@ def as_the_user(phrase: str) -> str:
     return phrase
 
 
+_WHEN = (r"(?:(?:a|one|two|three|four|five|six|several|few|\d+) (?:days?|weeks?|months?|years?) ago|"
+         r"(?:last|this|next) (?:night|week|weekend|month|year|time|summer|winter)|yesterday|today|recently)")
+_TIME_TAIL = re.compile(rf"\s+{_WHEN}$", re.IGNORECASE)
+_TIME_ONLY = re.compile(rf"^{_WHEN}$", re.IGNORECASE)
+
+
 def trim_tail(phrase: str) -> str:
+    """The phrase without a dangling tail (a cut article or conjunction) or a trailing time ("moved to
+    Lima two years ago" is about Lima); empty when nothing but a time is left ("stopped last month")."""
+    phrase = _TIME_TAIL.sub("", phrase.strip())
+    if _TIME_ONLY.match(phrase):
+        return ""
     words = phrase.split()
     while words and words[-1].lower() in _DANGLING_TAIL:
         words.pop()

@@ -23,7 +23,9 @@ def texts(turn_factory, said: str) -> list[str]:
     ("I love trying out new recipes and experimenting in the kitchen with my kids.",
      ["The user loves trying out new recipes and experimenting."]),
     ("I enjoy what I do.", ["The user enjoys what they do."]),
-    ("I have a cat and a hamster. I love it.", ["The user has a cat."]),  # "it": the cat or the hamster?
+    ("I have a cat and a hamster. I love it.", ["The user has a cat."]),
+    ("I moved to Lima two years ago and I love it there.", ["The user lives in Lima."]),
+    ("I don't like chess anymore, I stopped last month.", ["The user does not like chess."]),  # "it": the cat or the hamster?
 ])
 def test_what_the_turn_names_resolves_the_pronoun(turn_factory, said, expected):
     assert texts(turn_factory, said) == expected
