@@ -16,16 +16,20 @@ from credence.tables.statement import is_self_contained, restates
 
 
 def same_statement(a: str, b: str, settings: MemorySettings) -> bool:
-    stems_a, stems_b = restatement_stems(a), restatement_stems(b)
-    if not _names_something(stems_a) or not _names_something(stems_b):
+    """Whether two statements say the same thing: a predicate kind in common ("lives in Montreal" is not
+    "likes Montreal"; "has a dog" is "has a dog named Rex") and their content stems overlapping by tables.statement.restates."""
+    (kind_a, stems_a), (kind_b, stems_b) = _split(a), _split(b)
+    if (kind_a != kind_b and not kind_a & kind_b) or not stems_a or not stems_b:
         return False  # a predicate alone ("The user loves it.") says nothing to compare
     return restates(stems_a, stems_b, polarity_of(a) == polarity_of(b),
                     jaccard=settings.restatement_jaccard,
                     containment_min=settings.restatement_containment_min_stems)
 
 
-def _names_something(stems: frozenset[str]) -> bool:
-    return any(not s.startswith("@") for s in stems)
+def _split(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    stems = restatement_stems(text)
+    kinds = frozenset(s for s in stems if s.startswith("@"))
+    return kinds, stems - kinds
 
 
 def richer(a: str, b: str) -> str:
