@@ -139,7 +139,7 @@ def decode_turn(raw: bytes | None) -> Turn:
 
 
 DECISIONS = ("confirm", "deny", "ignore")
-CONTROL_TYPES = ("result", "failed", "tick", "flush", "forget", "restore")
+CONTROL_TYPES = ("result", "failed", "tick", "flush", "forget", "restore", "dedupe")
 MAX_USAGE_IDS = 100  # entries one recall can return
 
 
@@ -174,6 +174,7 @@ def decode_control(raw: bytes | None) -> dict:
         obj["now"] = format_instant(parse_utc(obj["now"], "now"))
     if obj["type"] == "restore":
         _entry_ref(obj, "entry_id")
+    if obj["type"] in ("restore", "dedupe"):
         if obj.get("ts") is not None:
             obj["ts"] = format_instant(parse_utc(obj["ts"], "ts"))
     return obj
@@ -218,3 +219,10 @@ def restore_record(scope: str, entry_id: str, by: str, at: datetime) -> dict:
     tenant, user, character = scope.split("/")
     return {"v": 1, "type": "restore", "tenant": tenant, "user": user, "character": character,
             "entry_id": entry_id, "by": by, "ts": format_instant(at)}
+
+
+def dedupe_record(scope: str, by: str, at: datetime) -> dict:
+    """A credence.control v1 request to merge the scope's near-duplicate live entries (applied in order)."""
+    tenant, user, character = scope.split("/")
+    return {"v": 1, "type": "dedupe", "tenant": tenant, "user": user, "character": character, "by": by,
+            "ts": format_instant(at)}
