@@ -40,9 +40,18 @@ def richer(a: str, b: str) -> str:
 
 def live_statements(state: ScopeState) -> list[Entry]:
     """What the scope currently holds as true: active persona entries and open reflections."""
-    return [e for e in state.entries.values()
-            if (e.kind == "persona" and e.status == "active")
-            or (e.kind == "reflection" and e.status in OPEN_REFLECTION_STATUSES)]
+    return [e for e in state.entries.values() if _is_live(e)]
+
+
+def _is_live(e: Entry) -> bool:
+    return (e.kind == "persona" and e.status == "active") or (
+        e.kind == "reflection" and e.status in OPEN_REFLECTION_STATUSES)
+
+
+def live(state: ScopeState, entry_id: str | None) -> Entry | None:
+    """The entry of that id when it is one of the scope's live statements."""
+    entry = state.entries.get(entry_id or "")
+    return entry if entry is not None and _is_live(entry) else None
 
 
 def restated_by(text: str, entries: Iterable[Entry], settings: MemorySettings) -> Entry | None:

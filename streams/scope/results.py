@@ -166,7 +166,8 @@ def _synthesis(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
         entry_id = reflection_id(state.scope, draft["text"])
         if entry_id in state.entries or not restate.admit(ctx, "synthesis", draft["text"]):
             continue
-        twin = restate.restated_by(draft["text"], restate.live_statements(state), ctx.memory)
+        twin = restate.restated_by(draft["text"], restate.live_statements(state), ctx.memory) \
+            or restate.live(state, draft.get("similar_to"))  # the runner's cosine check, embeddings on
         if twin is not None:
             # Never twice: an observation the scope already holds (or wrote from this same answer).
             _restated(state, twin, draft["text"], sources, ctx)

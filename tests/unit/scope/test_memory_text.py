@@ -140,3 +140,28 @@ def test_a_richer_restatement_of_an_open_reflection_gives_it_the_richer_text(dri
     assert only.id == "r-fr" and only.text == "The user is learning French with a tutor."
     assert "f1" in only.source_fact_ids
     assert [j["event"] for j in d.journal() if j["entry_id"] == "r-fr"][-2:] == ["invalidated", "merged"]
+
+
+def test_with_embeddings_a_draft_close_to_a_related_observation_is_declined(driver_factory):
+    """The runner marks a draft whose cosine similarity to a related observation reaches the threshold;
+    the scope step declines it like a lexical restatement (here "adores" and "is crazy about" share no
+    content word)."""
+    import asyncio
+
+    from credence.streams.runtime.runner import execute
+    from tests.unit.scope.conftest import _BACKEND
+
+    d = driver_factory(auto=False)
+    held = new_persona_entry("p-k", Scope("acme", "u1", "aria"), "The user adores kittens.", T0, subject="kittens")
+    d.state.entries[held.id] = held
+    req = _synthesis_request(d, [fact("f1", "The user is crazy about cats.", "cats")])
+    assert req.payload["restatement_cosine"] == 0.9
+    assert [o["id"] for o in req.payload["related"]] == ["p-k"]
+
+    def encode(texts):  # "cats" and "kittens" point the same way; anything else elsewhere
+        return [[1.0, 0.0] if ("cat" in t or "kitten" in t) else [0.0, 1.0] for t in texts]
+
+    output = asyncio.new_event_loop().run_until_complete(execute(_BACKEND, req.task, req.payload, encode))
+    assert output["drafts"][0]["similar_to"] == "p-k"
+    ctx = d.result(req, output)
+    assert d.reflections() == [] and ctx.refused == {"synthesis:restatement": 1}
