@@ -243,7 +243,10 @@ def _promotion(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
                                        or target.protected):
         ctx.log.append(f"merge target {d.get('target_id')} no longer active; promotion of {stored.id} rejected")
         return
-    decision = MergeDecision(d.get("action", "reject"), d.get("target_id"), d.get("text") or None)
+    text = d.get("text") or None
+    if text is not None and not restate.admit(ctx, "promotion", text):
+        text = None  # the merge's own wording is unreadable alone: the reflection's (or target's) text stands
+    decision = MergeDecision(d.get("action", "reject"), d.get("target_id"), text)
     if decision.action == "create":
         decision, target = _merge_into_twin(state, stored, decision, ctx)
     step_ = apply_merge_decision(stored, decision, ctx.now, target=target)

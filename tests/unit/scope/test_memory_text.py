@@ -165,3 +165,17 @@ def test_with_embeddings_a_draft_close_to_a_related_observation_is_declined(driv
     assert output["drafts"][0]["similar_to"] == "p-k"
     ctx = d.result(req, output)
     assert d.reflections() == [] and ctx.refused == {"synthesis:restatement": 1}
+
+
+def test_a_merge_text_that_is_not_self_contained_is_not_written(driver_factory):
+    d = driver_factory(auto=False)
+    reflection = new_reflection("r-h", Scope("acme", "u1", "aria"), "The user loves hiking.", T0, subject="hiking")
+    d.state.entries[reflection.id] = reflection
+    d.auto = True
+    d.feedback("r-h", "confirm", T0 + MIN, feedback_id="c1")
+    d.auto = False
+    d.feedback("r-h", "confirm", T0 + 2 * MIN, feedback_id="c2")
+    (req,) = d.requests_of("promotion")
+    ctx = d.result(req, {"decision": {"action": "create", "target_id": None, "text": "The user loves it with you."}})
+    assert [p.text for p in d.personas()] == ["The user loves hiking."]
+    assert ctx.refused == {"promotion:about_character": 1}
