@@ -1,5 +1,5 @@
-"""`credence memory restore`, `credence memory consensus` and `credence bridge nominate` (seed 002):
-deliberate human (or verification pipeline) actions.
+"""`credence memory restore`, `credence memory consensus`, `credence memory dedupe` and `credence bridge
+nominate` (seed 002): deliberate human (or verification pipeline) actions.
 
 Kept out of cli.py so the main command table stays small; imports are lazy like the other commands'.
 """
@@ -79,6 +79,30 @@ def _score(text: str) -> float:
     return score
 
 
+def cmd_memory_dedupe(args) -> int:
+    from credence.streams.ops.operator import entries_from_journal, journal_of, send_dedupe
+    from credence.streams.ops.worker import bootstrap_for
+    from credence.streams.scope.dedupe import duplicate_pairs
+    from credence.tables.scope import Scope
+
+    settings = _settings()
+    scope = Scope.parse(args.scope)
+    by = _operator(args) if args.apply else ""
+    bootstrap = bootstrap_for(settings)
+    now = datetime.now(timezone.utc)
+    entries = entries_from_journal(asyncio.run(journal_of(bootstrap, settings, None, scope)))
+    pairs = duplicate_pairs(entries, now, settings.memory)
+    for keep, drop in pairs:
+        print(f"{drop.id} ({drop.kind}, {drop.status}) {drop.text!r}\n  restates {keep.id} ({keep.kind}, "
+              f"{keep.status}) {keep.text!r}")
+    print(f"{len(pairs)} near-duplicate pair(s) among {len(entries)} stored entries of {scope.key}")
+    if args.apply and pairs:
+        asyncio.run(send_dedupe(bootstrap, settings, scope, by, now))
+        print(f"asked the owner of {scope.key} to merge them (applied in order, on its state at that point; "
+              "each merge and archive is journalled with cause dedupe:" + by + ")")
+    return 0
+
+
 def cmd_bridge_nominate(args) -> int:
     from credence.errors import BridgeRetired
     from credence.streams.ops.operator import candidate_from_journal, journal_of, send_candidate
@@ -118,6 +142,17 @@ def add_operator_parsers(sub) -> None:
     c.add_argument("--scope", help="tenant/user/character (default: looked up in the journal)")
     c.add_argument("--by", help="who sets it (default: the OS user)")
     c.set_defaults(func=cmd_memory_consensus)
+    d = msub.add_parser("dedupe", help="report (and with --apply, merge) near-duplicate live entries of a scope",
+                        description="Reads the scope's entries from the journal and lists each live entry that "
+                                    "restates another (memory.restatement_* thresholds). With --apply, sends a "
+                                    "dedupe control record: the scope's owner merges each duplicate into the "
+                                    "entry it restates and archives it, journalled. Safe to run nightly.")
+    d.add_argument("scope", help="tenant/user/character")
+    mode = d.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--dry-run", action="store_true", help="only report the pairs")
+    mode.add_argument("--apply", action="store_true", help="report, then ask the owner to merge them")
+    d.add_argument("--by", help="who merges (default: the OS user)")
+    d.set_defaults(func=cmd_memory_dedupe)
 
     p = sub.add_parser("bridge", help="the gated, manual bridge from memory to verified facts (seed 002)")
     bsub = p.add_subparsers(dest="bridge_command", required=True, metavar="SUBCOMMAND")

@@ -368,6 +368,7 @@ class ScopeAgent:
         self.stats.journal_events += len(journal)
         self.stats.archived += sum(1 for e in scope_work.emits if e.topic == "archive")
         self.stats.count_step(scope, sum(1 for a in scope_work.applied if a.turn), scope_work.emits)
+        self.stats.count_refused(scope_work.refused)
 
     def forget(self, prefix: str, partition: int) -> None:
         """Right to be forgotten: delete the user's scopes, entries and duplicate marks. Each key is

@@ -48,6 +48,9 @@ class Stats:
     broker_unreachable_since: float = 0.0  # unix time the brokers were first found unreachable; 0 = reachable
     turns_by_tenant: dict = field(default_factory=dict)  # tenant -> turns applied (/metrics)
     signals_by_tenant: dict = field(default_factory=dict)  # tenant -> signal kind -> evidence signals applied
+    # "<stage>:<reason>" -> Stage-1 facts and reflections refused as not self-contained, and synthesis
+    # drafts declined as restatements ("synthesis:restatement"); exported as credence_stats_statements_refused
+    statements_refused: dict = field(default_factory=dict)
 
     def count_step(self, scope: str, turns: int, emits) -> None:
         """Per-tenant counters of a scope's applied records: its turns, and the evidence signals journaled."""
@@ -59,6 +62,10 @@ class Stats:
                 kinds = self.signals_by_tenant.setdefault(tenant, {})
                 kind = emit.record["cause"].rsplit(":", 1)[-1]  # "<source>:<kind>" or the kind alone
                 kinds[kind] = kinds.get(kind, 0) + 1
+
+    def count_refused(self, refused: dict) -> None:
+        for key, n in refused.items():
+            self.statements_refused[key] = self.statements_refused.get(key, 0) + n
 
 
 @dataclass

@@ -139,7 +139,7 @@ def decode_turn(raw: bytes | None) -> Turn:
 
 
 DECISIONS = ("confirm", "deny", "ignore")
-CONTROL_TYPES = ("result", "failed", "tick", "flush", "forget", "restore", "consensus")
+CONTROL_TYPES = ("result", "failed", "tick", "flush", "forget", "restore", "consensus", "dedupe")
 MAX_USAGE_IDS = 100  # entries one recall can return
 
 
@@ -174,6 +174,7 @@ def decode_control(raw: bytes | None) -> dict:
         obj["now"] = format_instant(parse_utc(obj["now"], "now"))
     if obj["type"] == "restore":
         _entry_ref(obj, "entry_id")
+    if obj["type"] in ("restore", "dedupe"):
         if obj.get("ts") is not None:
             obj["ts"] = format_instant(parse_utc(obj["ts"], "ts"))
     if obj["type"] == "consensus":
@@ -242,3 +243,10 @@ def consensus_record(scope: str, entry_id: str, score: float, by: str, at: datet
     tenant, user, character = scope.split("/")
     return {"v": 1, "type": "consensus", "tenant": tenant, "user": user, "character": character,
             "entry_id": entry_id, "score": score, "by": by, "ts": format_instant(at)}
+
+
+def dedupe_record(scope: str, by: str, at: datetime) -> dict:
+    """A credence.control v1 request to merge the scope's near-duplicate live entries (applied in order)."""
+    tenant, user, character = scope.split("/")
+    return {"v": 1, "type": "dedupe", "tenant": tenant, "user": user, "character": character, "by": by,
+            "ts": format_instant(at)}

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from credence.streams.scope import quiet, results, usage
+from credence.streams.scope import dedupe, quiet, results, usage
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import (
     AI_TEXT_CHARS,
@@ -94,6 +94,8 @@ def _run(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
         _on_feedback(state, record, ctx)
     elif kind in usage.KINDS:
         usage.apply(state, kind, record, ctx)
+    elif kind == "dedupe":
+        dedupe.apply(state, record, ctx)
     _settle(state, ctx, flush=(kind == "flush"))
 
 
