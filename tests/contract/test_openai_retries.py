@@ -26,7 +26,8 @@ def test_thirty_percent_failures_lose_and_duplicate_nothing(
     server = openai_server_factory(failure_rate=0.3, failure_kinds=FLAKY_KINDS, seed=7)
     settings = llm_settings_factory(server, max_retries=8)
     rules = RulesBackend()
-    expected_facts = asyncio.run(rules.extract_facts(fifty_turns))
+    # Asked per batch, as the pipeline asks: one answer carries at most the wire's MAX_FACTS.
+    expected_facts = [f for b in _batches(fifty_turns, 2) for f in asyncio.run(rules.extract_facts(b))]
     expected_pairs = asyncio.run(rules.classify(expected_facts, observations))
 
     async def pipeline():

@@ -34,7 +34,7 @@ from pydantic import BaseModel, ValidationError
 
 from credence.streams.llm.openai_parsing import REPAIR_PREFIX, split_user_message
 from credence.streams.llm.prompts import TASKS, candidate_rerank, stage2_classification
-from credence.streams.llm.prompts.base import schema_name
+from credence.streams.llm.prompts.base import fit_to_schema, schema_name
 from credence.streams.llm.token_budget import approx_tokens
 from tests.support.openai_answers import (
     ANSWERS,
@@ -260,8 +260,10 @@ class OpenAICompatibleServer:
             self._bodies.add(digest)
         return seen
 
-    def _content(self, module: ModuleType, payload: BaseModel, failure: str | None) -> str:
-        out = ANSWERS[module.NAME](payload).model_dump(mode="json")
+    def _content(self, module: ModuleType, payload: BaseModel, schema: dict[str, Any], failure: str | None) -> str:
+        # Held to the schema the request carried, as guided decoding holds a model: the rules logic may
+        # say more than the wire allows, and the answer must still be one the client accepts.
+        out = module.Output.model_validate(fit_to_schema(schema, ANSWERS[module.NAME](payload))).model_dump(mode="json")
         if failure == "bad_json":
             return json.dumps(out)[:-2] + "},"
         if failure == "schema_invalid":
@@ -341,7 +343,11 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._send(429, {"error": {"message": "injected rate limit"}}, {"Retry-After": server.retry_after})
             if task in server.delay_tasks:
                 server._delay_released.wait(server.delay_timeout_s)
-            content = server._content(module, payload, failure)
+            try:
+                content = server._content(module, payload, body["response_format"]["json_schema"]["schema"], failure)
+            except Exception as exc:  # noqa: BLE001 - a test double never dies on an input: it says why
+                server._record(task, "violation", in_flight, f"the server could not answer: {exc!r}"[:500])
+                return self._send(500, {"error": {"message": f"test server could not answer: {exc!r}"[:500]}})
             return self._send(200, server._completion(body["messages"], content))
         finally:
             server._leave()
