@@ -24,7 +24,7 @@ from tenacity.wait import wait_random_exponential
 
 from credence.config.llm import LLMSettings
 from credence.config.memory import DEFAULT_MEMORY_SETTINGS as SEED_CAPS  # the seed's Stage-2 caps
-from credence.errors import LLMError
+from credence.errors import LLMError, LLMUnavailable
 from credence.streams.llm.aliases import Reader
 from credence.streams.llm.backend import LLMBackend, LLMStats
 from credence.streams.llm.concurrency import NEUTRAL, OK, OVERLOAD, AdaptiveGate, AIMDLimit
@@ -169,7 +169,7 @@ class OpenAIBackend(LLMBackend):
                     return result
         except TransientFailure as exc:
             self._stats.failures += 1
-            raise LLMError(
+            raise LLMUnavailable(
                 f"LLM task {module.NAME} failed after {self._settings.max_retries + 1} attempts against "
                 f"{self._settings.base_url} (model {self._settings.model!r}); last error: {exc}. Check that the "
                 "OpenAI-compatible server is up and not overloaded, or raise CREDENCE_LLM__TIMEOUT_S / "
