@@ -10,7 +10,8 @@ the token caps. With refuse_repeats, a byte-identical request seen before is ref
 must change something. A request that breaks a check gets HTTP 400 and is recorded in ``violations``.
 
 With overload_above it refuses (429) a request that arrives while that many are already being handled;
-with down, it answers 503 to everything until down is cleared. On demand it also fails like a real
+with down, it answers 503 to everything until down is cleared; with down_for, to the first that many
+requests (an outage, then a healthy server). On demand it also fails like a real
 overloaded server: a seeded, order-independent choice per request
 among stalling past the client timeout, HTTP 500, HTTP 429, malformed JSON, schema-invalid content
 and content naming an id the input never had. Plain stdlib server in threads, so sync and async tests
@@ -85,6 +86,7 @@ class OpenAICompatibleServer:
         delay_s: tuple[float, float] = (0.0, 0.0),
         overload_above: int = 0,
         down: bool = False,
+        down_for: int = 0,
     ) -> None:
         assert set(failure_kinds) <= set(FAILURE_KINDS), failure_kinds
         self.model = model
@@ -109,6 +111,8 @@ class OpenAICompatibleServer:
         # A server with room for this many requests: one arriving beyond it is refused with 429 at once.
         self.overload_above = overload_above
         self.down = down  # while True every request is answered 503: a server that is down (set it live)
+        self.down_for = down_for  # the first this many requests are answered 503: an outage, then healthy
+        self._requests = 0
         self.records: list[RequestRecord] = []
         self.violations: list[str] = []
         self.max_in_flight = 0
@@ -181,6 +185,11 @@ class OpenAICompatibleServer:
             # Holding requests until enough overlap makes a concurrency bound observable, not luck.
             self._state.wait_for(lambda: self._released, timeout=self.hold_timeout_s)
             return self._in_flight
+
+    def _is_down(self) -> bool:
+        with self._state:
+            self._requests += 1
+            return self.down or self._requests <= self.down_for
 
     def _leave(self) -> None:
         with self._state:
@@ -337,7 +346,7 @@ class _Handler(BaseHTTPRequestHandler):
                 server._record(task, "violation", in_flight, str(exc))
                 return self._send(400, {"error": {"message": str(exc)}})
             task = module.NAME
-            if server.down:
+            if server._is_down():
                 server._record(task, "http_503", in_flight)
                 return self._send(503, {"error": {"message": "server down"}})
             if 0 < server.overload_above < in_flight:
