@@ -112,3 +112,21 @@ def test_a_long_subject_is_cut_to_the_wire_bound_not_a_server_crash(client, serv
     answer = _assert_schema_valid_answer(client, server, stage1_extraction, call)
     assert len(answer["facts"]) == 1
     assert len(answer["facts"][0]["subject"]) == 40
+
+
+_json = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False)
+                     | st.text(max_size=20),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+                     max_leaves=10)
+_keys = ("model", "messages", "temperature", "max_tokens", "response_format")
+_bodies = st.one_of(_json, st.fixed_dictionaries({k: _json for k in _keys}),
+                    st.fixed_dictionaries({"model": st.just("credence-test-model"),
+                                           "messages": st.lists(_json | st.dictionaries(st.sampled_from(
+                                               ["role", "content"]), _json), min_size=2, max_size=2)}))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(body=_bodies)
+def test_a_malformed_request_gets_a_400_never_a_dropped_connection(client, server, body):
+    response = client.post("chat/completions", json=body)
+    assert response.status_code == 400, response.text[:300]

@@ -342,7 +342,7 @@ class _Handler(BaseHTTPRequestHandler):
                 if server.refuse_repeats and server._repeated(raw):
                     raise _Refused("byte-identical to an earlier request: a retry must change something")
                 module, payload = server._check(body)
-            except (ValueError, _Refused) as exc:
+            except (ValueError, TypeError, AttributeError, KeyError, _Refused) as exc:  # malformed: 400
                 server._record(task, "violation", in_flight, str(exc))
                 return self._send(400, {"error": {"message": str(exc)}})
             task = module.NAME
