@@ -288,7 +288,9 @@ def test_a_stage1_window_failing_while_the_backend_is_unavailable_keeps_its_turn
     (stage1,) = d.outbox
     ctx = d.fail(stage1, transient=True)
     assert ctx.emits == [] and ctx.requests == []  # nothing dead-lettered, nothing re-sent at once
-    assert d.state.requests[stage1.id].payload["turns"][0]["text"] == "I love hiking"
+    waiting = d.state.requests[stage1.id]
+    assert waiting.payload["turns"][0]["text"] == "I love hiking"
+    assert waiting.retry_at is not None and type(waiting).from_dict(waiting.to_dict()) == waiting  # saved as is
     assert [r.id for r in d.step("tick", {"type": "tick"}).requests] == [stage1.id]
     d.pump()
     assert HIKING in d.state.entries
