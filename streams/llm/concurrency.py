@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 OK, OVERLOAD, NEUTRAL = "ok", "overload", "neutral"  # what one answer says about the server's load
+BASELINE_WEIGHT = 0.05  # of each answer's latency in the baseline (about the last 20 answers)
 
 
 @dataclass
@@ -42,10 +43,11 @@ class AIMDLimit:
         return int(self.limit)
 
     def on_success(self, now: float, latency_s: float, in_flight: int) -> None:
-        # The baseline is the best latency seen, drifting up slowly so a server that got slower for good
-        # (a bigger model, longer prompts) becomes the new normal rather than a permanent "overload".
-        base = latency_s if self.baseline_s is None else min(latency_s, self.baseline_s * 1.01)
-        self.baseline_s = base
+        # The baseline is a slow moving average, not the best latency seen: answers of one server vary
+        # with their length (a fast empty answer must not make every normal one look like overload), and a
+        # server that got slower for good (a bigger model, longer prompts) becomes the new normal.
+        base = latency_s if self.baseline_s is None else self.baseline_s
+        self.baseline_s = base + BASELINE_WEIGHT * (latency_s - base)
         if latency_s > base * self.latency_tolerance or in_flight * 2 < self.limit:
             return
         self.limit = min(float(self.maximum), self.limit + 1.0 / self.limit)

@@ -18,6 +18,15 @@ def test_grows_by_one_per_full_window_of_answers_while_latency_holds():
     assert aimd.current == 11
 
 
+def test_latency_that_varies_around_its_average_still_holds():
+    # Mostly 1.5 s answers and now and then an empty one at once (short and long answers of one server):
+    # none is overload, so the limit grows.
+    aimd = AIMDLimit(minimum=1, maximum=100, limit=4)
+    for i in range(100):
+        aimd.on_success(now=i, latency_s=0.001 if i % 10 == 0 else 1.5, in_flight=4)
+    assert aimd.current == 8  # in use no more than 4: grown to twice that, and no further
+
+
 def test_does_not_grow_while_latency_is_well_above_its_baseline_or_the_limit_is_unused():
     aimd = AIMDLimit(minimum=1, maximum=100, limit=10)
     aimd.on_success(now=0, latency_s=0.2, in_flight=10)
