@@ -21,6 +21,11 @@ class LLMError(CredenceError):
     """The LLM backend failed after its retries, or returned output that fails its schema."""
 
 
+class LLMUnavailable(LLMError):
+    """The server was unreachable, overloaded or answered unusably on every attempt: the request itself
+    was not refused, so the same request may succeed later."""
+
+
 class ArchiveError(CredenceError):
     """Writing or querying the Parquet archive failed."""
 
