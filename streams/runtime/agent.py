@@ -84,6 +84,24 @@ def decode_input(name: str, raw: bytes) -> Input:
     return Input(name, f"{ctl['tenant']}/{ctl['user']}/{ctl['character']}", ctl["type"], ctl, at)
 
 
+FORWARDED_FROM = "credence-forwarded-from"  # header of a forwarded copy: `topic:partition:offset` it was made from
+
+
+def forwarded_from(event) -> str | None:
+    raw = (getattr(event, "headers", None) or {}).get(FORWARDED_FROM)
+    return raw.decode("utf-8", "replace") if raw else None
+
+
+def duplicate_id(event, item: Input) -> str | None:
+    """What makes a record the same one again in its scope: a turn's or feedback's own id; for a forwarded
+    copy of a record without one (usage, facts, control), the record it was made from. A usage record
+    repeated on a later day, a failure counted twice or a second flush would otherwise apply again."""
+    if item.name in ("turns", "feedback"):
+        return item.record.get("turn_id") or item.record.get("feedback_id")
+    origin = forwarded_from(event)
+    return f"from {origin}" if origin else None
+
+
 def set_current_event(event) -> None:
     """Make `event` the current event of this task only. Faust writes a table key to the changelog
     partition of the current event and reads the local store of its partition; inside a batch there is
@@ -183,16 +201,28 @@ class ScopeAgent:
                 self.positions.advance(msg.topic, msg.partition, msg.offset)
                 continue
             self.positions.advance(msg.topic, msg.partition, msg.offset)
-            if event.key != item.scope.encode():
-                # Re-key through the same topic so the record lands on its scope's partition; the copy is
-                # applied there, and duplicate detection absorbs a forward repeated after a crash.
-                sends.add(item.name, item.scope.encode(), event.value)
-                self.stats.turns_rekeyed += item.name == "turns"
+            home = self.ownership.partition_of(item.scope)
+            if msg.partition != home or event.key != item.scope.encode():
+                self.forward(sends, event, item, home)
                 continue
             await self.take(work, sends, event, item)
         await self.commit(work, sends, last)
         for (topic, partition), offset in holes.items():
             await self.rewind(topic, partition, offset)
+
+    def forward(self, sends: Sends, event, item: Input, home: int) -> None:
+        """Send a record that arrived on a partition other than its scope's (a producer whose partitioner is
+        not murmur2: librdkafka's default is CRC32), or under another key, through the same topic to its
+        scope's partition, under the scope's key; the copy is applied there. Never here: this partition's
+        store does not hold the scope, and its keys belong to another changelog partition (a second
+        writer). The copy names the record it was made from, so a forward repeated after a crash is
+        absorbed there: by the turn's or feedback's id mark, and for a record without an id by a mark of
+        that origin (`duplicate_id`)."""
+        msg = event.message
+        origin = forwarded_from(event) or f"{item.name}:{msg.partition}:{msg.offset}"
+        sends.forward(item.name, item.scope.encode(), event.value, home, origin)
+        self.stats.records_forwarded += 1
+        self.stats.turns_rekeyed += item.name == "turns" and event.key != item.scope.encode()
 
     async def rewind(self, topic: str, partition: int, offset: int) -> None:
         """Fetch (topic, partition) again from `offset`. Again after every batch that still brought
@@ -233,11 +263,12 @@ class ScopeAgent:
         if msg.offset <= state.applied.get(position, -1):
             self.stats.redelivered += 1
             return
-        if item.name in ("turns", "feedback"):
-            ident = item.record.get("turn_id") or item.record.get("feedback_id")
-            if not self.marks.first_time(item.name, item.scope, ident, f"{position}:{msg.offset}", item.at):
-                self.stats.turns_duplicate += item.name == "turns"
-                return
+        ident = duplicate_id(event, item)
+        if ident is not None and not self.marks.first_time(item.name, item.scope, ident, f"{position}:{msg.offset}",
+                                                           item.at or state.clock):
+            self.stats.turns_duplicate += item.name == "turns"
+            self.stats.redelivered += item.name not in ("turns", "feedback")  # a forward made again
+            return
         applied = Applied(item.kind, item.record, event_now(state, item.at) or datetime.now(UTC),
                           self.powerful(item.scope.split("/")[0]), position, msg.offset,
                           item.name == "turns")
@@ -313,6 +344,9 @@ class ScopeAgent:
         """Send and await every record of the batch, then write each changed key once."""
         try:
             futures = [await enqueue(getattr(self.topics, topic), key, value) for topic, key, value in sends.items]
+            futures += [await enqueue(getattr(self.topics, topic), key, value, partition,
+                                      {FORWARDED_FROM: origin.encode()})
+                        for topic, key, value, partition, origin in sends.forwards]
             for scope, scope_work in work.items():
                 key = scope.encode()
                 futures += [await enqueue(getattr(self.topics, e.topic), key, encode_record(e.record))

@@ -34,6 +34,7 @@ class Stats:
     turns_rejected: int = 0
     turns_duplicate: int = 0
     turns_rekeyed: int = 0
+    records_forwarded: int = 0  # inputs on a partition (or under a key) not their scope's, sent on to it
     records_rejected: int = 0
     redelivered: int = 0
     moved_away: int = 0  # records taken before their partition moved to another worker (not applied)
