@@ -31,6 +31,7 @@ from credence.deadletter import dead_letter
 from credence.errors import RecordError
 from credence.kafka import send_now
 from credence.streams.runtime.batch import RELEASE, Applied, ScopeWork, Sends, apply, is_idle_tick, rebuild
+from credence.streams.runtime.forgets import Forgets
 from credence.streams.runtime.marks import Marks
 from credence.streams.runtime.ownership import Ownership
 from credence.streams.runtime.positions import GAP, SEEN, Positions
@@ -92,6 +93,15 @@ def forwarded_from(event) -> str | None:
     return raw.decode("utf-8", "replace") if raw else None
 
 
+def origin_of(event, item: Input) -> tuple[str, int, int]:
+    """(logical topic, partition, offset) of the record, or of the record a forwarded copy was made from."""
+    origin = forwarded_from(event)
+    if origin is None:
+        return item.name, event.message.partition, event.message.offset
+    name, partition, offset = origin.rsplit(":", 2)
+    return name, int(partition), int(offset)
+
+
 def duplicate_id(event, item: Input) -> str | None:
     """What makes a record the same one again in its scope: a turn's or feedback's own id; for a forwarded
     copy of a record without one (usage, facts, control), the record it was made from. A usage record
@@ -121,9 +131,11 @@ def halt(reason: str) -> None:
 
 class ScopeAgent:
     def __init__(self, settings: Settings, topics: Topics, store: ScopeStore, marks: Marks, writes: TableWrites,
-                 ownership: Ownership, switch: PowerSwitch, stats, positions: Positions) -> None:
+                 ownership: Ownership, switch: PowerSwitch, stats, positions: Positions,
+                 forgets: Forgets | None = None) -> None:
         self.settings, self.topics, self.store, self.marks, self.writes = settings, topics, store, marks, writes
         self.positions = positions
+        self.forgets = forgets or Forgets({}, writes, settings.topic)  # the app's are kept in `seen`
         self.consumer_of = None  # () -> the Faust consumer (set with the app): rewinds seek it
         self.ownership, self.switch, self.stats = ownership, switch, stats
         self._powerful: dict[str, bool] = {}  # tenant -> the switch, read once per batch (a file stat each)
@@ -192,7 +204,7 @@ class ScopeAgent:
                 await self.commit(work, sends, last)
                 work, sends, last = {}, Sends(), {event.message.partition: event}
                 set_current_event(event)
-                self.forget(item.scope, event.message.partition)
+                self.forget(item.scope, event.message.partition, item.record.get("after"))
                 try:
                     await self.writes.flush()
                 except BaseException as exc:  # noqa: BLE001
@@ -201,6 +213,9 @@ class ScopeAgent:
                 self.positions.advance(msg.topic, msg.partition, msg.offset)
                 continue
             self.positions.advance(msg.topic, msg.partition, msg.offset)
+            if self.forgets.queued_before(item.scope, msg.partition, origin_of(event, item)):
+                self.stats.records_forgotten += 1  # its user was forgotten after it was sent
+                continue
             home = self.ownership.partition_of(item.scope)
             if msg.partition != home or event.key != item.scope.encode():
                 self.forward(sends, event, item, home)
@@ -359,6 +374,7 @@ class ScopeAgent:
                 set_current_event(event)  # each key's changelog partition is its scope's
                 self.marks.write(partition)
                 self.positions.write(partition)
+                self.forgets.write(partition, self.positions.expected)
                 for scope, scope_work in work.items():
                     if scope_work.partition == partition:
                         self.save(scope, scope_work)
@@ -383,12 +399,17 @@ class ScopeAgent:
         self.stats.archived += sum(1 for e in scope_work.emits if e.topic == "archive")
         self.stats.count_step(scope, sum(1 for a in scope_work.applied if a.turn), scope_work.emits)
 
-    def forget(self, prefix: str, partition: int) -> None:
+    def forget(self, prefix: str, partition: int, after: dict[str, list[int]] | None = None) -> None:
         """Right to be forgotten: delete the user's scopes, entries and duplicate marks. Each key is
         deleted while processing its own partition's copy of the request, so the tombstone lands in the
-        changelog partition that holds the key (compacted topics: the data is gone after compaction)."""
+        changelog partition that holds the key (compacted topics: the data is gone after compaction).
+        `after`: the input topics' end offsets when it was sent; what was queued before them is dropped
+        when read later (forgets.py)."""
         doomed = self.store.forget(prefix, partition)
         marks = self.marks.forget(prefix, partition)
+        if after is not None:
+            self.forgets.hold(prefix, partition, after)
+            self.forgets.write(partition, self.positions.expected)
         for scope in doomed:
             self.ownership.busy.discard(scope)
         self.stats.forgotten_scopes += len(doomed)
