@@ -32,6 +32,7 @@ from credence.errors import RecordError
 from credence.kafka import send_now
 from credence.streams.runtime.batch import RELEASE, Applied, ScopeWork, Sends, apply, is_idle_tick, rebuild
 from credence.streams.runtime.forgets import Forgets
+from credence.streams.runtime.forwards import duplicate_id, header, origin_of
 from credence.streams.runtime.marks import Marks
 from credence.streams.runtime.ownership import Ownership
 from credence.streams.runtime.positions import GAP, SEEN, Positions
@@ -46,6 +47,8 @@ from credence.tables.clock import parse_instant
 
 log = logging.getLogger(__name__)
 INPUTS = ("turns", "feedback", "facts", "control", "usage")
+# Control records that act on a scope's existing state: they never create a scope.
+ACTS_ON_STATE = ("result", "failed", "tick", "flush", "restore")
 # In-process answers applied after one record, at most; past it (a loop of requests raising requests, a
 # bug) the rest go to the runner and come back through the result topics.
 MAX_INLINE_ANSWERS = 64
@@ -83,33 +86,6 @@ def decode_input(name: str, raw: bytes) -> Input:
         return Input(name, f"{ctl['tenant']}/{ctl['user']}/", "forget", ctl, None)
     at = parse_instant(ctl.get("now") if ctl["type"] == "tick" else ctl.get("ts"))
     return Input(name, f"{ctl['tenant']}/{ctl['user']}/{ctl['character']}", ctl["type"], ctl, at)
-
-
-FORWARDED_FROM = "credence-forwarded-from"  # header of a forwarded copy: `topic:partition:offset` it was made from
-
-
-def forwarded_from(event) -> str | None:
-    raw = (getattr(event, "headers", None) or {}).get(FORWARDED_FROM)
-    return raw.decode("utf-8", "replace") if raw else None
-
-
-def origin_of(event, item: Input) -> tuple[str, int, int]:
-    """(logical topic, partition, offset) of the record, or of the record a forwarded copy was made from."""
-    origin = forwarded_from(event)
-    if origin is None:
-        return item.name, event.message.partition, event.message.offset
-    name, partition, offset = origin.rsplit(":", 2)
-    return name, int(partition), int(offset)
-
-
-def duplicate_id(event, item: Input) -> str | None:
-    """What makes a record the same one again in its scope: a turn's or feedback's own id; for a forwarded
-    copy of a record without one (usage, facts, control), the record it was made from. A usage record
-    repeated on a later day, a failure counted twice or a second flush would otherwise apply again."""
-    if item.name in ("turns", "feedback"):
-        return item.record.get("turn_id") or item.record.get("feedback_id")
-    origin = forwarded_from(event)
-    return f"from {origin}" if origin else None
 
 
 def set_current_event(event) -> None:
@@ -213,7 +189,7 @@ class ScopeAgent:
                 self.positions.advance(msg.topic, msg.partition, msg.offset)
                 continue
             self.positions.advance(msg.topic, msg.partition, msg.offset)
-            if self.forgets.queued_before(item.scope, msg.partition, origin_of(event, item)):
+            if self.forgets.queued_before(item.scope, msg.partition, origin_of(event, item.name)):
                 self.stats.records_forgotten += 1  # its user was forgotten after it was sent
                 continue
             home = self.ownership.partition_of(item.scope)
@@ -226,16 +202,10 @@ class ScopeAgent:
             await self.rewind(topic, partition, offset)
 
     def forward(self, sends: Sends, event, item: Input, home: int) -> None:
-        """Send a record that arrived on a partition other than its scope's (a producer whose partitioner is
-        not murmur2: librdkafka's default is CRC32), or under another key, through the same topic to its
-        scope's partition, under the scope's key; the copy is applied there. Never here: this partition's
-        store does not hold the scope, and its keys belong to another changelog partition (a second
-        writer). The copy names the record it was made from, so a forward repeated after a crash is
-        absorbed there: by the turn's or feedback's id mark, and for a record without an id by a mark of
-        that origin (`duplicate_id`)."""
-        msg = event.message
-        origin = forwarded_from(event) or f"{item.name}:{msg.partition}:{msg.offset}"
-        sends.forward(item.name, item.scope.encode(), event.value, home, origin)
+        """Send a record that arrived on a partition other than its scope's, or under another key, on to
+        its scope's partition (forwards.py); never apply it here: this partition's store does not hold the
+        scope, and the scope's keys belong to another changelog partition (a second writer)."""
+        sends.forward(item.name, item.scope.encode(), event.value, home, origin_of(event, item.name))
         self.stats.records_forwarded += 1
         self.stats.turns_rekeyed += item.name == "turns" and event.key != item.scope.encode()
 
@@ -272,13 +242,18 @@ class ScopeAgent:
         msg = event.message
         scope_work = work.get(item.scope)
         if scope_work is None:
+            if item.kind in ACTS_ON_STATE and not self.store.exists(item.scope):
+                # Nothing to act on (a request answered after its user was forgotten): applying it would
+                # create the scope again, empty.
+                log.info("%s for %s ignored: the scope has no state", item.kind, item.scope)
+                return
             scope_work = work[item.scope] = ScopeWork(self.store.live(item.scope), msg.partition)
         state = scope_work.live.state
         position = f"{item.name}:{msg.partition}"
         if msg.offset <= state.applied.get(position, -1):
             self.stats.redelivered += 1
             return
-        ident = duplicate_id(event, item)
+        ident = duplicate_id(event, item.name, item.record)
         if ident is not None and not self.marks.first_time(item.name, item.scope, ident, f"{position}:{msg.offset}",
                                                            item.at or state.clock):
             self.stats.turns_duplicate += item.name == "turns"
@@ -359,8 +334,7 @@ class ScopeAgent:
         """Send and await every record of the batch, then write each changed key once."""
         try:
             futures = [await enqueue(getattr(self.topics, topic), key, value) for topic, key, value in sends.items]
-            futures += [await enqueue(getattr(self.topics, topic), key, value, partition,
-                                      {FORWARDED_FROM: origin.encode()})
+            futures += [await enqueue(getattr(self.topics, topic), key, value, partition, header(origin))
                         for topic, key, value, partition, origin in sends.forwards]
             for scope, scope_work in work.items():
                 key = scope.encode()

@@ -76,12 +76,12 @@ class Forgets:
         held = self._of(partition)
         if not held:
             return False
+        after = held.get(scope[:scope.rindex("/") + 1])  # the user's prefix, `tenant/user/`
+        if after is None:
+            return False
         topic, at_partition, offset = origin
-        for prefix, after in held.items():
-            if scope.startswith(prefix):
-                ends = after.get(topic, ())
-                return at_partition < len(ends) and offset < ends[at_partition]
-        return False
+        ends = after.get(topic, ())
+        return at_partition < len(ends) and offset < ends[at_partition]
 
     def write(self, partition: int, expected: Expected) -> None:
         """Prune the partition's filters whose offsets its positions have passed on every input topic,
