@@ -130,6 +130,12 @@ async def end_offsets(bootstrap: str, settings: Settings, partitions: list[int])
         await consumer.stop()
 
 
+def forget_record(tenant: str, user: str, after: dict[str, list[int]]) -> bytes:
+    """A credence.control v1 forget of the user, ordered after everything `after` (input topic -> end
+    offset by partition) counts."""
+    return json.dumps({"v": 1, "type": "forget", "tenant": tenant, "user": user, "after": after}).encode()
+
+
 async def send_forget(bootstrap: str, settings: Settings, tenant: str, user: str) -> int:
     """Ask every partition's owner to delete the user's scopes: one forget record per partition (a user's
     scopes — one per character — live on many partitions). Returns the partitions asked.
@@ -143,8 +149,7 @@ async def send_forget(bootstrap: str, settings: Settings, tenant: str, user: str
     try:
         topic = settings.topic("control")
         parts = sorted(producer.client.cluster.partitions_for_topic(topic) or range(settings.topic_partitions))
-        after = await end_offsets(bootstrap, settings, parts)
-        body = json.dumps({"v": 1, "type": "forget", "tenant": tenant, "user": user, "after": after}).encode()
+        body = forget_record(tenant, user, await end_offsets(bootstrap, settings, parts))
         for partition in parts:
             await producer.send_and_wait(topic, body, key=f"{tenant}/{user}/".encode(), partition=partition)
         return len(parts)

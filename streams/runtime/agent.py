@@ -382,7 +382,7 @@ class ScopeAgent:
         doomed = self.store.forget(prefix, partition)
         marks = self.marks.forget(prefix, partition)
         if after is not None:
-            self.forgets.hold(prefix, partition, after)
+            self.forgets.hold(prefix, partition, {name: ends for name, ends in after.items() if name in INPUTS})
             self.forgets.write(partition, self.positions.expected)
         for scope in doomed:
             self.ownership.busy.discard(scope)

@@ -15,6 +15,7 @@ import pytest
 from credence.streams.ops.admin import changelog_topic, ensure_topics
 from credence.streams.ops.process import WorkerProcess, wait_until
 from credence.streams.runtime import codec
+from credence.streams.runtime.forwards import FORWARDED_FROM
 from credence.streams.runtime.ownership import Ownership
 from credence.streams.runtime.topics import TABLES
 from tests.support.turns import Outgoing, produce, read_topic, turn, uncommitted
@@ -92,4 +93,10 @@ def test_a_turn_on_the_wrong_partition_is_applied_once_through_its_scopes_partit
     control = codec.decode_control(stored[("scopes", scope)]).state
     assert control.turns == 10
     assert all(position.endswith(f":{right}") for position in control.applied), control.applied
+
+    # Each copy names the record it was made from, which is how a forward made again is known.
+    copies = [m for m in asyncio.run(read_topic(kafka_bootstrap, settings.topic("turns"), PARTITIONS)) if m.headers]
+    assert sorted(dict(m.headers)[FORWARDED_FROM].decode() for m in copies) == [
+        f"turns:{wrong}:{offset}" for offset in range(6)]
+    assert {m.partition for m in copies} == {right}
 
