@@ -17,8 +17,8 @@ class StateSettings(BaseModel):
     live_scopes_max: int = Field(default=2_000, ge=1)
     # Journal events kept per entry for its signal history (oldest dropped).
     history_max: int = Field(default=200, ge=1)
-    # Duplicate marks (turn_id / feedback_id per scope) are kept while their record's event time is
-    # within this horizon of the newest event time seen on the partition; older marks are deleted.
+    # Duplicate marks (turn_id / feedback_id per scope) are kept while their record's event time, capped at its
+    # Kafka timestamp, is within this horizon of the newest such time on the partition; older marks are deleted.
     seen_horizon_days: float = Field(default=7.0, gt=0)
     # Restore newly held partitions' tables by reading their changelogs in bulk (streams/runtime/restore.py);
     # off, Faust's own recovery reads them record by record (~30x slower, measured).

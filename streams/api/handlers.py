@@ -216,6 +216,9 @@ class Handlers:
     async def post_restore(self, call: Call):
         return await memory_ops.restore(self, call)
 
+    async def put_consensus(self, call: Call):
+        return await memory_ops.consensus(self, call)
+
     async def post_nominate(self, call: Call):
         return await memory_ops.nominate(self, call)
 

@@ -33,9 +33,9 @@ from credence.kafka import send_now
 from credence.streams.runtime.batch import RELEASE, Applied, ScopeWork, Sends, apply, is_idle_tick, rebuild
 from credence.streams.runtime.forgets import Forgets
 from credence.streams.runtime.forwards import duplicate_id, header, origin_of
-from credence.streams.runtime.marks import Marks
+from credence.streams.runtime.marks import Marks, received_at
 from credence.streams.runtime.ownership import Ownership
-from credence.streams.runtime.positions import GAP, SEEN, Positions
+from credence.streams.runtime.positions import ASK, GAP, SEEN, Positions
 from credence.streams.runtime.records import Turn, decode_control, decode_feedback, decode_turn, decode_usage
 from credence.streams.runtime.store import ScopeStore
 from credence.streams.runtime.switch import PowerSwitch
@@ -48,7 +48,7 @@ from credence.tables.clock import parse_instant
 log = logging.getLogger(__name__)
 INPUTS = ("turns", "feedback", "facts", "control", "usage")
 # Control records that act on a scope's existing state: they never create a scope.
-ACTS_ON_STATE = ("result", "failed", "tick", "flush", "restore")
+ACTS_ON_STATE = ("result", "failed", "tick", "flush", "restore", "consensus", "dedupe")
 # In-process answers applied after one record, at most; past it (a loop of requests raising requests, a
 # bug) the rest go to the runner and come back through the result topics.
 MAX_INLINE_ANSWERS = 64
@@ -113,6 +113,7 @@ class ScopeAgent:
         self.positions = positions
         self.forgets = forgets or Forgets({}, writes, settings.topic)  # the app's are kept in `seen`
         self.consumer_of = None  # () -> the Faust consumer (set with the app): rewinds seek it
+        self.probe = None  # probe.OffsetProbe (set with the app): which offsets of a partition hold records
         self.ownership, self.switch, self.stats = ownership, switch, stats
         self._powerful: dict[str, bool] = {}  # tenant -> the switch, read once per batch (a file stat each)
         self.boot = uuid.uuid4().hex[:12]
@@ -143,7 +144,13 @@ class ScopeAgent:
     async def run(self, stream) -> None:
         state = self.settings.state
         async for events in stream.take_events(state.batch_max_records, within=state.batch_within_seconds):
-            await self.batch(events)
+            try:
+                await self.batch(events)
+            except BaseException as exc:  # noqa: BLE001 - cancelled mid-batch included, as in `commit`
+                # Faust's supervisor would start this agent again in the same process, with the batch's
+                # positions, marks and live scopes advanced in memory but never written: the records it
+                # took would be skipped for good. The next run re-reads them instead.
+                halt(f"a batch failed before it was made durable: {type(exc).__name__}: {exc}")
 
     async def batch(self, events) -> None:
         if not self.stats.first_input_at and events:
@@ -162,7 +169,7 @@ class ScopeAgent:
                 self.stats.moved_away += 1
                 continue
             set_current_event(event)  # table reads go to the record's partition
-            verdict = self.positions.check(msg.topic, msg.partition, msg.offset)
+            verdict = await self.verdict(msg.topic, msg.partition, msg.offset)
             if verdict == SEEN:
                 self.stats.redelivered += 1
                 continue
@@ -208,6 +215,18 @@ class ScopeAgent:
         sends.forward(item.name, item.scope.encode(), event.value, home, origin_of(event, item.name))
         self.stats.records_forwarded += 1
         self.stats.turns_rekeyed += item.name == "turns" and event.key != item.scope.encode()
+
+    async def verdict(self, topic: str, partition: int, offset: int) -> str:
+        """positions.check's verdict on an input record; when offsets before it did not come, the broker
+        says whether they hold records (a transaction marker or an aborted record holds none): GAP if it
+        holds one the consumer skipped, or cannot tell."""
+        verdict = self.positions.check(topic, partition, offset)
+        if verdict == ASK and self.probe is not None:
+            expected = self.positions.expected(topic, partition)
+            self.positions.reported(topic, partition, expected,
+                                    await self.probe.offsets_from(topic, partition, expected))
+            verdict = self.positions.check(topic, partition, offset)
+        return GAP if verdict == ASK else verdict
 
     async def rewind(self, topic: str, partition: int, offset: int) -> None:
         """Fetch (topic, partition) again from `offset`. Again after every batch that still brought
@@ -255,16 +274,16 @@ class ScopeAgent:
             return
         ident = duplicate_id(event, item.name, item.record)
         if ident is not None and not self.marks.first_time(item.name, item.scope, ident, f"{position}:{msg.offset}",
-                                                           item.at or state.clock):
+                                                           item.at or state.clock, received_at(msg)):
             self.stats.turns_duplicate += item.name == "turns"
             self.stats.redelivered += item.name not in ("turns", "feedback")  # a forward made again
             return
         applied = Applied(item.kind, item.record, event_now(state, item.at) or datetime.now(UTC),
                           self.powerful(item.scope.split("/")[0]), position, msg.offset,
                           item.name == "turns")
-        if is_idle_tick(scope_work, applied, self.context):
-            return
         try:
+            if is_idle_tick(scope_work, applied, self.context):  # it runs the step: a refused tick is dead-lettered
+                return
             apply(scope_work, applied, self.context)
         except Exception as exc:  # noqa: BLE001
             # A record the domain refuses (or a bug) must not stop the partition: the scope keeps the
@@ -372,6 +391,7 @@ class ScopeAgent:
         self.stats.journal_events += len(journal)
         self.stats.archived += sum(1 for e in scope_work.emits if e.topic == "archive")
         self.stats.count_step(scope, sum(1 for a in scope_work.applied if a.turn), scope_work.emits)
+        self.stats.count_refused(scope_work.refused)
 
     def forget(self, prefix: str, partition: int, after: dict[str, list[int]] | None = None) -> None:
         """Right to be forgotten: delete the user's scopes, entries and duplicate marks. Each key is

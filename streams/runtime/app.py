@@ -15,12 +15,14 @@ from credence.streams.runtime.agent import INPUTS, ScopeAgent, encode_record, ha
 from credence.streams.runtime.forgets import Forgets
 from credence.streams.runtime.marks import Marks
 from credence.streams.runtime.positions import Positions
+from credence.streams.runtime.probe import OffsetProbe
 from credence.streams.runtime.ownership import Ownership
 from credence.streams.runtime.restore import RestoreStats, install_bulk_recovery
 from credence.streams.runtime.runner import ResultSender, Runner
 from credence.streams.runtime.store import ScopeStore, StateTables
 from credence.streams.runtime.switch import PowerSwitch
 from credence.streams.runtime.topics import CHANGELOG_CONFIGS, TABLES, Topics, declare_topics
+from credence.streams.runtime.transport import read_committed
 from credence.streams.runtime.writes import TableWrites
 from credence.tables.tokens import default_token_counter
 
@@ -49,6 +51,9 @@ class Stats:
     broker_unreachable_since: float = 0.0  # unix time the brokers were first found unreachable; 0 = reachable
     turns_by_tenant: dict = field(default_factory=dict)  # tenant -> turns applied (/metrics)
     signals_by_tenant: dict = field(default_factory=dict)  # tenant -> signal kind -> evidence signals applied
+    # "<stage>:<reason>" -> Stage-1 facts and reflections refused as not self-contained, and synthesis
+    # drafts declined as restatements ("synthesis:restatement"); exported as credence_stats_statements_refused
+    statements_refused: dict = field(default_factory=dict)
 
     def count_step(self, scope: str, turns: int, emits) -> None:
         """Per-tenant counters of a scope's applied records: its turns, and the evidence signals journaled."""
@@ -60,6 +65,10 @@ class Stats:
                 kinds = self.signals_by_tenant.setdefault(tenant, {})
                 kind = emit.record["cause"].rsplit(":", 1)[-1]  # "<source>:<kind>" or the kind alone
                 kinds[kind] = kinds.get(kind, 0) + 1
+
+    def count_refused(self, refused: dict) -> None:
+        for key, n in refused.items():
+            self.statements_refused[key] = self.statements_refused.get(key, 0) + n
 
 
 @dataclass
@@ -100,7 +109,7 @@ def faust_app(settings: Settings, bootstrap: str) -> faust.App:
     """The Faust app a worker runs: its store, web server, producer and consumer-group settings."""
     from credence.kafka import faust_options
 
-    return faust.App(
+    app = faust.App(
         settings.app_id,
         **faust_options(bootstrap, settings.kafka),
         store=store_url(settings),
@@ -124,6 +133,8 @@ def faust_app(settings: Settings, bootstrap: str) -> faust.App:
         broker_heartbeat_interval=max(1.0, settings.kafka_session_timeout_s / 4),
         table_standby_replicas=0,
     )
+    read_committed(app)  # an aborted upstream transaction's records are never applied
+    return app
 
 
 def create_app(settings: Settings, bootstrap: str) -> Credence:
@@ -165,6 +176,8 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
     stats = Stats()
     agent = ScopeAgent(settings, topics, store, marks, writes, ownership, switch, stats, positions, forgets)
     agent.consumer_of = lambda: app.consumer
+    agent.probe = OffsetProbe(bootstrap, settings.kafka)
+    app.on_before_shutdown.connect(stop_with(agent.probe))
     runner = agent.runner = _runner(app, settings, bootstrap, backend, ownership)
     credence = Credence(app=app, settings=settings, topics=topics, tables=tables, store=store,
                         ownership=ownership, marks=marks, switch=switch, backend=backend, agent=agent,
@@ -182,6 +195,13 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
     agent.switch = credence.switch  # the API wraps the switch with per-tenant settings
     _register_serving(credence)
     return credence
+
+
+def stop_with(client):
+    """A shutdown receiver that stops `client`."""
+    async def stop(sender, **kwargs) -> None:
+        await client.stop()
+    return stop
 
 
 def _runner(app: faust.App, settings: Settings, bootstrap: str, backend: LLMBackend,

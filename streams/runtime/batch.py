@@ -44,6 +44,7 @@ class ScopeWork:
     requests: list[Request] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
     changed: set[str] = field(default_factory=set)  # entry ids written or deleted
+    refused: dict[str, int] = field(default_factory=dict)  # statements refused by stage:reason (/metrics)
 
     @property
     def journal(self) -> list[dict]:
@@ -88,6 +89,8 @@ def apply(work: ScopeWork, item: Applied, make_context: MakeContext) -> StepCont
     work.emits.extend(ctx.emits)
     work.requests.extend(ctx.requests)
     work.log.extend(ctx.log)
+    for key, n in ctx.refused.items():
+        work.refused[key] = work.refused.get(key, 0) + n
     # A facts event (stage2_dropped, facts_failed) names no entry: nothing to write or delete for it.
     work.changed.update(e.record["entry_id"] for e in ctx.emits
                         if e.topic == "evidence" and e.record.get("entry_kind") != FACTS_KIND)

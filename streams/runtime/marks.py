@@ -1,18 +1,32 @@
-"""Duplicate marks, bounded by event time.
+"""Duplicate marks, bounded by event time capped at the broker's.
 
 A turn or feedback record repeated with the same id in a scope (a producer retry, a replayed file) is
 dropped. Its mark — `kind\\x1fscope\\x1fid` -> the position of the record that first carried it and its
-event time — lives in the `seen` table while that event time is within `seen_horizon_days` of the newest
-event time this worker saw on the partition; older marks are deleted, so the table holds a horizon's
-worth of ids, not one per turn forever. A duplicate older than the horizon is applied again (its turn
-counts twice); marks written before this layout carry no time and go at the partition's first prune.
+time — lives in the `seen` table while that time is within `seen_horizon_days` of the newest mark time
+this worker saw on the partition; older marks are deleted, so the table holds a horizon's worth of ids,
+not one per turn forever. A duplicate older than the horizon is applied again (its turn counts twice);
+marks written before this layout carry no time and go at the partition's first prune.
+
+A mark's time is the record's event time, but never later than the record's Kafka timestamp (when it has
+one). Event times come from the tenants' clients: uncapped, one turn dated 2090 would move the partition's
+horizon decades ahead and prune every tenant's marks on it. Capped, a record moves the horizon no further
+than the time it reached Kafka, which the platform's producer (or the broker, with
+`message.timestamp.type=LogAppendTime`) sets, not the client. An honest record (dated before it was
+produced) keeps its event time, so duplicates are judged as before, and a file replayed at speed (event
+times in the past) prunes as the live run did. A client whose clock is behind loses only its own marks
+early.
+
+Not a horizon per scope: a scope that goes quiet would keep its marks for ever (the table would grow with
+every scope ever seen), and pruning them would take a clock outside the records. Here the prune depends
+only on the partition's records, in order (a Kafka timestamp is part of the record), so a replay of the
+topics prunes the same marks.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime
 
 from credence.streams.runtime import codec
 from credence.streams.runtime.forgets import is_forget_key
@@ -33,6 +47,20 @@ def _seconds(at: str | None) -> float:
     return parsed.timestamp() if parsed else NO_TIME
 
 
+def received_at(message) -> datetime | None:
+    """The input record's Kafka timestamp (Faust's `Message.timestamp`, seconds); None when it has none
+    (message format v0 records carry -1)."""
+    seconds = getattr(message, "timestamp", None)
+    return datetime.fromtimestamp(seconds, UTC) if seconds is not None and seconds > 0 else None
+
+
+def mark_time(at: datetime | None, received: datetime | None) -> datetime | None:
+    """The time a mark is kept by: its record's event time, never later than the record reached Kafka."""
+    if at is None or received is None:
+        return at or received
+    return min(at, received)
+
+
 class Marks:
     def __init__(self, table, horizon_days: float, partition_of: Callable[[str], int], writes: TableWrites) -> None:
         self._table = table
@@ -43,14 +71,16 @@ class Marks:
         self._heaps: dict[int, list[tuple[float, str]]] | None = None  # per partition, oldest first
         self._newest: dict[int, float] = {}
 
-    def first_time(self, kind: str, scope: str, ident: str, position: str, at: datetime | None) -> bool:
+    def first_time(self, kind: str, scope: str, ident: str, position: str, at: datetime | None,
+                   received: datetime | None = None) -> bool:
         """False for a duplicate. The mark holds the record's own position, so the record itself,
-        redelivered after a crash that saved the mark but not the scope, is still applied."""
+        redelivered after a crash that saved the mark but not the scope, is still applied. `at` is the
+        record's event time, `received` its Kafka timestamp (see the module's docstring)."""
         key = mark_key(kind, scope, ident)
         mark = self._pending.get(key) or codec.decode_mark(self._table.get(key))
         if mark:
             return mark[0] == position
-        self._pending[key] = (position, format_instant(at), self._partition_of(scope))
+        self._pending[key] = (position, format_instant(mark_time(at, received)), self._partition_of(scope))
         return True
 
     def write(self, partition: int) -> None:

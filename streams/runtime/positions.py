@@ -6,16 +6,21 @@ Kafka's committed offset is only a hint here. Faust commits what its streams ack
 offsets it never delivered (a fetch it dropped during a rebalance, a gap it takes for compaction) as
 acknowledged too: a committed offset could then run ahead of the state, and the records between were
 never applied by anyone. Measured as lost turns and a stuck Stage-1 result when a worker left the group.
-The input topics are append-only (no compaction, no transactions), so their offsets have no holes: a
-record whose offset is past the next one expected means records were skipped. The partition is then
-rewound to the expected offset (after every batch that still brings records past the hole) and nothing
-after the hole is applied until the missing record comes.
+Offsets are increasing but not dense: a transactional producer upstream (Kafka Streams, Flink, any
+exactly-once writer) leaves a commit or abort marker on an offset of its own, and an aborted transaction's
+records are never delivered (the worker reads read_committed), so neither comes to fill it. A record past
+the next offset expected is therefore a question (ASK): the broker is asked what a fetch from the expected
+offset returns (agent.py). If it returns nothing before the record, the offsets between hold no record
+anyone can get and the record applies; if it returns one, that record was skipped by the consumer (GAP):
+the partition is rewound to the expected offset (after every batch that still brings records past the
+hole) and nothing after the hole is applied until the missing record comes.
 A hole the broker cannot fill (retention deleted the records first) is logged as an error and skipped.
 """
 
 from __future__ import annotations
 
 import logging
+from bisect import bisect_left
 from typing import Final
 
 import orjson
@@ -26,7 +31,7 @@ from credence.streams.runtime.writes import TableWrites
 log = logging.getLogger(__name__)
 
 KIND: Final = "position"  # a `seen` key's first part: kind␟topic␟partition (duplicate marks use kind␟scope␟id)
-APPLY, SEEN, GAP = "apply", "seen", "gap"
+APPLY, SEEN, GAP, ASK = "apply", "seen", "gap", "ask"
 
 
 def position_key(topic: str, partition: int) -> str:
@@ -44,6 +49,9 @@ class Positions:
         self._dirty: set[tuple[str, int]] = set()
         self.rewinding: dict[tuple[str, int], int] = {}  # partitions being rewound, to their hole
         self._delivered: set[tuple[str, int]] = set()  # partitions that brought a record since the last reset
+        # (topic, partition) -> (start, offsets): a read_committed fetch from `start` returned records at
+        # `offsets` (ascending) and at no other offset up to the last of them
+        self._fetched: dict[tuple[str, int], tuple[int, list[int]]] = {}
 
     def expected(self, topic: str, partition: int) -> int | None:
         """The next offset to apply on (topic, partition); None if nothing was ever recorded. Read from
@@ -55,14 +63,37 @@ class Positions:
         return self._next[tp]
 
     def check(self, topic: str, partition: int, offset: int) -> str:
-        """APPLY the record at `offset`, skip it as SEEN (applied before), or GAP: records before it were
-        never delivered; the caller rewinds the partition to `expected` and applies nothing after it."""
+        """APPLY the record at `offset`, skip it as SEEN (applied before), GAP: records before it were
+        never delivered (the caller rewinds the partition to `expected` and applies nothing after it), or
+        ASK: offsets before it did not come, and whether any holds a record is unknown (the caller asks
+        the broker, `reported`, then checks again)."""
         self._delivered.add((topic, partition))
         expected = self.expected(topic, partition)
-        if expected is None or offset == expected:
+        if expected is not None and offset < expected:
+            return SEEN
+        empty = expected is None or offset == expected or self._empty(topic, partition, expected, offset)
+        if empty:
             self.rewinding.pop((topic, partition), None)
             return APPLY
-        return SEEN if offset < expected else GAP
+        return ASK if empty is None else GAP
+
+    def reported(self, topic: str, partition: int, start: int, offsets: list[int]) -> None:
+        """A read_committed fetch of (topic, partition) from `start` returned records at `offsets`: every
+        other offset from `start` to the last of them holds none a consumer can get (a transaction marker,
+        an aborted record). Such an offset stays empty, whatever is written later."""
+        if offsets:
+            self._fetched[(topic, partition)] = (start, sorted(offsets))
+
+    def _empty(self, topic: str, partition: int, start: int, end: int) -> bool | None:
+        """Whether offsets start..end-1 hold no record to deliver, as the last fetch reported (None: it
+        did not read them all)."""
+        fetched_from, offsets = self._fetched.get((topic, partition), (end, []))
+        if fetched_from > start:
+            return None
+        first = bisect_left(offsets, start)
+        if first < len(offsets) and offsets[first] < end:
+            return False  # a record the broker holds was not delivered
+        return True if offsets and end <= offsets[-1] else None
 
     def advance(self, topic: str, partition: int, offset: int) -> None:
         self._next[(topic, partition)] = offset + 1
@@ -98,3 +129,4 @@ class Positions:
         self._dirty.clear()
         self.rewinding.clear()
         self._delivered.clear()
+        self._fetched.clear()

@@ -26,8 +26,8 @@ from credence.config import Settings
 from credence.errors import CredenceError
 from credence.kafka import client_options, start
 from credence.streams.llm.backend import LLMBackend
-from credence.streams.llm.tasks import STAGE1, TASKS
-from credence.streams.runtime.embeddings import rank_by_similarity
+from credence.streams.llm.tasks import STAGE1, SYNTHESIS, TASKS
+from credence.streams.runtime.embeddings import mark_similar, rank_by_similarity
 from credence.streams.scope.state import Request
 
 log = logging.getLogger(__name__)
@@ -78,7 +78,11 @@ async def execute(backend: LLMBackend, task: str, p: dict, encode=None) -> dict:
     async def rank(facts, obs):
         return await asyncio.to_thread(rank_by_similarity, encode, list(facts), list(obs))
 
-    return await spec.execute(backend, p, rank if encode is not None else None)
+    out = await spec.execute(backend, p, rank if encode is not None else None)
+    if task == SYNTHESIS and encode is not None:
+        await asyncio.to_thread(mark_similar, encode, out["drafts"], p.get("related", []),
+                                p.get("restatement_cosine"))
+    return out
 
 
 class Runner:

@@ -75,7 +75,8 @@ def synthesis_payload(state: ScopeState, ctx: StepContext, facts: list[dict]) ->
     """The facts, and the existing observations closest to them (so synthesis can decline to restate)."""
     related = [e for e in pre_rank(candidate_pool(state, ctx), facts)
                if set(_words(f"{e.subject} {e.text}")) & {w for f in facts for w in _words(f"{f['subject']} {f['text']}")}]
-    return {"facts": facts, "related": [observation(e) for e in related[:SYNTHESIS_RELATED]]}
+    return {"facts": facts, "related": [observation(e) for e in related[:SYNTHESIS_RELATED]],
+            "restatement_cosine": ctx.memory.restatement_cosine}  # used only with embeddings on
 
 
 def reflection_id(scope: str, text: str) -> str:

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from credence.streams.llm import tasks
-from credence.streams.scope import quiet
+from credence.streams.scope import quiet, restate
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import reflection_id
 from credence.streams.scope.state import ScopeState
-from credence.tables.entries import Entry, new_reflection, record_signal
+from credence.tables.entries import Entry, changed, new_reflection, record_signal
 from credence.tables.evidence import FEEDBACK_SIGNALS, NEGATIVE_KEYWORD, RELATION_SIGNALS
 from credence.tables.lifecycle import (
     MergeDecision,
@@ -117,6 +117,8 @@ def _stage1(state: ScopeState, payload: dict, output: dict, ctx: StepContext) ->
     for fact in output.get("facts", []):
         if state.knows_fact(fact["id"]):
             continue  # the same statement extracted again (content-derived id)
+        if not restate.admit(ctx, "stage1", fact.get("text", "")):
+            continue  # either backend's output: a fact nobody could read alone never becomes one
         # A user fact only if the backend did not call it the AI's and every content-bearing turn it
         # cites is a user turn (an AI question answered "yes" is the user's; an AI statement is not).
         cited = fact_origin(fact.get("source_turn_ids", []), turns, settings=ctx.memory)
@@ -162,7 +164,13 @@ def _synthesis(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
         if not sources or not draft.get("text", "").strip():
             continue
         entry_id = reflection_id(state.scope, draft["text"])
-        if entry_id in state.entries:
+        if entry_id in state.entries or not restate.admit(ctx, "synthesis", draft["text"]):
+            continue
+        twin = restate.restated_by(draft["text"], restate.live_statements(state), ctx.memory) \
+            or restate.live(state, draft.get("similar_to"))  # the runner's cosine check, embeddings on
+        if twin is not None:
+            # Never twice: an observation the scope already holds (or wrote from this same answer).
+            _restated(state, twin, draft["text"], sources, ctx)
             continue
         entry = new_reflection(
             entry_id, scope, draft["text"], ctx.now, subject=draft.get("subject", ""),
@@ -174,6 +182,18 @@ def _synthesis(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
     for fact_id in facts:
         if fact_id in state.facts:
             state.facts[fact_id]["synthesis"] = "done"
+
+
+def _restated(state: ScopeState, twin: Entry, text: str, sources: list[dict], ctx: StepContext) -> None:
+    """A draft restating a live entry is declined; when the entry is an open reflection and the draft says
+    more ("learning French" then "learning French with a tutor"), the reflection takes the richer text
+    (its old meaning journalled closed) and the draft's facts as sources."""
+    ctx.refuse("synthesis", "restatement", f"{text} (restates {twin.id})")
+    if twin.kind != "reflection" or restate.richer(twin.text, text) == twin.text:
+        return
+    facts = tuple(f["id"] for f in sources if f["id"] not in twin.source_fact_ids)
+    updated = changed(twin, ctx.now, text=text, source_fact_ids=(*twin.source_fact_ids, *facts))
+    ctx.put(state, updated, "merged", "synthesis_restated", twin)
 
 
 def apply_feedback(state: ScopeState, entry: Entry, decision: str, ctx: StepContext, cause_prefix: str) -> None:
@@ -223,8 +243,13 @@ def _promotion(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
                                        or target.protected):
         ctx.log.append(f"merge target {d.get('target_id')} no longer active; promotion of {stored.id} rejected")
         return
-    decision = MergeDecision(d.get("action", "reject"), d.get("target_id"), d.get("text") or None)
-    step_ = apply_merge_decision(stored, decision, ctx.now, target=target)
+    text = d.get("text") or None
+    if text is not None and not restate.admit(ctx, "promotion", text):
+        text = None  # the merge's own wording is unreadable alone: the reflection's (or target's) text stands
+    decision = MergeDecision(d.get("action", "reject"), d.get("target_id"), text)
+    if decision.action == "create":
+        decision, target = _merge_into_twin(state, stored, decision, ctx)
+    step_ = apply_merge_decision(stored, decision, ctx.now, target=target, settings=ctx.memory)
     if step_.persona is not None:
         before = state.entries.get(step_.persona.id)
         # Both outcomes are merge-on-promote writes of a persona entry (the funnel's "merged").
@@ -232,6 +257,19 @@ def _promotion(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
     # A rejection is final for this version of the reflection (journalled as promotion_rejected).
     ctx.put(state, step_.reflection, "transition" if step_.persona else "promotion_rejected",
             f"promotion_{decision.action}", stored)
+
+
+def _merge_into_twin(state: ScopeState, reflection: Entry, decision: MergeDecision, ctx: StepContext):
+    """A "create" whose text restates an active persona entry (one promoted earlier in the same batch
+    included: the state already holds it) merges into that entry instead, keeping the richer text."""
+    text = decision.text or reflection.text
+    personas = [e for e in state.entries.values()
+                if e.kind == "persona" and e.status == "active" and not e.protected]
+    twin = restate.restated_by(text, personas, ctx.memory)
+    if twin is None:
+        return decision, None
+    ctx.log.append(f"promotion of {reflection.id} restates {twin.id}: merged into it instead of a new entry")
+    return MergeDecision("merge", twin.id, restate.richer(twin.text, text)), twin
 
 
 # Keyed by the task registry's names (credence.streams.llm.tasks.TASKS), the one place they are spelled.

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from credence.streams.scope import quiet, results, usage
+from credence.streams.scope import dedupe, quiet, results, usage
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import (
     AI_TEXT_CHARS,
@@ -94,6 +94,8 @@ def _run(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
         _on_feedback(state, record, ctx)
     elif kind in usage.KINDS:
         usage.apply(state, kind, record, ctx)
+    elif kind == "dedupe":
+        dedupe.apply(state, record, ctx)
     _settle(state, ctx, flush=(kind == "flush"))
 
 
@@ -114,6 +116,8 @@ def _housekeeping(state: ScopeState, ctx: StepContext) -> None:
     if state.powerful is not None and state.powerful != ctx.powerful:
         if not ctx.powerful:
             state.switched_off_at = ctx.now
+        elif state.buffer:
+            state.window_started_at = ctx.now  # back on: the first window is timed from the switch
         # Facts still waiting for Stage-2 skip it either way. Off: there is no Stage-2, so they go straight
         # to synthesis instead of waiting for the switch. Back on: signal extraction starts from the
         # current cursor, never replaying the gap. Facts of a Stage-2 call in flight wait for its result.
@@ -293,6 +297,10 @@ def _stage1_due(state: ScopeState, ctx: StepContext, flush: bool) -> bool:
     user_turns = sum(1 for t in state.buffer if t["role"] == "user")
     if flush or user_turns >= ctx.pipeline.stage1_max_batch:
         return True
+    if not ctx.powerful:
+        # Powerful memory off: the per-turn baseline extracts each user turn as it comes (a window left
+        # open when the switch went off closes at once). Back on, windows start from the current cursor.
+        return user_turns > 0
     waited = ctx.now - state.window_started_at if state.window_started_at else timedelta(0)
     return user_turns > 0 and waited >= timedelta(seconds=ctx.pipeline.stage1_max_wait_seconds)
 

@@ -1,6 +1,7 @@
 """Duplicate marks: a repeat inside the horizon is dropped, the table holds a horizon's worth."""
 
 from datetime import timedelta
+from itertools import islice
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -12,6 +13,7 @@ from credence.streams.runtime.writes import TableWrites
 from .conftest import SCOPE, T0
 
 DAY = timedelta(days=1)
+HOUR = timedelta(hours=1)
 
 
 def marks_over(table: dict, horizon_days: float = 7.0) -> tuple[Marks, int]:
@@ -79,3 +81,60 @@ def test_the_table_holds_only_marks_within_the_horizon_of_the_newest(hours, batc
                     and int(k.rsplit("t", 1)[1]) <= i} <= kept
     assert marks.count() == len(table)
     assert marks_over(table)[0].count() is None  # not read until a batch needs the marks
+
+
+def scopes_beside(scope: str, count: int) -> list[str]:
+    """`scope` and `count` scopes of other tenants on its partition."""
+    partition_of = Ownership(4, "credence.turns").partition_of
+    found = (s for s in (f"tenant{i}/u1/aria" for i in range(10_000)) if partition_of(s) == partition_of(scope))
+    return [scope, *islice(found, count)]
+
+
+def test_one_tenants_far_future_clock_does_not_prune_the_others_marks():
+    table: dict = {}
+    marks, part = marks_over(table)
+    buggy = scopes_beside(SCOPE, 1)[1]
+    assert marks.first_time("turns", SCOPE, "t1", "turns:0:1", T0, T0)
+    marks.write(part)
+    assert marks.first_time("turns", buggy, "t1", "turns:0:2", T0.replace(year=2090), T0 + HOUR)
+    marks.write(part)
+    assert not marks.first_time("turns", SCOPE, "t1", "turns:0:3", T0, T0 + 2 * HOUR)  # still a repeat
+    assert not marks.first_time("turns", buggy, "t1", "turns:0:4", T0.replace(year=2090), T0 + 3 * HOUR)
+
+
+TENANTS = scopes_beside(SCOPE, 3)
+# An event time against its Kafka timestamp: an honest client dates a turn up to 2 h before it is produced
+# (or a minute after, a clock slightly ahead); a buggy one decades away either side.
+HONEST = st.integers(min_value=-120, max_value=1).map(lambda m: timedelta(minutes=m))
+OUTLIER = st.integers(min_value=-30 * 365, max_value=60 * 365).map(lambda d: timedelta(days=d))
+RECORD = st.tuples(st.integers(min_value=0, max_value=3), st.integers(min_value=0, max_value=5),
+                   st.integers(min_value=0, max_value=12), st.one_of(HONEST, HONEST, OUTLIER))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(RECORD, min_size=1, max_size=60), st.integers(min_value=1, max_value=6))
+def test_a_repeat_within_the_horizon_of_the_broker_time_is_caught_whatever_other_clocks_say(records, batch):
+    """Records of four tenants' scopes on one partition, each received `step` hours after the one before
+    (its Kafka timestamp) and dated by its client (near that time, or decades away). A repeat whose first
+    occurrence's time (event time, capped at its Kafka timestamp) is within the horizon of the newest Kafka
+    timestamp is always dropped; the table holds only marks received within a horizon of the newest honest
+    record's time."""
+    horizon = 3 * DAY
+    table: dict = {}
+    marks, part = marks_over(table, horizon_days=3)
+    received, creators, honest = T0, {}, []  # creators: mark key -> (capped time, Kafka time) of its record
+    for i, (s, ident, step, skew) in enumerate(records):
+        received += step * HOUR
+        scope, at = TENANTS[s], received + skew
+        key, capped = mark_key("turns", scope, f"t{ident}"), min(at, received)
+        first = marks.first_time("turns", scope, f"t{ident}", f"turns:0:{i}", at, received)
+        if key in creators and creators[key][0] >= received - horizon:
+            assert not first, f"a repeat of {key} within the horizon was applied again"
+        if first:
+            creators[key] = (capped, received)
+            honest += [capped] if abs(at - received) <= 2 * HOUR else []
+        if i % batch == batch - 1 or i == len(records) - 1:
+            marks.write(part)
+            if honest:
+                assert all(creators[k][1] >= max(honest) - horizon for k in table)
+    assert marks.count() == len(table)

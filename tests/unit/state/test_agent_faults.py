@@ -1,0 +1,232 @@
+"""The scope agent under faults outside the step: an exception anywhere in a batch stops the worker before
+anything of the batch is written (a restart in the same process would go on with positions, marks and live
+scopes already advanced), a record the domain refuses is dead-lettered, and one tenant's far-future
+clock does not prune another tenant's duplicate marks."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+from datetime import datetime, timedelta
+
+import pytest
+
+from credence.config import load_settings
+from credence.config.pipeline import PipelineSettings
+from credence.config.state import StateSettings
+from credence.streams.llm.factory import make_backend
+from credence.streams.runtime import agent as agent_module
+from credence.streams.runtime import batch as batch_module
+from credence.streams.runtime.agent import ScopeAgent
+from credence.streams.runtime.app import Stats
+from credence.streams.runtime.marks import Marks
+from credence.streams.runtime.ownership import Ownership
+from credence.streams.runtime.positions import Positions
+from credence.streams.runtime.runner import Runner
+from credence.streams.runtime.store import ScopeStore
+from credence.streams.runtime.writes import TableWrites
+
+from .conftest import SCOPE, T0, new_tables, turn
+
+SETTINGS = load_settings(topic_prefix="flt", pipeline=PipelineSettings(stage1_max_batch=1))
+PARTITIONS = 4
+OTHER = "acme/u2/aria"  # a second scope of the same tenant
+
+
+class Message:
+    def __init__(self, topic: str, partition: int, offset: int, timestamp: float) -> None:
+        self.topic, self.partition, self.offset, self.timestamp = topic, partition, offset, timestamp
+
+
+class Event:
+    def __init__(self, name: str, scope: str, partition: int, offset: int, record: dict, received: datetime):
+        self.message = Message(SETTINGS.topic(name), partition, offset, received.timestamp())
+        self.key, self.value = scope.encode(), json.dumps(record).encode()
+
+
+class Channel:
+    def __init__(self, name: str, sent: list) -> None:
+        self.name, self.sent = name, sent
+
+    async def send(self, key, value):
+        self.sent.append((self.name, key, value))
+        done = asyncio.get_running_loop().create_future()
+        done.set_result(None)
+        return done
+
+
+class Topics:
+    def __init__(self) -> None:
+        self.sent: list[tuple[str, bytes, bytes]] = []
+
+    def __getattr__(self, name):
+        return Channel(name, self.sent)
+
+
+class Switch:
+    def enabled(self, tenant):
+        return True
+
+
+class Stream:
+    """Faust's stream as the agent reads it: batches of events, each taken once."""
+
+    def __init__(self, batches: list[list[Event]]) -> None:
+        self.batches = list(batches)
+
+    async def take_events(self, max_records, within):
+        while self.batches:
+            yield self.batches.pop(0)
+
+
+class Halted(BaseException):
+    """The process ended (os._exit in production): nothing after it runs."""
+
+
+async def _never_sent(topic, scope, record):  # pragma: no cover - every request is answered in the batch
+    raise AssertionError("an in-process backend sends nothing")
+
+
+def agent_over(tables) -> ScopeAgent:
+    """A worker over `tables`: a new one over the same tables is a restarted process."""
+    writes = TableWrites()
+    ownership = Ownership(PARTITIONS, SETTINGS.topic("turns"))
+    ownership.held = set(range(PARTITIONS))
+    store = ScopeStore(tables, StateSettings(), ownership.partition_of, writes)
+    agent = ScopeAgent(SETTINGS, Topics(), store, Marks(tables.seen, 7.0, ownership.partition_of, writes), writes,
+                       ownership, Switch(), Stats(), Positions(tables.seen, writes))
+    agent.runner = Runner(make_backend(SETTINGS.llm, memory=SETTINGS.memory), _never_sent, 4, inline=True)
+    return agent
+
+
+class Log:
+    """Input records with dense offsets per partition, received (Kafka timestamp) a second apart."""
+
+    def __init__(self) -> None:
+        self.partition_of = Ownership(PARTITIONS, SETTINGS.topic("turns")).partition_of
+        self.next: dict[tuple[str, int], int] = {}
+        self.received = T0
+
+    def event(self, name: str, scope: str, record: dict) -> Event:
+        partition = self.partition_of(scope)
+        offset = self.next.get((name, partition), 0)
+        self.next[(name, partition)] = offset + 1
+        self.received += timedelta(seconds=1)
+        return Event(name, scope, partition, offset, record, self.received)
+
+    def turn(self, n: int, text: str, scope: str = SCOPE, at: datetime | None = None) -> Event:
+        return self.event("turns", scope, turn(n, text, at or T0 + timedelta(minutes=n), scope))
+
+    def tick(self, scope: str = SCOPE) -> Event:
+        tenant, user, character = scope.split("/")
+        return self.event("control", scope, {"v": 1, "type": "tick", "tenant": tenant, "user": user,
+                                             "character": character, "now": (T0 + timedelta(hours=1)).isoformat()})
+
+
+def conversation() -> list[list[Event]]:
+    log = Log()
+    return [[log.turn(0, "I love green tea.")],
+            [log.turn(1, "I live in Berlin."), log.turn(2, "I hate mornings.", OTHER)],
+            [log.turn(3, "My name is Sam.")]]
+
+
+def end_state(agent: ScopeAgent, scope: str) -> dict:
+    state = agent.store.get(scope)
+    return {"turns": state.turns, "applied": state.applied, "facts": sorted(state.facts),
+            "entries": sorted((e.text, e.status, e.evidence.reinforcement) for e in state.entries.values())}
+
+
+def journal(agent: ScopeAgent) -> list[tuple[str, str]]:
+    events = [json.loads(v) for name, _, v in agent.topics.sent if name == "evidence"]
+    return sorted((e["entry_id"], e["event"]) for e in events)
+
+
+async def supervised(agent: ScopeAgent, stream: Stream) -> None:
+    """Faust's agent supervisor: an agent that raised is started again, in the same process, on the same
+    stream (whatever the batch that raised had advanced in memory stays advanced)."""
+    while stream.batches:
+        try:
+            await agent.run(stream)
+        except Exception:  # noqa: BLE001
+            continue
+
+
+def snapshot(tables) -> dict:
+    return {name: copy.deepcopy(dict(getattr(tables, name))) for name in ("scopes", "entries", "lists", "history",
+                                                                        "seen")}
+
+
+@pytest.mark.parametrize("failing", ["store.live", "marks.first_time"])
+def test_an_exception_outside_the_step_halts_the_worker_and_a_restart_reads_the_batch_again(failing,
+                                                                                             monkeypatch):
+    clean_tables, tables = new_tables(), new_tables()
+    clean = agent_over(clean_tables)
+    asyncio.run(supervised(clean, Stream(conversation())))
+
+    halts: list[str] = []
+
+    def halt(reason: str) -> None:
+        halts.append(reason)
+        raise Halted(reason)
+
+    monkeypatch.setattr(agent_module, "halt", halt)
+    first, second, third = conversation()
+    agent = agent_over(tables)
+    asyncio.run(supervised(agent, Stream([first])))
+    before, sent_before = snapshot(tables), list(agent.topics.sent)
+
+    owner, name = (agent.store, "live") if failing == "store.live" else (agent.marks, "first_time")
+    real = getattr(owner, name)
+
+    def broken(*args):
+        if OTHER in args:
+            raise OSError("the local store could not be read")
+        return real(*args)
+
+    monkeypatch.setattr(owner, name, broken)
+    with pytest.raises(Halted):
+        asyncio.run(supervised(agent, Stream([second, third])))
+    assert len(halts) == 1 and "OSError: the local store could not be read" in halts[0]
+    assert snapshot(tables) == before and agent.topics.sent == sent_before  # nothing of the batch, nor after it
+
+    restarted = agent_over(tables)  # the next run: read again from the last committed offsets
+    restarted.topics.sent = agent.topics.sent
+    asyncio.run(supervised(restarted, Stream([second, third])))
+    for scope in (SCOPE, OTHER):
+        assert end_state(restarted, scope) == end_state(clean, scope)
+    assert journal(restarted) == journal(clean) and end_state(clean, SCOPE)["turns"] == 3
+
+
+def test_a_tick_the_domain_refuses_is_dead_lettered_like_any_refused_record(monkeypatch):
+    real = batch_module.step
+
+    def refuse_ticks(state, kind, record, ctx):
+        if kind == "tick":
+            raise ValueError("not this tick")
+        return real(state, kind, record, ctx)
+
+    monkeypatch.setattr(batch_module, "step", refuse_ticks)
+    log = Log()
+    agent = agent_over(new_tables())
+    asyncio.run(agent.batch([log.turn(0, "I love green tea."), log.tick(), log.turn(1, "I live in Berlin.")]))
+    dead = [json.loads(v) for name, _, v in agent.topics.sent if name == "dlq"]
+    assert len(dead) == 1 and "not this tick" in dead[0]["reason"]
+    assert agent.store.get(SCOPE).turns == 2 and agent.stats.records_rejected == 1
+
+
+def same_partition_scope(tenant: str) -> str:
+    partition_of = Ownership(PARTITIONS, SETTINGS.topic("turns")).partition_of
+    return next(s for s in (f"{tenant}/u{i}/aria" for i in range(1000)) if partition_of(s) == partition_of(SCOPE))
+
+
+def test_one_tenants_far_future_turn_does_not_prune_another_tenants_duplicate_marks():
+    log = Log()
+    buggy = same_partition_scope("globex")
+    agent = agent_over(new_tables())
+    asyncio.run(agent.batch([log.turn(0, "I love green tea."), log.turn(1, "I live in Berlin.")]))
+    far_future = T0.replace(year=2090)
+    asyncio.run(agent.batch([log.turn(0, "hello from the future", buggy, at=far_future)]))
+    asyncio.run(agent.batch([log.turn(0, "I love green tea.")]))  # a producer retry, the same turn_id
+    assert agent.stats.turns_duplicate == 1 and agent.store.get(SCOPE).turns == 2
+    assert agent.store.get(buggy).turns == 1
