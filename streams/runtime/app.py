@@ -12,6 +12,7 @@ from credence.streams.llm.backend import LLMBackend
 from credence.streams.llm.factory import make_backend
 from credence.streams.runtime import timers, views
 from credence.streams.runtime.agent import INPUTS, ScopeAgent, encode_record, halt
+from credence.streams.runtime.forgets import Forgets
 from credence.streams.runtime.marks import Marks
 from credence.streams.runtime.positions import Positions
 from credence.streams.runtime.probe import OffsetProbe
@@ -36,6 +37,8 @@ class Stats:
     turns_rejected: int = 0
     turns_duplicate: int = 0
     turns_rekeyed: int = 0
+    records_forwarded: int = 0  # inputs on a partition (or under a key) not their scope's, sent on to it
+    records_forgotten: int = 0  # inputs of a user queued before the user's forget, dropped (forgets.py)
     records_rejected: int = 0
     redelivered: int = 0
     moved_away: int = 0  # records taken before their partition moved to another worker (not applied)
@@ -146,10 +149,12 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
     store = ScopeStore(tables, settings.state, ownership.partition_of, writes)
     marks = Marks(tables.seen, settings.state.seen_horizon_days, ownership.partition_of, writes)
     positions = Positions(tables.seen, writes)
+    forgets = Forgets(tables.seen, writes, settings.topic)
 
     def reread(*_partitions) -> None:  # partitions moved or were recovered: read from the tables again
         marks.reset()
         positions.reset()
+        forgets.reset()
 
     ownership.on_moved(store.drop_partitions)
     ownership.on_moved(reread)
@@ -169,7 +174,7 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
     switch = PowerSwitch(settings.core_config_path)
     backend = make_backend(settings.llm, count_tokens=default_token_counter(), memory=settings.memory)
     stats = Stats()
-    agent = ScopeAgent(settings, topics, store, marks, writes, ownership, switch, stats, positions)
+    agent = ScopeAgent(settings, topics, store, marks, writes, ownership, switch, stats, positions, forgets)
     agent.consumer_of = lambda: app.consumer
     agent.probe = OffsetProbe(bootstrap, settings.kafka)
     app.on_before_shutdown.connect(stop_with(agent.probe))

@@ -37,16 +37,17 @@ def logged(table) -> bool:
     return getattr(table, "changelog_topic", None) is not None
 
 
-async def enqueue(topic, key: bytes | None, value: bytes | None, partition: int | None = None):
+async def enqueue(topic, key: bytes | None, value: bytes | None, partition: int | None = None,
+                  headers: dict[str, bytes] | None = None):
     """Queue one record of bytes on a Faust topic; returns the future of its metadata. Through the app's
     producer directly: Faust's `Topic.send` adds a FutureMessage, a guarded producer lookup and callbacks
     per record (~6% of a worker's CPU on long scopes), for nothing a batch uses. A topic without an app
     (unit tests' stand-ins) takes the plain `send`."""
     producer = getattr(getattr(topic, "app", None), "producer", None)
     if producer is None:
-        return await (topic.send(key=key, value=value) if partition is None
-                      else topic.send(key=key, value=value, partition=partition))
-    return await producer.send(topic.get_topic_name(), key, value, partition, None, None)
+        extra = {k: v for k, v in (("partition", partition), ("headers", headers)) if v is not None}
+        return await topic.send(key=key, value=value, **extra)
+    return await producer.send(topic.get_topic_name(), key, value, partition, None, headers)
 
 
 @dataclass(frozen=True)
