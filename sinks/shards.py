@@ -9,8 +9,11 @@ planned, so names never depend on either decision.
 
 Publishing: local files are written to a hidden ``.*.tmp`` name in the target directory, fsynced,
 renamed over the final name and the directory fsynced; a temp name never matches ``*.parquet``.
-Object stores (s3://, gs://) publish an object whole when its upload completes, so the final
-name is written directly there.
+Object stores (s3://, gs://) have no rename, and need none: an object appears whole when its upload
+completes (pyarrow uploads in parts and completes on close), and until then readers see the previous
+version or nothing. A writer killed mid-upload leaves an incomplete multipart upload, which no listing
+shows (an S3 lifecycle rule, AbortIncompleteMultipartUpload, reclaims its parts). So the final name is
+written directly there, and the sink commits offsets only after the upload completed.
 """
 
 from __future__ import annotations
