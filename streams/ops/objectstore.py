@@ -161,3 +161,33 @@ class ObjectStore:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m credence.streams.ops.objectstore DIR BUCKET`: serve DIR over S3 until Ctrl-C, with BUCKET
+    created, and print the variables a client needs (for trying the archive on object storage locally)."""
+    import argparse
+    import signal
+
+    parser = argparse.ArgumentParser(prog="python -m credence.streams.ops.objectstore",
+                                     description="Run the embedded S3-compatible server (s3proxy) over a folder.")
+    parser.add_argument("data_dir")
+    parser.add_argument("bucket")
+    parser.add_argument("--port", type=int, default=0)
+    args = parser.parse_args(argv)
+    store = ObjectStore(Path(args.data_dir), port=args.port)
+    signal.signal(signal.SIGTERM, lambda *_: store.stop())
+    with store:
+        url = store.create_bucket(args.bucket)
+        print(f"s3proxy {store.version} serving {url} at {store.endpoint}; Ctrl-C stops it", flush=True)
+        for name, value in store.env().items():
+            print(f"export {name}={value}", flush=True)
+        try:
+            store.proc.wait()
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
