@@ -1,7 +1,7 @@
 """Hostile command lines and settings: `forget` and `archive query --param` arguments, and settings in
 environment variables. Each is refused with exit 2 and a message on stderr — never a traceback — and
 nothing is half-done (no forgotten-marker, no file written). No broker needed: every case fails before
-Kafka would be asked (forget runs --archive-only)."""
+Kafka would be asked (forget runs --archive-only); the s3:// root cases use the session's s3proxy."""
 
 from __future__ import annotations
 
