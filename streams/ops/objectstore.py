@@ -12,6 +12,7 @@ import http.client
 import logging
 import secrets
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -89,7 +90,10 @@ class ObjectStore:
         fs = pafs.S3FileSystem(access_key=self.access_key, secret_key=self.secret_key, region=self.region,
                                endpoint_override=f"127.0.0.1:{self.port}", scheme="http",
                                allow_bucket_creation=True)
-        fs.create_dir(name)
+        try:
+            fs.create_dir(name)
+        except OSError as exc:
+            raise ObjectStoreError(f"cannot create bucket {name!r} on {self.endpoint}: {exc}") from exc
         return f"s3://{name}"
 
     def start(self, ready_timeout_s: float = 60.0) -> str:
@@ -176,9 +180,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--port", type=int, default=0)
     args = parser.parse_args(argv)
     store = ObjectStore(Path(args.data_dir), port=args.port)
-    signal.signal(signal.SIGTERM, lambda *_: store.stop())
+
+    def interrupt(*_) -> None:
+        raise KeyboardInterrupt  # stop in the main flow: Popen.wait is not re-entrant from a handler
+
+    signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGINT, interrupt)  # also when started in the background (SIGINT ignored there)
+    try:
+        return _serve(store, args.bucket)
+    except ObjectStoreError as exc:
+        print(f"credence: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _serve(store: ObjectStore, bucket: str) -> int:
     with store:
-        url = store.create_bucket(args.bucket)
+        url = store.create_bucket(bucket)
         print(f"s3proxy {store.version} serving {url} at {store.endpoint}; Ctrl-C stops it", flush=True)
         for name, value in store.env().items():
             print(f"export {name}={value}", flush=True)
