@@ -59,3 +59,7 @@ class BridgeError(CredenceError):
 class BridgeRetired(BridgeError):
     """The bridge is switched off (bridge_enabled is false): nothing is nominated or approved, nothing is
     emitted, existing candidates stay as they are. Set CREDENCE_BRIDGE__BRIDGE_ENABLED=true to open it."""
+
+
+class ObjectStoreError(CredenceError):
+    """The embedded S3-compatible server (s3proxy) could not be resolved or started."""

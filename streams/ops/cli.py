@@ -122,15 +122,16 @@ def cmd_archive_query(args) -> int:
     except ValueError as exc:
         raise ArchiveError(f"a --param is not JSON ({exc}); quote strings as JSON ('\"acme\"') "
                            "or drop --json-params") from exc
-    print(query(_settings(args).archive.root if not args.root else args.root, args.sql, params, args.format))
+    settings = _settings(args).archive
+    print(query(args.root or settings.root, args.sql, params, args.format, settings))
     return 0
 
 
 def cmd_archive_report(args) -> int:
     from credence.sinks.analytics import report
 
-    root = args.root or _settings(args).archive.root
-    print(report(root, args.png, tenant=args.tenant))
+    settings = _settings(args).archive
+    print(report(args.root or settings.root, args.png, tenant=args.tenant, settings=settings))
     if args.png:
         print(f"chart written to {args.png}")
     return 0
