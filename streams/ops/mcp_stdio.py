@@ -27,6 +27,25 @@ def read_key(path: str) -> str:
 
 
 async def serve(url: str, key: str) -> None:
+    """Serve stdio until the local client closes it; CredenceError when the worker cannot be reached or
+    refuses the key (the SDK reports transport failures as exception groups: the first cause is named)."""
+    try:
+        await _serve(url, key)
+    except BaseExceptionGroup as group:
+        cause = _first_leaf(group)
+        if isinstance(cause, CredenceError):
+            raise cause from None
+        raise CredenceError(f"the MCP session with the worker at {endpoint(url)} failed ({type(cause).__name__}: "
+                            f"{cause}); check --url and the key") from None
+
+
+def _first_leaf(error: BaseException) -> BaseException:
+    while isinstance(error, BaseExceptionGroup):
+        error = error.exceptions[0]
+    return error
+
+
+async def _serve(url: str, key: str) -> None:
     from mcp.client.session import ClientSession
     from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
     from mcp.server.lowlevel import Server
