@@ -169,3 +169,41 @@ def test_the_stdio_command_serves_the_same_tools(served, tmp_path):
     assert {t.name for t in tools} == TOOLS
     assert prompt.structured_content == call(worker, keys["acme"], "get_prompt", scope).structured_content
     assert prompt.structured_content["text"] and "no entry" in error_text(missing)
+
+
+def test_tools_are_answered_by_the_scopes_owner(kafka_bootstrap, tmp_path):
+    from credence.streams.ops.broker import free_port
+    from credence.streams.ops.replay import send_control
+    from tests.integration.test_api_routing import USERS, held
+    from tests.integration.test_api_routing import turns as user_turns
+
+    settings = pipeline_settings(kafka_bootstrap, tmp_path, f"mcprt{uuid.uuid4().hex[:8]}", topic_partitions=4)
+    key = add_tenant(kafka_bootstrap, settings, "acme")
+    second = settings.model_copy(update={"web_port": free_port(), "data_dir": tmp_path / "data2"})
+    workers = [WorkerProcess(settings, kafka_bootstrap, tmp_path / "w1.log").start(),
+               WorkerProcess(second, kafka_bootstrap, tmp_path / "w2.log").start()]
+    scopes = [f"acme/{u}/barista" for u in USERS]
+    try:
+        added = call(workers[0], key, "add_turns", {"turns": [t for u in USERS for t in user_turns(u)]})
+        assert added.structured_content["accepted"] == len(USERS) * len(TEXTS)
+        wait_until(lambda: all(set(held(w)) for w in workers) and set().union(*map(held, workers)) == set(scopes)
+                   and all(v["turns"] == len(TEXTS) for w in workers for v in held(w).values()), 120,
+                   "the scopes to be split between the two workers")
+        asyncio.run(send_control(kafka_bootstrap, settings, scopes, "flush"))
+        wait_until(lambda: all(v["idle"] and v["entries"] for w in workers for v in held(w).values()), 90,
+                   "every scope to have entries and be idle")
+        scope = next(s for s in scopes if s in held(workers[1]))  # owned by the second worker
+        user = scope.split("/")[1]
+        view = workers[1].get(f"/scope/{scope}")
+        args = {"user": user, "character": "barista"}
+        # asked of the first worker, answered with the owner's data
+        assert call(workers[0], key, "get_prompt", args).structured_content["text"] == view["memory_block"]
+        target = call(workers[0], key, "list_entries", args).structured_content["entries"][0]
+        assert target["id"] in {e["id"] for e in view["entries"]}
+        answer = call(workers[0], key, "give_feedback", {**args, "entry_id": target["id"], "kind": "confirm"})
+        assert not answer.is_error, answer
+        wait_until(lambda: call(workers[0], key, "get_entry", {**args, "entry_id": target["id"]})
+                   .structured_content["entry"]["version"] > target["version"], 30, "the owner to apply it")
+    finally:
+        for worker in workers:
+            worker.stop()
