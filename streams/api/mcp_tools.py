@@ -15,6 +15,7 @@ from credence.streams.api import models
 from credence.streams.api.http import path_parts
 from credence.streams.api.reads import TIERS
 from credence.streams.api.routes import ROUTES, Route
+from credence.streams.runtime.records import ROLES
 
 class ScopeArgs(BaseModel):
     model_config = models.STRICT
@@ -57,7 +58,8 @@ class Tool:
 
 TOOLS: tuple[Tool, ...] = (
     Tool("add_turns", "post_turns", "Send conversation turns to memory. Each turn: user, character, turn_id, "
-         "role (user|assistant), text, ts (ISO-8601 with offset)[, surfaced_ids]; the tenant comes from your key. "
+         f"role ({'|'.join(ROLES)}), text, ts (ISO-8601 with offset)[, surfaced_ids]; the tenant comes from your "
+         "key. "
          "Each turn is validated on its own: the result lists rejected ones with the reason. Memory is built "
          "from them asynchronously by the stream.", models.TurnsRequest, False, body=lambda a: a),
     Tool("get_prompt", "get_prompt", "The memory block to put in the character's prompt for this user: text, "

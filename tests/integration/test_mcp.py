@@ -111,6 +111,18 @@ def test_a_missing_or_wrong_key_is_refused_before_any_tool_runs(served):
     assert not [t for t in topic_values(worker.bootstrap, settings, "turns") if t["user"] == "mallory"]
 
 
+def test_malformed_requests_with_a_good_key_are_refused_with_a_4xx(served):
+    worker, settings, keys = served
+    auth = {"Authorization": f"Bearer {keys['acme']}", "Accept": "application/json, text/event-stream",
+            "MCP-Protocol-Version": "2025-06-18"}
+    for body, content_type in ((b"not json", "application/json"), (b"[]", "application/json"),
+                               (b'{"jsonrpc": "2.0"}', "application/json"), (b"{}", "text/plain"),
+                               (b"x" * (settings.api.max_body_bytes + 1), "application/json")):
+        response = httpx.post(worker.url + "/mcp", content=body, headers={**auth, "Content-Type": content_type})
+        assert 400 <= response.status_code < 500, (body[:20], response.status_code, response.text)
+    assert not call(worker, keys["acme"], "get_prompt", {"user": "alice", "character": "barista"}).is_error
+
+
 def test_another_tenants_scope_is_not_found(served):
     worker, settings, keys = served
     with client(worker, keys["acme"], "acme") as api:
