@@ -125,7 +125,7 @@ def faust_app(settings: Settings, bootstrap: str) -> faust.App:
 
 def create_app(settings: Settings, bootstrap: str) -> Credence:
     app = faust_app(settings, bootstrap)
-    restored = install_bulk_recovery(app, settings, bootstrap).restored
+    restored = install_bulk_recovery(app, settings, bootstrap, on_dead=halt).restored
     topics = declare_topics(app, settings)
     changelog = {k: v for k, v in CHANGELOG_CONFIGS.items() if k != "cleanup.policy"}
     # Values are bytes we encode once ourselves (streams/runtime/codec.py), stored and changelogged as is.
