@@ -19,12 +19,17 @@ paused while the worker keeps its partitions. So the bulk read, and the close of
 share of that wait counted from the step's start; and a recovery loop that ends anyway while the worker
 runs (a step that raised or outlived its wait) stops the worker (`on_dead`), whose partitions then go to
 workers that restore them.
+
+Before any of it, a local store that may not be brought up to date from its persisted offsets (behind the
+tombstone horizon, with no record of when it was in step, or ahead of its changelog: freshness.py) is
+discarded, so the restore reads its changelog from the beginning.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -36,6 +41,7 @@ from mode import Service
 
 from credence.config import Settings
 from credence.kafka import client_options
+from credence.streams.runtime.freshness import Freshness
 
 log = logging.getLogger(__name__)
 
@@ -108,6 +114,21 @@ def _write_rocksdb(store, tp, records) -> None:
     store.set_persisted_offset(tp, records[-1].offset)
 
 
+def _holds_data(store, tp) -> bool:
+    return store.persisted_offset(tp) is not None or next(store._visible_keys(
+        store._db_for_partition(tp.partition)), None) is not None
+
+
+def _discard(store, partition: int) -> None:
+    """Delete the partition's database (its persisted offset with it) and open it again, empty."""
+    db = store._dbs.pop(partition, None)
+    if db is not None:
+        db.close()
+    shutil.rmtree(store.partition_path(partition), ignore_errors=True)
+    store._key_index.clear()  # keys -> partition: the discarded keys are gone
+    store._db_for_partition(partition)
+
+
 @dataclass
 class RestoreStats:
     records: int = 0
@@ -120,11 +141,12 @@ class RestoreStats:
 class BulkRecovery(Recovery):
     """Faust's recovery service, with the active partitions' changelog spans read in bulk first."""
 
-    def __init__(self, app, tables, *, settings: Settings, bootstrap: str,
+    def __init__(self, app, tables, *, settings: Settings, bootstrap: str, freshness: Freshness | None = None,
                  on_dead: Callable[[str], None] | None = None, **kwargs):
         super().__init__(app, tables, **kwargs)
-        self.settings, self.bootstrap = settings, bootstrap
+        self.settings, self.bootstrap, self.freshness = settings, bootstrap, freshness
         self.on_dead = on_dead  # told why, when Faust's recovery loop ended while the worker runs
+        self._checked: set[int] = set()  # partitions whose stores this recovery checked (or discarded)
         self.restored = RestoreStats()
         self._applied = 0
 
@@ -146,6 +168,8 @@ class BulkRecovery(Recovery):
     async def _build_offsets(self, consumer, tps, destination, title: str) -> None:
         wait = float(self.app.conf.broker_request_timeout)  # Faust's wait for this whole step
         started = time.monotonic()
+        if title == "active":
+            self._discard_untrusted(tps, destination)
         await super()._build_offsets(consumer, tps, destination, title)
         if title != "active" or not self.settings.state.bulk_restore:
             return
@@ -157,6 +181,29 @@ class BulkRecovery(Recovery):
         if spans:
             await self._bulk(spans, destination, started + BUDGET_SHARE * wait,
                              started + (BUDGET_SHARE + CLOSE_SHARE) * wait)
+
+    async def on_recovery_completed(self, generation_id: int = 0) -> None:
+        await super().on_recovery_completed(generation_id)  # the tables' callbacks replay the redo records
+        if self.freshness is not None:  # restored and whole: in step with their changelogs now
+            self.freshness.touch(self._checked, force=True)
+
+    def _discard_untrusted(self, tps, destination) -> None:
+        """Discard each local store that may not be brought up to date from its persisted offset; its
+        partition's restore then starts at the changelog's beginning (None: Faust takes the earliest)."""
+        self._checked = {tp.partition for tp in tps}
+        if self.freshness is None:
+            return
+        for tp in sorted(tps):
+            store = _rocksdb(getattr(self.tp_to_table[tp], "data", None))
+            if store is None or not _holds_data(store, tp):
+                continue
+            reason = self.freshness.distrust(tp.partition, store.persisted_offset(tp),
+                                             self.active_highwaters.get(tp))
+            if reason is not None:
+                log.warning("discarding the local store of %s[%d], restored from the changelog instead: %s",
+                            tp.topic, tp.partition, reason)
+                _discard(store, tp.partition)
+                destination[tp] = None
 
     async def _bulk(self, spans: dict, destination, deadline: float, closed_by: float) -> None:
         """Read `spans` until done or `deadline` (monotonic), the reader closed by `closed_by`."""
@@ -242,11 +289,11 @@ async def _close(reader: AIOKafkaConsumer, closed_by: float) -> None:
         log.warning("the bulk restore's consumer did not close in time; left to the garbage collector")
 
 
-def install_bulk_recovery(app, settings: Settings, bootstrap: str,
+def install_bulk_recovery(app, settings: Settings, bootstrap: str, freshness: Freshness | None = None,
                           on_dead: Callable[[str], None] | None = None) -> BulkRecovery:
     """Make the app's table manager use BulkRecovery (before anything asks it for its recovery)."""
     tables = app.tables
-    recovery = BulkRecovery(app, tables, settings=settings, bootstrap=bootstrap, on_dead=on_dead,
-                            beacon=tables.beacon, loop=tables.loop)
+    recovery = BulkRecovery(app, tables, settings=settings, bootstrap=bootstrap, freshness=freshness,
+                            on_dead=on_dead, beacon=tables.beacon, loop=tables.loop)
     tables._recovery = recovery
     return recovery

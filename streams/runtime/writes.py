@@ -27,6 +27,7 @@ from faust.streams import _current_event, current_event
 
 from credence.kafka import send_now
 from credence.streams.runtime import redo
+from credence.streams.runtime.freshness import Freshness
 from credence.streams.runtime.redo import Write
 
 
@@ -65,8 +66,10 @@ class _PartitionEvent:
 
 
 class TableWrites:
-    def __init__(self, tables: Mapping[str, object] | None = None, redo_table: str = "seen") -> None:
+    def __init__(self, tables: Mapping[str, object] | None = None, redo_table: str = "seen",
+                 freshness: Freshness | None = None) -> None:
         self._tables = dict(tables or {})
+        self._freshness = freshness  # told which partitions' stores a flush kept in step
         self._names = {id(t): name for name, t in self._tables.items()}
         self._redo = self._tables.get(redo_table)
         self._held: dict[tuple[int, str], tuple[object, str, bytes | None, int]] = {}  # the batch's last write per key
@@ -116,6 +119,8 @@ class TableWrites:
                 _apply(logs[p] + items)
         _persisted(acked)  # only now: a store that says it has the redo record has it
         _persisted(await self._send(held))
+        if self._freshness is not None:
+            self._freshness.touch(by_partition)
         return len(held)
 
     async def replay(self, partitions: Iterable[int]) -> int:
