@@ -13,6 +13,7 @@ import faust
 from faust.types import TP
 
 from credence.config import load_settings
+from credence.kafka import faust_options
 from credence.streams.runtime import restore
 
 TIMEOUT = 1.0  # the app's broker_request_timeout: Faust's wait for each recovery step
@@ -53,9 +54,11 @@ class HangingReader:
 
 
 def recovery_for(tmp_path, **options) -> tuple[restore.BulkRecovery, TP]:
-    app = faust.App("recovery-test", broker="kafka://127.0.0.1:1", store="memory://", autodiscover=False,
-                    broker_request_timeout=TIMEOUT, datadir=str(tmp_path / "worker"))
-    settings = load_settings(kafka_bootstrap="127.0.0.1:1", data_dir=tmp_path / "data")
+    settings = load_settings(kafka_bootstrap="127.0.0.1:1", data_dir=tmp_path / "data",
+                             kafka={"request_timeout_ms": round(TIMEOUT * 1000)})
+    app = faust.App("recovery-test", **faust_options("127.0.0.1:1", settings.kafka), store="memory://",
+                    autodiscover=False, datadir=str(tmp_path / "worker"))
+    assert app.conf.broker_request_timeout == TIMEOUT
     recovery = restore.install_bulk_recovery(app, settings, "127.0.0.1:1", **options)
     table = app.Table("entries", partitions=1)
     tp = TP(table.changelog_topic.get_topic_name(), 0)
