@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import faust
 
@@ -13,6 +14,7 @@ from credence.streams.llm.factory import make_backend
 from credence.streams.runtime import timers, views
 from credence.streams.runtime.agent import INPUTS, ScopeAgent, encode_record, halt
 from credence.streams.runtime.forgets import Forgets
+from credence.streams.runtime.freshness import Freshness
 from credence.streams.runtime.marks import Marks
 from credence.streams.runtime.positions import Positions
 from credence.streams.runtime.probe import OffsetProbe
@@ -21,7 +23,7 @@ from credence.streams.runtime.restore import RestoreStats, install_bulk_recovery
 from credence.streams.runtime.runner import ResultSender, Runner
 from credence.streams.runtime.store import ScopeStore, StateTables
 from credence.streams.runtime.switch import PowerSwitch
-from credence.streams.runtime.topics import CHANGELOG_CONFIGS, TABLES, Topics, declare_topics
+from credence.streams.runtime.topics import TABLES, Topics, changelog_configs, declare_topics
 from credence.streams.runtime.transport import read_committed
 from credence.streams.runtime.writes import TableWrites
 from credence.tables.tokens import default_token_counter
@@ -139,13 +141,16 @@ def faust_app(settings: Settings, bootstrap: str) -> faust.App:
 
 def create_app(settings: Settings, bootstrap: str) -> Credence:
     app = faust_app(settings, bootstrap)
-    restored = install_bulk_recovery(app, settings, bootstrap).restored
+    # When each partition's stores were last in step with the changelogs (RocksDB: they outlive the process)
+    freshness = Freshness(Path(app.conf.tabledir) if settings.table_store == "rocksdb" else None,
+                          settings.state.changelog_tombstone_seconds)
+    restored = install_bulk_recovery(app, settings, bootstrap, freshness, on_dead=halt).restored
     topics = declare_topics(app, settings)
-    changelog = {k: v for k, v in CHANGELOG_CONFIGS.items() if k != "cleanup.policy"}
+    changelog = {k: v for k, v in changelog_configs(settings).items() if k != "cleanup.policy"}
     # Values are bytes we encode once ourselves (streams/runtime/codec.py), stored and changelogged as is.
     tables = StateTables(**{name: raw_table(app, name, settings.topic_partitions, changelog) for name in TABLES})
     ownership = Ownership(settings.topic_partitions, settings.topic("turns"))
-    writes = TableWrites({name: tables[name] for name in TABLES})
+    writes = TableWrites({name: tables[name] for name in TABLES}, freshness=freshness)
     store = ScopeStore(tables, settings.state, ownership.partition_of, writes)
     marks = Marks(tables.seen, settings.state.seen_horizon_days, ownership.partition_of, writes)
     positions = Positions(tables.seen, writes)
