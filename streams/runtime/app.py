@@ -224,7 +224,8 @@ def _runner(app: faust.App, settings: Settings, bootstrap: str, backend: LLMBack
     async def stop_results(sender, **kwargs) -> None:
         await results.stop()
 
-    return Runner(backend, results, settings.llm.max_concurrency, encode, settings.llm.inline_in_process)
+    return Runner(backend, results, settings.llm.max_concurrency, encode, settings.llm.inline_in_process,
+                  settings.kafka.max_record_bytes)
 
 
 def raw_table(app: faust.App, name: str, partitions: int, changelog: dict) -> faust.Table:

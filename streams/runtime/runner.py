@@ -20,6 +20,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+import orjson
 from aiokafka import AIOKafkaProducer
 
 from credence.config import Settings
@@ -86,8 +87,10 @@ async def execute(backend: LLMBackend, task: str, p: dict, encode=None) -> dict:
 
 
 class Runner:
-    def __init__(self, backend: LLMBackend, send: Send, max_inflight: int, encode=None, inline: bool = False):
+    def __init__(self, backend: LLMBackend, send: Send, max_inflight: int, encode=None, inline: bool = False,
+                 max_record_bytes: int | None = None):
         self.backend = backend
+        self.max_record_bytes = max_record_bytes  # a larger result is reported as a failure, never sent
         self.encode = encode
         self.send = send
         self.slots = asyncio.Semaphore(max_inflight)
@@ -120,6 +123,12 @@ class Runner:
             # transient: the backend was unavailable, not refusing the request; the scope keeps its facts
             # waiting for a later attempt instead of dead-lettering them (scope/results.py).
             record = head | {"type": "failed", "error": str(exc)[:500], "transient": isinstance(exc, LLMUnavailable)}
+        size = len(orjson.dumps(record)) if self.max_record_bytes else 0
+        if size > (self.max_record_bytes or 0):
+            # Failed like a call that raised: retried, then dead-lettered with this reason by the scope.
+            log.warning("LLM %s for %s: a %d-byte result, over the record limit", req.task, scope, size)
+            record = head | {"type": "failed", "error": f"the result is a {size}-byte record, over the "
+                                                        "record limit (CREDENCE_KAFKA__MAX_RECORD_BYTES)"}
         if self.observe is not None:
             self.observe(req.task, record["type"], time.perf_counter() - started)
         return record

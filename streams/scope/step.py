@@ -13,6 +13,7 @@ any input: a surfaced reply or rebuttal asked about before it is decided before 
 
 from __future__ import annotations
 
+import heapq
 from datetime import datetime, timedelta
 
 from credence.streams.scope import dedupe, quiet, results, usage
@@ -310,7 +311,9 @@ def _stage1_due(state: ScopeState, ctx: StepContext, flush: bool) -> bool:
 def _score_transitions(state: ScopeState, ctx: StepContext) -> None:
     in_flight = {r.payload.get("entry_id") for r in state.pending_tasks("promotion")}
     due, instant, still = quiet.due_reflections(state, ctx)
-    for entry in sorted(due, key=lambda e: e.id):
+    cap = ctx.pipeline.promotion_max_in_flight
+    waiting = quiet.waiting_in_order(state, lambda: len(in_flight) < cap)
+    for entry in heapq.merge(sorted(due, key=lambda e: e.id), waiting, key=lambda e: e.id):
         confirmed = confirm_by_score(entry, ctx.now, settings=ctx.memory)
         if confirmed is not None:
             ctx.put(state, confirmed, "transition", "threshold", entry)
@@ -329,7 +332,11 @@ def _score_transitions(state: ScopeState, ctx: StepContext) -> None:
                 instant[entry.id] = entry  # nothing to do at this instant until the entry changes
         if decision == BLOCK:
             ctx.put(state, block_promotion(entry, ctx.now), "transition", "promote_attempts_exhausted", entry)
+        elif decision == ATTEMPT and len(in_flight) >= cap:
+            # Asked once an answer frees a place: the state holds a bounded number of promotion payloads.
+            quiet.wait_for_place(state, entry)
         elif decision == ATTEMPT:
+            in_flight.add(entry.id)
             attempted, ticket = record_promote_attempt(entry, ctx.now)
             ctx.put(state, attempted, "promote_attempt", "threshold", entry)
             payload = promotion_payload(state, attempted, ctx)
