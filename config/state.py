@@ -23,3 +23,8 @@ class StateSettings(BaseModel):
     # Restore newly held partitions' tables by reading their changelogs in bulk (streams/runtime/restore.py);
     # off, Faust's own recovery reads them record by record (~30x slower, measured).
     bulk_restore: bool = True
+    # Write each partition's changelog records in Kafka transactions on a producer of its own, which the
+    # partition's next owner fences before restoring it (streams/runtime/fence.py): a worker that lost its
+    # partitions but still reaches the brokers cannot write into state restored elsewhere. Off, nothing stops
+    # such a zombie's writes (only for brokers without transactions).
+    transactions: bool = True

@@ -54,3 +54,8 @@ class BridgeError(CredenceError):
 class BridgeRetired(BridgeError):
     """The bridge is switched off (bridge_enabled is false): nothing is nominated or approved, nothing is
     emitted, existing candidates stay as they are. Set CREDENCE_BRIDGE__BRIDGE_ENABLED=true to open it."""
+
+
+class FencedError(StateError):
+    """Another worker took over a partition this worker was writing: the broker refuses this worker's
+    changelog writes. The worker must stop; it rejoins as a new member when restarted."""

@@ -9,6 +9,12 @@ memory and RocksDB stores keep their own semantics (deletions, persisted offsets
 partition at its end and goes straight on to completing the recovery (our `recovered()` hook, the redo
 replay) as before.
 
+With fencing (fence.py), the partitions' transactional producers are started before the changelogs'
+ends are measured (that fences their earlier holders and settles their open transactions), and every
+read is `read_committed`. Transaction markers occupy offsets no reader is given, the last one included:
+a partition whose read was not finished here gets as its end the offset of its last committed record, or
+Faust's loop would wait forever for the marker (`_settle_tails`).
+
 Nothing is applied beyond the highwater Faust measured, and each partition's offset advances only past
 what was applied, so a restore cut short (an error, a new rebalance, the time budget) leaves Faust's own
 loop to read the rest, from exactly there.
@@ -19,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer
@@ -40,6 +47,7 @@ FETCH_BYTES, PARTITION_FETCH_BYTES = 50 * 1024 * 1024, 1024 * 1024
 # the read 0.80 -> 0.65 s for 100,000 records).
 FETCHER_TURNS = 4
 BUDGET_SHARE = 0.6  # of the broker request timeout Faust gives this step; the rest is Faust's loop
+TAIL_WINDOW = 1_000  # offsets read back from a partition's end to find its last committed record, at first
 
 
 class _Message:
@@ -109,24 +117,57 @@ class RestoreStats:
 class BulkRecovery(Recovery):
     """Faust's recovery service, with the active partitions' changelog spans read in bulk first."""
 
-    def __init__(self, app, tables, *, settings: Settings, bootstrap: str, **kwargs):
+    def __init__(self, app, tables, *, settings: Settings, bootstrap: str,
+                 before_restore: Callable[[set[int]], Awaitable[None]] | None = None, **kwargs):
         super().__init__(app, tables, **kwargs)
         self.settings, self.bootstrap = settings, bootstrap
+        self.before_restore = before_restore  # (partitions) -> fence their earlier holders (fence.py)
         self.restored = RestoreStats()
         self._applied = 0
 
+    async def _build_highwaters(self, consumer, tps, destination, title: str) -> None:
+        if title == "active" and self.before_restore is not None:
+            await self.before_restore({tp.partition for tp in tps})  # before the ends are measured
+        await super()._build_highwaters(consumer, tps, destination, title)
+
     async def _build_offsets(self, consumer, tps, destination, title: str) -> None:
         await super()._build_offsets(consumer, tps, destination, title)
-        if title != "active" or not self.settings.state.bulk_restore:
+        if title != "active":
             return
         spans = {tp: (destination[tp], self.active_highwaters.get(tp)) for tp in tps}
-        # A table with an on_changelog_event callback wants each record through Faust's loop.
         spans = {tp: (start, end) for tp, (start, end) in spans.items()
-                 if end is not None and start is not None and end > start
-                 and not self.tp_to_table[tp]._on_changelog_event}
-        if spans:
+                 if end is not None and start is not None and end > start}
+        # A table with an on_changelog_event callback wants each record through Faust's loop.
+        bulk = {tp: span for tp, span in spans.items() if not self.tp_to_table[tp]._on_changelog_event}
+        if bulk and self.settings.state.bulk_restore:
             budget = BUDGET_SHARE * float(self.app.conf.broker_request_timeout)
-            await self._bulk(spans, destination, budget)
+            await self._bulk(bulk, destination, budget)
+        left = {tp: span for tp, span in spans.items() if destination[tp] < span[1]}
+        if left and self.before_restore is not None:
+            await self._settle_tails(left)
+
+    async def _settle_tails(self, spans: dict) -> None:
+        """Lower each partition's end to the offset of its last committed record, the one Faust's loop
+        will see last (a transaction marker, or an aborted record, is never delivered)."""
+        faust_tp = {TopicPartition(tp.topic, tp.partition): tp for tp in spans}
+        reader = self._reader()
+        try:
+            await reader.start()
+            reader.assign(list(faust_tp))
+            async with asyncio.timeout((1 - BUDGET_SHARE) / 2 * float(self.app.conf.broker_request_timeout)):
+                for ktp, tp in faust_tp.items():
+                    self.active_highwaters[tp] = await _last_committed(reader, ktp, *spans[tp])
+        except TimeoutError:
+            log.warning("the last committed records of %s were not found in time; Faust's recovery may wait "
+                        "for a transaction marker", sorted(spans))
+        finally:
+            await reader.stop()
+
+    def _reader(self) -> AIOKafkaConsumer:
+        return AIOKafkaConsumer(**client_options(
+            self.bootstrap, self.settings.kafka, group_id=None, enable_auto_commit=False,
+            auto_offset_reset="earliest", isolation_level="read_committed", fetch_max_bytes=FETCH_BYTES,
+            max_partition_fetch_bytes=PARTITION_FETCH_BYTES))
 
     async def _bulk(self, spans: dict, destination, budget: float) -> None:
         started, self._applied = time.monotonic(), 0
@@ -147,9 +188,7 @@ class BulkRecovery(Recovery):
 
     async def _read(self, spans: dict, destination, deadline: float) -> None:
         faust_tp = {TopicPartition(tp.topic, tp.partition): tp for tp in spans}
-        reader = AIOKafkaConsumer(**client_options(
-            self.bootstrap, self.settings.kafka, group_id=None, enable_auto_commit=False,
-            auto_offset_reset="earliest", fetch_max_bytes=FETCH_BYTES, max_partition_fetch_bytes=PARTITION_FETCH_BYTES))
+        reader = self._reader()
         try:
             await reader.start()
             reader.assign(list(faust_tp))
@@ -203,10 +242,34 @@ class BulkRecovery(Recovery):
                  len(spans), seconds, rate, f"; {left} offsets left to Faust's recovery" if left else "")
 
 
-def install_bulk_recovery(app, settings: Settings, bootstrap: str) -> BulkRecovery:
+async def _last_committed(reader: AIOKafkaConsumer, ktp, start: int, end: int) -> int:
+    """The offset of the last record `reader` is given in (start, end]; `start` if there is none. Read back
+    from the end in growing windows: aborted records and markers can fill the last ones."""
+    window = TAIL_WINDOW
+    while True:
+        low = max(start + 1, end - window + 1)
+        last = await _last_offset(reader, ktp, low, end)
+        if last is not None or low == start + 1:
+            return last if last is not None else start
+        window *= 8
+
+
+async def _last_offset(reader: AIOKafkaConsumer, ktp, low: int, end: int) -> int | None:
+    """The offset of the last record `reader` is given in [low, end], None if there is none."""
+    reader.seek(ktp, low)
+    last = None
+    while await reader.position(ktp) <= end:
+        fetched = await reader.getmany(ktp, timeout_ms=500)
+        offsets = [r.offset for r in fetched.get(ktp, []) if r.offset <= end]
+        last = max(offsets, default=last)
+    return last
+
+
+def install_bulk_recovery(app, settings: Settings, bootstrap: str,
+                          before_restore: Callable[[set[int]], Awaitable[None]] | None = None) -> BulkRecovery:
     """Make the app's table manager use BulkRecovery (before anything asks it for its recovery)."""
     tables = app.tables
-    recovery = BulkRecovery(app, tables, settings=settings, bootstrap=bootstrap, beacon=tables.beacon,
-                            loop=tables.loop)
+    recovery = BulkRecovery(app, tables, settings=settings, bootstrap=bootstrap, before_restore=before_restore,
+                            beacon=tables.beacon, loop=tables.loop)
     tables._recovery = recovery
     return recovery

@@ -7,6 +7,10 @@ one by one and blocks the consumer when more than 100 wait: on a busy host a bat
 (each key on its scope's partition, encoded by the table's own serializers, so Faust's recovery reads
 them as its own), and the local store learns the persisted offset as Faust's write would tell it.
 
+With a fence (fence.py), each partition's redo record and writes go in one Kafka transaction on that
+partition's own producer, which a newer owner of the partition fences: a worker that lost the partition
+can no longer write into the changelogs its new owner restored.
+
 A Faust table's writes are held until `flush` and reach its local store there, right after the redo
 record: a RocksDB store keeps what a killed worker wrote, so it must never hold half a batch without the
 batch's redo beside it. Nothing in a batch reads back a value it wrote itself (its steps work on live
@@ -16,16 +20,21 @@ write at once.
 
 from __future__ import annotations
 
+import asyncio
 import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from faust.streams import _current_event, current_event
 
 from credence.kafka import send_now
 from credence.streams.runtime import redo
 from credence.streams.runtime.redo import Write
+
+if TYPE_CHECKING:
+    from credence.streams.runtime.fence import Fence
 
 
 def local(table):
@@ -63,8 +72,10 @@ class _PartitionEvent:
 
 
 class TableWrites:
-    def __init__(self, tables: Mapping[str, object] | None = None, redo_table: str = "seen") -> None:
+    def __init__(self, tables: Mapping[str, object] | None = None, redo_table: str = "seen",
+                 fence: Fence | None = None) -> None:
         self._tables = dict(tables or {})
+        self._fence = fence  # None: through the app's producer, unfenced (unit tests, transactions off)
         self._names = {id(t): name for name, t in self._tables.items()}
         self._redo = self._tables.get(redo_table)
         self._held: dict[tuple[int, str], tuple[object, str, bytes | None, int]] = {}  # the batch's last write per key
@@ -108,7 +119,11 @@ class TableWrites:
             with _current(p, events.get(p)):
                 logs[p] = self._redo_records(p, items) if self._redo is not None else []
                 _apply(logs[p] + items)
-        await self._send([r for records in logs.values() for r in records])
+        redo_records = [r for records in logs.values() for r in records]
+        if self._fence is not None:  # one transaction per partition: its redo record and writes, or nothing
+            await self._send(redo_records + held)
+            return len(held)
+        await self._send(redo_records)
         return await self._send(held)
 
     async def replay(self, partitions: Iterable[int]) -> int:
@@ -142,9 +157,10 @@ class TableWrites:
             stale += 1
         return records
 
-    @staticmethod
-    async def _send(items) -> int:
+    async def _send(self, items) -> int:
         """Send every record, then wait for all acknowledgements and tell the stores their offsets."""
+        if self._fence is not None:
+            return await self._send_fenced(items)
         sent = []
         for table, key, value, partition in items:
             topic = getattr(table, "changelog_topic", None)
@@ -163,6 +179,25 @@ class TableWrites:
         for table, tp, offset in newest.values():
             local(table).set_persisted_offset(tp, offset)
         return len(sent)
+
+    async def _send_fenced(self, items) -> int:
+        """`_send` through the fence: each partition's records in one transaction, the partitions at once;
+        the stores learn their offsets once every transaction is committed."""
+        by_partition: dict[int, list] = {}
+        for table, key, value, partition in items:
+            topic = getattr(table, "changelog_topic", None)
+            if topic is not None:
+                raw_key, _ = topic.prepare_key(key, table.key_serializer)
+                by_partition.setdefault(partition, []).append((table, topic.get_topic_name(), raw_key, value))
+        parts = sorted(by_partition)
+        metas = await asyncio.gather(*(self._fence.send(p, [r[1:] for r in by_partition[p]]) for p in parts))
+        newest: dict = {}
+        for p, partition_metas in zip(parts, metas):
+            for (table, *_), meta in zip(by_partition[p], partition_metas):
+                newest[(id(table), meta.topic_partition)] = (table, meta.topic_partition, meta.offset)
+        for table, tp, offset in newest.values():
+            local(table).set_persisted_offset(tp, offset)
+        return sum(len(records) for records in by_partition.values())
 
 
 @contextmanager
