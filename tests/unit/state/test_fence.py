@@ -1,21 +1,16 @@
 """With a fence, a batch's changelog records of one partition (its redo record, then its writes) are one
 transaction on that partition's writer, the stores learn their offsets only once it is committed, and a
-fenced writer's refusal reaches the caller (the agent halts on it). The app's consumer reads committed
-records only. The broker side (a zombie refused after another worker restored) is
-tests/faults/test_zombie_owner.py."""
+fenced writer's refusal reaches the caller (the agent halts on it). The broker side (a zombie refused
+after another worker restored) is tests/faults/test_zombie_owner.py."""
 
 from __future__ import annotations
 
 import asyncio
-import inspect
 
 import pytest
-from aiokafka import AIOKafkaConsumer
 
-from credence.config import load_settings
 from credence.errors import FencedError
 from credence.streams.runtime import redo
-from credence.streams.runtime.app import faust_app
 from credence.streams.runtime.writes import TableWrites
 from tests.unit.state.test_redo import FIRST, NAMES, Meta
 
@@ -89,17 +84,3 @@ def test_a_fenced_partition_fails_the_flush() -> None:
     with pytest.raises(FencedError):
         flush(fence, (3,))
     assert fence.transactions == []
-
-
-def test_the_app_s_consumer_reads_committed_records_only() -> None:
-    async def isolation() -> str:
-        settings = load_settings(kafka_bootstrap="127.0.0.1:9", app_id="fence-app", topic_prefix="fence")
-        app = faust_app(settings, "127.0.0.1:9")
-        consumer = app.consumer._new_consumer_thread()._create_worker_consumer(app.transport)
-        level = consumer._isolation_level
-        del consumer  # never started: nothing to close
-        return level
-
-    assert asyncio.run(isolation()) == "read_committed"
-    # aiokafka hands the level it was built with to its fetcher when it starts
-    assert "isolation_level=self._isolation_level" in inspect.getsource(AIOKafkaConsumer.start)
