@@ -6,8 +6,9 @@ changelogs alone ends exactly like one uninterrupted run.
 
 Deterministic: A is frozen while it has taken in a tenth of the input, so records are in its take buffer
 or in a batch it is applying, and Faust lets a stream finish the records it took before a revocation
-takes effect: after the wake-up A always commits at least one more batch (measured on the unfenced
-runtime: positions and control values older than B's end up last in the changelogs)."""
+takes effect: after the wake-up A always tries to commit at least one more batch. Unfenced, that batch
+lands after B's in the changelogs (its older positions and control values last), and the third worker's
+entries differ from the reference: inputs applied twice (evidence counted again), entries it never had."""
 
 from __future__ import annotations
 
