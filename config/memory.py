@@ -104,6 +104,15 @@ class MemorySettings(BaseModel):
     stage2_observation_max_tokens: int = Field(default=200, ge=1)
     stage2_max_prompt_tokens: int = Field(default=15000, ge=1)
 
+    # Never twice (not seed numbers; tables.statement.restates): a new reflection, a promotion or
+    # `credence memory dedupe` treats two statements of the same polarity and predicate kind as one when
+    # their content stems overlap at this Jaccard share, or when all of one side's stems (at least this
+    # many) are in the other's; with embeddings on, also when their cosine similarity reaches
+    # restatement_cosine.
+    restatement_jaccard: float = Field(default=0.6, gt=0, le=1)
+    restatement_containment_min_stems: int = Field(default=1, ge=1)
+    restatement_cosine: float = Field(default=0.9, gt=0, le=1)
+
     # Local negative-keyword hook, per language.
     negative_keywords: dict[str, list[str]] = Field(
         default_factory=lambda: {k: list(v) for k, v in DEFAULT_NEGATIVE_KEYWORDS.items()}

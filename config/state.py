@@ -31,3 +31,9 @@ class StateSettings(BaseModel):
     # throughput benchmark's inputs at half size (worker runs interleaved on and off, noisy). Off, nothing
     # stops such a zombie's writes: only for brokers without transactions.
     transactions: bool = True
+    # Tombstones (deleted keys) are kept this long in the table changelogs (their delete.retention.ms, set
+    # when they are created; changing it does not alter existing changelogs, so never raise it above
+    # theirs). A worker's local store that was last in step with its changelog longer ago than half of it
+    # may have missed deletions that compaction has since removed, so it is discarded and restored
+    # (streams/runtime/freshness.py).
+    changelog_tombstone_seconds: float = Field(default=86_400.0, gt=0)

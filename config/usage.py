@@ -26,6 +26,10 @@ class UsageSettings(BaseModel):
     # plus ~37 days of decay before it crosses the soft-archive threshold; 0 would soft-archive every
     # never-recalled entry at the first sweep after the gate is opened.
     initial_strength: float = Field(default=0.5, ge=0)
+    # Daily idempotency keeps the (source, UTC day) keys it counted for this many days back from the
+    # latest one, so a hit that arrives late for an earlier day still counts once; an older one is
+    # dropped. One half-life: the stored keys stay bounded (days × sources).
+    idempotency_days: int = Field(default=28, ge=1)
 
     # Decay, read-time like the evidence score: none within the grace, then exponential, never below the floor.
     decay_half_life_days: float = Field(default=28.0, gt=0)  # 4 weeks

@@ -21,6 +21,11 @@ class LLMError(CredenceError):
     """The LLM backend failed after its retries, or returned output that fails its schema."""
 
 
+class LLMUnavailable(LLMError):
+    """The server was unreachable, overloaded or answered unusably on every attempt: the request itself
+    was not refused, so the same request may succeed later."""
+
+
 class ArchiveError(CredenceError):
     """Writing or querying the Parquet archive failed."""
 
@@ -59,3 +64,7 @@ class BridgeRetired(BridgeError):
 class FencedError(StateError):
     """Another worker took over a partition this worker was writing: the broker refuses this worker's
     changelog writes. The worker must stop; it rejoins as a new member when restarted."""
+
+
+class ObjectStoreError(CredenceError):
+    """The embedded S3-compatible server (s3proxy) could not be resolved or started."""

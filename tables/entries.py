@@ -14,6 +14,7 @@ from typing import Any, Final
 from credence.config.memory import DEFAULT_MEMORY_SETTINGS, MemorySettings
 from credence.errors import DomainError
 from credence.tables.clock import as_utc, format_instant, parse_instant
+from credence.tables.consensus import Consensus
 from credence.tables.evidence import Evidence, apply_signal, evidence_score, seeded_evidence
 from credence.tables.scope import Scope
 from credence.tables.usage import Usage
@@ -43,6 +44,7 @@ ENTRY_KEYS: Final = (
     "protected", "status", "evidence", "created_at", "confirmed_at", "promoted_at", "merged_from_ids",
     "merged_into_id", "promote_attempts", "last_promote_attempt_at", "recent_mentions", "suppressed_at",
     "version", "updated_at", "archived_at", "promotion_rejected_at", "valid_from", "invalidated_at", "usage",
+    "consensus",
 )  # fmt: skip
 
 
@@ -82,6 +84,7 @@ class Entry:
     valid_from: datetime | None = None  # None = created_at
     invalidated_at: datetime | None = None
     usage: Usage = field(default_factory=Usage)  # recall-driven strength; never part of the score
+    consensus: Consensus | None = None  # external corroboration (seed 002); never part of the score
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id:
@@ -109,6 +112,8 @@ class Entry:
             object.__setattr__(self, "valid_from", self.created_at)
         if not isinstance(self.usage, Usage):
             raise DomainError(f"entry usage must be a Usage, got {type(self.usage).__name__}")
+        if self.consensus is not None and not isinstance(self.consensus, Consensus):
+            raise DomainError(f"entry consensus must be a Consensus or None, got {type(self.consensus).__name__}")
         if self.usage.since is None:
             # An entry's usage counts from its creation: one nobody ever recalls still fades.
             object.__setattr__(self, "usage", replace(self.usage, since=self.created_at))
@@ -151,6 +156,7 @@ class Entry:
             "valid_from": format_instant(self.valid_from),
             "invalidated_at": format_instant(self.invalidated_at),
             "usage": self.usage.to_dict(),
+            "consensus": self.consensus.to_dict() if self.consensus is not None else None,
         }
 
     @classmethod
@@ -194,6 +200,7 @@ class Entry:
             valid_from=parse_instant(d.get("valid_from")),
             invalidated_at=parse_instant(d.get("invalidated_at")),
             usage=Usage.from_dict(d.get("usage"), since=created_at),
+            consensus=Consensus.from_dict(d.get("consensus")),
         )
 
 
@@ -299,3 +306,13 @@ def record_signal(
     if entry.protected:
         return entry
     return changed(entry, at, evidence=apply_signal(entry.evidence, kind, at, settings=settings))
+
+
+def set_consensus(entry: Entry, consensus: Consensus, now: datetime) -> Entry:
+    """Record an external consensus on an entry; the same consensus again returns ``entry`` itself.
+    Character-card entries are protected: nothing outside the card changes them."""
+    if entry.protected:
+        raise DomainError(f"{entry.id} is a protected character-card entry; it takes no consensus score")
+    if entry.consensus == consensus:
+        return entry
+    return changed(entry, now, consensus=consensus)

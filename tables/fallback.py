@@ -72,5 +72,6 @@ def fallback_tick(
         start = confirmed_clock_start(reflection, switched_off_at)
         if now - start >= timedelta(days=settings.fallback_promote_after_days):
             decision, target = simple_merge_decision(reflection, personas)
-            return apply_merge_decision(reflection, decision, now, target=target, persona_id=persona_id)
+            return apply_merge_decision(reflection, decision, now, target=target, persona_id=persona_id,
+                                        settings=settings)
     return None

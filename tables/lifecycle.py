@@ -7,6 +7,7 @@ blocked promotion is retried (unblock_promotion). Every function returns new ent
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final
@@ -28,7 +29,7 @@ from credence.tables.entries import (
     changed,
     new_persona_entry,
 )
-from credence.tables.evidence import Evidence, sweep
+from credence.tables.evidence import Evidence, decayed, sweep
 from credence.tables.scope import Scope
 
 # Merge-on-promote outcomes.
@@ -213,25 +214,67 @@ def promotion_is_current(stored: Entry, ticket: PromotionTicket) -> bool:
     )
 
 
-def merge_evidence(target: Evidence, source: Evidence, now: datetime) -> Evidence:
-    """Per-side maximum of the stored counters (not the sum); both clocks restart and the tally resets."""
+def merge_evidence(target: Evidence, source: Evidence, now: datetime, *,
+                   settings: MemorySettings = DEFAULT_MEMORY_SETTINGS) -> Evidence:
+    """Combine two entries' evidence at the merge instant ``now`` without making any of it younger.
+
+    - reinforcement and disputation, each on its own: the side whose read-time value at ``now`` is larger
+      (for a negative reinforcement, the one nearer zero) is carried on, decayed to ``now`` with its clock
+      set to ``now``. Decay is memoryless, so that is the same curve as the side's own: from the merge on,
+      the merged value equals that side's at every instant, never the stored raw maximum on a new clock.
+      A clock that is missing or after ``now`` is kept, since that side is not decaying yet.
+    - sub_zero_days and user_fact_reinforce_count: the larger lifetime tally (never the sum, never reset).
+    - sub_zero_last_increment_date: the later day, so no day already counted is counted again.
+    """
     now = as_utc(now)
+    reinforcement, rein_clock = _larger_curve(
+        (target.reinforcement, target.rein_last_signal_at), (source.reinforcement, source.rein_last_signal_at),
+        now, settings.reinforcement_half_life_days,
+    )
+    disputation, disp_clock = _larger_curve(
+        (target.disputation, target.disp_last_signal_at), (source.disputation, source.disp_last_signal_at),
+        now, settings.disputation_half_life_days,
+    )
+    days = [d for d in (target.sub_zero_last_increment_date, source.sub_zero_last_increment_date) if d is not None]
     return Evidence(
-        reinforcement=max(target.reinforcement, source.reinforcement),
-        disputation=max(target.disputation, source.disputation),
-        rein_last_signal_at=now,
-        disp_last_signal_at=now,
-        sub_zero_days=0,
-        sub_zero_last_increment_date=None,
+        reinforcement=reinforcement,
+        disputation=disputation,
+        rein_last_signal_at=rein_clock,
+        disp_last_signal_at=disp_clock,
+        sub_zero_days=max(target.sub_zero_days, source.sub_zero_days),
+        sub_zero_last_increment_date=max(days) if days else None,
         user_fact_reinforce_count=max(target.user_fact_reinforce_count, source.user_fact_reinforce_count),
     )
+
+
+_Curve = tuple[float, datetime | None]
+
+
+def _at_instant(counter: float, clock: datetime | None, now: datetime, half_life_days: float) -> _Curve:
+    """The same decay curve restated from ``now``: a past clock moves to ``now`` with the value decayed to it."""
+    if clock is None or clock >= now:
+        return counter, clock
+    return decayed(counter, clock, now, half_life_days), now
+
+
+def _larger_curve(first: _Curve, second: _Curve, now: datetime, half_life_days: float) -> _Curve:
+    """The side larger at ``now``; on a tie, the one that stays larger (for a positive value the later or
+    missing clock decays later, for a negative one the earlier clock rises sooner), so the choice never
+    depends on the order of the arguments."""
+    def key(curve: _Curve) -> tuple[float, float]:
+        value, clock = curve
+        rank = math.inf if clock is None else clock.timestamp()
+        return value, rank if value >= 0 else -rank
+
+    return max(_at_instant(*first, now, half_life_days), _at_instant(*second, now, half_life_days), key=key)
 
 
 def _union(first: tuple[str, ...], second: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(first + second))
 
 
-def merge_into_persona(persona: Entry, reflection: Entry, now: datetime, text: str | None = None) -> Entry:
+def merge_into_persona(persona: Entry, reflection: Entry, now: datetime, text: str | None = None, *,
+                       settings: MemorySettings = DEFAULT_MEMORY_SETTINGS) -> Entry:
     """Fold a reflection into an existing persona entry; a repeated merge of the same reflection is a no-op."""
     if persona.kind != PERSONA or persona.status != ACTIVE or persona.protected:
         raise DomainError(f"cannot merge into {persona.id}: the target must be an active, non-protected persona entry")
@@ -243,7 +286,7 @@ def merge_into_persona(persona: Entry, reflection: Entry, now: datetime, text: s
         persona,
         now,
         text=text or persona.text,
-        evidence=merge_evidence(persona.evidence, reflection.evidence, now),
+        evidence=merge_evidence(persona.evidence, reflection.evidence, now, settings=settings),
         merged_from_ids=(*persona.merged_from_ids, reflection.id),
         source_fact_ids=_union(persona.source_fact_ids, reflection.source_fact_ids),
         importance=max(persona.importance, reflection.importance),
@@ -256,7 +299,8 @@ def default_persona_id(reflection: Entry) -> str:
 
 
 def create_persona_from(
-    reflection: Entry, now: datetime, persona_id: str | None = None, text: str | None = None
+    reflection: Entry, now: datetime, persona_id: str | None = None, text: str | None = None, *,
+    settings: MemorySettings = DEFAULT_MEMORY_SETTINGS,
 ) -> Entry:
     scope = Scope(reflection.tenant, reflection.user, reflection.character)
     return new_persona_entry(
@@ -267,7 +311,7 @@ def create_persona_from(
         subject=reflection.subject,
         importance=reflection.importance,
         source_fact_ids=reflection.source_fact_ids,
-        evidence=merge_evidence(reflection.evidence, reflection.evidence, now),
+        evidence=merge_evidence(reflection.evidence, reflection.evidence, now, settings=settings),
         merged_from_ids=(reflection.id,),
     )
 
@@ -279,6 +323,7 @@ def apply_merge_decision(
     *,
     target: Entry | None = None,
     persona_id: str | None = None,
+    settings: MemorySettings = DEFAULT_MEMORY_SETTINGS,
 ) -> LifecycleStep:
     """Apply a merge-on-promote outcome to a confirmed reflection.
 
@@ -295,11 +340,11 @@ def apply_merge_decision(
         rejected = changed(reflection, now, promotion_rejected_at=as_utc(now), promote_attempts=0)
         return LifecycleStep(rejected, None, REJECT)
     if decision.action == CREATE:
-        persona = create_persona_from(reflection, now, persona_id, decision.text)
+        persona = create_persona_from(reflection, now, persona_id, decision.text, settings=settings)
     else:
         if target is None or target.id != decision.target_id:
             raise DomainError(f"merge target {decision.target_id!r} was not supplied; pass the stored persona entry")
-        persona = merge_into_persona(target, reflection, now, decision.text)
+        persona = merge_into_persona(target, reflection, now, decision.text, settings=settings)
     promoted = changed(reflection, now, status=PROMOTED, promoted_at=as_utc(now), merged_into_id=persona.id)
     return LifecycleStep(promoted, persona, decision.action)
 

@@ -1,10 +1,12 @@
 """Usage strength: the pull channel beside the user-evidence push channel (seed 002).
 
 Every recall hit actually returned to a caller reinforces an entry with an asymptotic impulse
-Δ = α · (ceiling − current), at most once per (source, UTC day). Strength decays at read time like the
-evidence score: nothing within the grace after the last reinforcement (or after the usage started, for an
-entry never recalled), then exponentially with a 4-week half-life, never below the floor. A daily sweep
-soft-archives what fell below the threshold — only while the gate ``decay_enabled`` is on.
+Δ = α · (ceiling − current), at most once per (source, UTC day), also when the hit arrives after a
+later day's (the counted days are kept for ``idempotency_days`` back from the latest). Strength decays at
+read time like the evidence score: nothing within the grace after the last reinforcement (or after the
+usage started, for an entry never recalled), then exponentially with a 4-week half-life, never below the
+floor. A daily sweep soft-archives what fell below the threshold — only while the gate ``decay_enabled``
+is on.
 
 Strength never changes the evidence score or tier; rendering uses it only as a tie-break.
 Pure: time is always a parameter.
@@ -31,17 +33,15 @@ class Usage:
 
     ``strength`` is the value at the anchor (the later of ``last_reinforced_at`` and ``since``); None
     means the initial strength from settings. ``since`` is when the usage started counting (the entry's
-    creation, or its restoration): an entry never recalled decays from there. ``reinforced_day`` and
-    ``reinforced_sources`` are the latest UTC day with a reinforcement and the sources already applied on
-    it (daily idempotency).
+    creation, or its restoration): an entry never recalled decays from there. ``reinforced`` holds the
+    (UTC day, source) keys already counted, sorted, within the idempotency horizon (daily idempotency).
     """
 
     strength: float | None = None
     reinforce_count: int = 0
     last_reinforced_at: datetime | None = None
     since: datetime | None = None
-    reinforced_day: date | None = None
-    reinforced_sources: tuple[str, ...] = ()
+    reinforced: tuple[tuple[date, str], ...] = ()
     # The status an entry had when the daily sweep soft-archived it (None = not soft-archived): what
     # an operator's restore puts back.
     soft_archived_from: str | None = None
@@ -51,12 +51,23 @@ class Usage:
             value = getattr(self, name)
             if value is not None:
                 object.__setattr__(self, name, as_utc(value))
-        object.__setattr__(self, "reinforced_sources", tuple(sorted(set(self.reinforced_sources))))
+        object.__setattr__(self, "reinforced", tuple(sorted(set(self.reinforced))))
         count = self.reinforce_count
         if isinstance(count, bool) or not isinstance(count, int) or count < 0:
             raise DomainError(f"usage reinforce_count must be an int >= 0, got {self.reinforce_count!r}")
         if self.strength is not None and not (isinstance(self.strength, int | float) and self.strength >= 0):
             raise DomainError(f"usage strength must be a number >= 0 or null, got {self.strength!r}")
+
+    @property
+    def reinforced_day(self) -> date | None:
+        """The latest UTC day with a reinforcement."""
+        return self.reinforced[-1][0] if self.reinforced else None
+
+    @property
+    def reinforced_sources(self) -> tuple[str, ...]:
+        """The sources counted on the latest reinforced day."""
+        latest = self.reinforced_day
+        return tuple(source for day, source in self.reinforced if day == latest)
 
     @property
     def anchor(self) -> datetime | None:
@@ -70,6 +81,8 @@ class Usage:
             "reinforce_count": self.reinforce_count,
             "last_reinforced_at": format_instant(self.last_reinforced_at),
             "since": format_instant(self.since),
+            "reinforced_days": _days_to_dict(self.reinforced),
+            # the latest day alone, as snapshots had it before every counted day was kept
             "reinforced_day": format_day(self.reinforced_day),
             "reinforced_sources": list(self.reinforced_sources),
             "soft_archived_from": self.soft_archived_from,
@@ -86,16 +99,12 @@ class Usage:
         if strength is not None and (isinstance(strength, bool) or not isinstance(strength, int | float)):
             raise DomainError(f"usage strength must be a number or null, got {strength!r}")
         count = d.get("reinforce_count", 0)
-        sources = d.get("reinforced_sources") or ()
-        if not isinstance(sources, list | tuple) or not all(isinstance(s, str) and s for s in sources):
-            raise DomainError("usage reinforced_sources must be a list of non-empty strings")
         return cls(
             strength=None if strength is None else float(strength),
             reinforce_count=count,
             last_reinforced_at=parse_instant(d.get("last_reinforced_at")),
             since=parse_instant(d.get("since")) or since,
-            reinforced_day=parse_day(d.get("reinforced_day")),
-            reinforced_sources=tuple(sources),
+            reinforced=_reinforced_from(d),
             soft_archived_from=_status(d.get("soft_archived_from")),
         )
 
@@ -104,6 +113,37 @@ def _status(value: Any) -> str | None:
     if value is None or (isinstance(value, str) and value):
         return value
     raise DomainError(f"usage soft_archived_from must be an entry status or null, got {value!r}")
+
+
+def _sources(value: Any, name: str) -> tuple[str, ...]:
+    if not isinstance(value, list | tuple) or not all(isinstance(s, str) and s for s in value):
+        raise DomainError(f"usage {name} must be a list of non-empty strings")
+    return tuple(value)
+
+
+def _reinforced_from(d: Mapping[str, Any]) -> tuple[tuple[date, str], ...]:
+    """The counted (day, source) keys; an older snapshot has only its latest day and that day's sources."""
+    days = d.get("reinforced_days")
+    if days is None:
+        day = parse_day(d.get("reinforced_day"))
+        sources = _sources(d.get("reinforced_sources") or (), "reinforced_sources")
+        return tuple((day, s) for s in sources) if day is not None else ()
+    if not isinstance(days, Mapping):
+        raise DomainError("usage reinforced_days must be an object of YYYY-MM-DD: [sources]")
+    keys = []
+    for text, sources in days.items():
+        day = parse_day(text)
+        if day is None:
+            raise DomainError(f"usage reinforced_days has a key that is not a day: {text!r}")
+        keys.extend((day, s) for s in _sources(sources, "reinforced_days sources"))
+    return tuple(keys)
+
+
+def _days_to_dict(keys: tuple[tuple[date, str], ...]) -> dict[str, list[str]]:
+    days: dict[str, list[str]] = {}
+    for day, source in keys:
+        days.setdefault(format_day(day), []).append(source)
+    return days
 
 
 def usage_strength(u: Usage, now: datetime, *, settings: UsageSettings = DEFAULT_USAGE_SETTINGS) -> float:
@@ -120,28 +160,33 @@ def usage_strength(u: Usage, now: datetime, *, settings: UsageSettings = DEFAULT
 
 
 def reinforce(u: Usage, at: datetime, source: str, *, settings: UsageSettings = DEFAULT_USAGE_SETTINGS) -> Usage:
-    """One recall hit from ``source`` at ``at``. A second hit of the same source on the same UTC day, and a
-    hit dated on a UTC day before the latest reinforced one (already past its idempotency window), return
-    ``u`` itself, unchanged."""
+    """One recall hit from ``source`` at ``at``, counted once per (source, UTC day of ``at``).
+
+    A hit for a (source, day) already counted returns ``u`` itself, unchanged; so does one dated
+    ``idempotency_days`` or more before the latest counted day (whether it counted can no longer be told).
+    A hit for an earlier day that never counted still counts, at the anchor (see below), so the same hits
+    in any order within the horizon make the same impulses on the same days.
+    """
     if not isinstance(source, str) or not source.strip():
         raise DomainError(f"a usage source must be a non-empty string, got {source!r}")
     at = as_utc(at)
-    day = at.date()
+    key = (at.date(), source)
     latest = u.reinforced_day
-    if latest is not None and (day < latest or (day == latest and source in u.reinforced_sources)):
+    horizon = None if latest is None else latest - timedelta(days=settings.idempotency_days)
+    if key in u.reinforced or (horizon is not None and key[0] <= horizon):
         return u
     # Event time never runs backwards for a usage: a hit stamped before its anchor counts at the anchor.
     anchor = u.anchor
     when = at if anchor is None or at > anchor else anchor
     current = usage_strength(u, when, settings=settings)
-    sources = (*u.reinforced_sources, source) if day == u.reinforced_day else (source,)
+    newest = max(key[0], latest) if latest is not None else key[0]
+    oldest_kept = newest - timedelta(days=settings.idempotency_days)
     return replace(
         u,
         strength=current + settings.reinforce_alpha * (settings.reinforce_ceiling - current),
         reinforce_count=u.reinforce_count + 1,
         last_reinforced_at=when,
-        reinforced_day=day,
-        reinforced_sources=sources,
+        reinforced=tuple(k for k in (*u.reinforced, key) if k[0] > oldest_kept),
     )
 
 

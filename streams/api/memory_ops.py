@@ -1,15 +1,15 @@
-"""Seed 002 on the /v1 API: recall hits become usage records, soft-archived entries are restored, ripe
-entries are nominated across the bridge. Writes go through topics, so the scope's owner applies them in
-order; nothing of a refused request is produced."""
+"""Seed 002 on the /v1 API: recall hits become usage records, soft-archived entries are restored, external
+consensus is set, ripe entries are nominated across the bridge. Writes go through topics, so the scope's
+owner applies them in order; nothing of a refused request is produced."""
 
 from __future__ import annotations
 
 import json
 from datetime import datetime, timezone
 
-from credence.errors import ApiError, BridgeError
+from credence.errors import ApiError, BridgeError, RecordError
 from credence.streams.api import models
-from credence.streams.runtime.records import restore_record, usage_record
+from credence.streams.runtime.records import consensus_record, decode_control, restore_record, usage_record
 from credence.streams.scope.context import FACTS_KIND
 from credence.tables.entries import ARCHIVED, Entry
 from credence.tables.usage import RECALL
@@ -51,6 +51,24 @@ async def restore(handlers, call) -> tuple[int, models.MemoryActionResponse]:
     record = restore_record(scope.key, entry_id, body.by, state.clock or datetime.now(timezone.utc))
     await handlers._send("control", scope.key, _raw(record))
     return 202, models.MemoryActionResponse(entry_id=entry_id, requested="restore")
+
+
+async def consensus(handlers, call) -> tuple[int, models.MemoryActionResponse]:
+    scope, state, entries, card = handlers._scope_data(call)
+    entry_id = call.params["entry_id"]
+    if any(e.id == entry_id for e in card):
+        raise ApiError(409, f"{entry_id!r} is a character-card entry: protected, it takes no consensus score")
+    if state is None or entry_id not in state.entries:
+        raise ApiError(404, f"no entry {entry_id!r} in this scope")
+    body: models.ConsensusRequest = call.body
+    # At the scope's clock, like the API's reads: the consensus lands in the scope's own event time.
+    record = consensus_record(scope.key, entry_id, body.score, body.by, state.clock or datetime.now(timezone.utc))
+    try:
+        decode_control(_raw(record))  # the topic's own decoder: what the stream will accept
+    except RecordError as exc:
+        raise ApiError(422, str(exc)) from None
+    await handlers._send("control", scope.key, _raw(record))
+    return 202, models.MemoryActionResponse(entry_id=entry_id, requested="consensus")
 
 
 async def nominate(handlers, call) -> tuple[int, models.MemoryActionResponse]:

@@ -86,9 +86,18 @@ class MemoryActionRequest(BaseModel):
     by: str = Field(min_length=1, max_length=200, description="who asks: restores and nominations are human actions")
 
 
+class ConsensusRequest(BaseModel):
+    model_config = STRICT
+    score: float = Field(ge=0, le=1, allow_inf_nan=False, strict=True,
+                         description="external corroboration, 0..1; at >= usage.consensus_skip_at (0.75) the "
+                                     "usage-decay sweep skips the entry")
+    by: str = Field(min_length=1, max_length=200, pattern=r"\S",
+                    description="who sets it: an operator or a verification pipeline")
+
+
 class MemoryActionResponse(BaseModel):
     entry_id: str
-    requested: Literal["restore", "nominate"]
+    requested: Literal["restore", "nominate", "consensus"]
     candidate_id: str | None = Field(default=None, description="nominate: the candidate record emitted")
 
 

@@ -58,6 +58,9 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", SCOPE + "/entries/{entry_id}/restore", "post_restore", "Bring an entry the usage-decay sweep "
           "soft-archived back into the active view (applied by the stream in order)", models.MemoryActionResponse,
           202, models.MemoryActionRequest, scope=True),
+    Route("PUT", SCOPE + "/entries/{entry_id}/consensus", "put_consensus", "Set an entry's external consensus "
+          "score (0..1, who set it, when; applied by the stream in order and journalled)",
+          models.MemoryActionResponse, 202, models.ConsensusRequest, scope=True),
     Route("POST", SCOPE + "/entries/{entry_id}/nominate", "post_nominate", "Nominate one ripe entry as a fact "
           "candidate (a human action; 409 while the bridge is retired)", models.MemoryActionResponse, 202,
           models.MemoryActionRequest, scope=True),

@@ -1,4 +1,5 @@
-"""Seed 002 operator actions against the cluster: usage records, restores, and the bridge's nominations.
+"""Seed 002 operator actions against the cluster: usage records, restores, consensus, and the bridge's
+nominations.
 
 Writes go through topics keyed by scope, so the scope's owner applies them in order (restores, usage);
 a nomination reads the entry's history from the journal (credence.evidence, kept forever) and emits one
@@ -18,7 +19,7 @@ from credence.config import Settings
 from credence.kafka import client_options
 from credence.errors import CredenceError
 from credence.streams.ops.admin import ensure_topics
-from credence.streams.runtime.records import restore_record, usage_record
+from credence.streams.runtime.records import consensus_record, dedupe_record, restore_record, usage_record
 from credence.tables.bridge import nominate
 from credence.tables.entries import Entry
 from credence.tables.scope import Scope
@@ -47,6 +48,28 @@ async def send_restore(bootstrap: str, settings: Settings, scope: Scope, entry_i
                        at: datetime) -> None:
     """Ask the scope's owner to restore a soft-archived entry (a control record, applied in order)."""
     await _send(bootstrap, settings, "control", scope.key, restore_record(scope.key, entry_id, by, at))
+
+
+async def send_consensus(bootstrap: str, settings: Settings, scope: Scope, entry_id: str, score: float, by: str,
+                         at: datetime) -> None:
+    """Ask the scope's owner to set an entry's external consensus (a control record, applied in order)."""
+    await _send(bootstrap, settings, "control", scope.key, consensus_record(scope.key, entry_id, score, by, at))
+
+
+async def send_dedupe(bootstrap: str, settings: Settings, scope: Scope, by: str, at: datetime) -> None:
+    """Ask the scope's owner to merge its near-duplicate live entries (a control record, applied in order)."""
+    await _send(bootstrap, settings, "control", scope.key, dedupe_record(scope.key, by, at))
+
+
+def entries_from_journal(events: list[dict]) -> list[Entry]:
+    """The newest snapshot of every entry the events name (facts events skipped): the scope as stored."""
+    latest: dict[str, Entry] = {}
+    for e in events:
+        if e.get("entry_kind") in ("reflection", "persona"):
+            snap = Entry.from_dict(e["entry"])
+            if snap.id not in latest or snap.version > latest[snap.id].version:
+                latest[snap.id] = snap
+    return list(latest.values())
 
 
 async def journal_of(bootstrap: str, settings: Settings, entry_id: str | None, scope: Scope | None = None) -> list[dict]:

@@ -1,4 +1,5 @@
-"""`credence memory restore` and `credence bridge nominate` (seed 002): deliberate human actions.
+"""`credence memory restore`, `credence memory consensus`, `credence memory dedupe` and `credence bridge
+nominate` (seed 002): deliberate human (or verification pipeline) actions.
 
 Kept out of cli.py so the main command table stays small; imports are lazy like the other commands'.
 """
@@ -47,6 +48,61 @@ def cmd_memory_restore(args) -> int:
     return 0
 
 
+def cmd_memory_consensus(args) -> int:
+    from credence.streams.ops.operator import journal_of, scope_of, send_consensus
+    from credence.streams.ops.worker import bootstrap_for
+    from credence.tables.consensus import Consensus
+
+    settings = _settings()
+    scope = _scope_arg(args)
+    by = _operator(args)
+    at = datetime.now(timezone.utc)
+    Consensus(args.score, by, at)  # refuse a score outside 0..1 before touching the cluster
+    bootstrap = bootstrap_for(settings)
+    scope = scope or scope_of(asyncio.run(journal_of(bootstrap, settings, args.entry_id)), args.entry_id)
+    asyncio.run(send_consensus(bootstrap, settings, scope, args.entry_id, args.score, by, at))
+    print(f"asked the owner of {scope.key} to set the consensus of {args.entry_id} to {args.score} by {by} "
+          f"(applied in order; at >= {settings.usage.consensus_skip_at} the usage-decay sweep skips it)")
+    return 0
+
+
+def _score(text: str) -> float:
+    import argparse
+    import math
+
+    try:
+        score = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(score) or not 0.0 <= score <= 1.0:
+        raise argparse.ArgumentTypeError(f"the score must be from 0 to 1, got {text}")
+    return score
+
+
+def cmd_memory_dedupe(args) -> int:
+    from credence.streams.ops.operator import entries_from_journal, journal_of, send_dedupe
+    from credence.streams.ops.worker import bootstrap_for
+    from credence.streams.scope.dedupe import duplicate_pairs
+    from credence.tables.scope import Scope
+
+    settings = _settings()
+    scope = Scope.parse(args.scope)
+    by = _operator(args) if args.apply else ""
+    bootstrap = bootstrap_for(settings)
+    now = datetime.now(timezone.utc)
+    entries = entries_from_journal(asyncio.run(journal_of(bootstrap, settings, None, scope)))
+    pairs = duplicate_pairs(entries, now, settings.memory)
+    for keep, drop in pairs:
+        print(f"{drop.id} ({drop.kind}, {drop.status}) {drop.text!r}\n  restates {keep.id} ({keep.kind}, "
+              f"{keep.status}) {keep.text!r}")
+    print(f"{len(pairs)} near-duplicate pair(s) among {len(entries)} stored entries of {scope.key}")
+    if args.apply and pairs:
+        asyncio.run(send_dedupe(bootstrap, settings, scope, by, now))
+        print(f"asked the owner of {scope.key} to merge them (applied in order, on its state at that point; "
+              "each merge and archive is journalled with cause dedupe:" + by + ")")
+    return 0
+
+
 def cmd_bridge_nominate(args) -> int:
     from credence.errors import BridgeRetired
     from credence.streams.ops.operator import candidate_from_journal, journal_of, send_candidate
@@ -77,6 +133,26 @@ def add_operator_parsers(sub) -> None:
     r.add_argument("--scope", help="tenant/user/character (default: looked up in the journal)")
     r.add_argument("--by", help="who restores (default: the OS user)")
     r.set_defaults(func=cmd_memory_restore)
+    c = msub.add_parser("consensus", help="set an entry's external consensus score (0..1)",
+                        description="Sends a consensus control record to the scope's owner: the entry carries the "
+                                    "score, who set it and when (journalled); at or above usage.consensus_skip_at "
+                                    "(0.75) the usage-decay sweep skips it.")
+    c.add_argument("entry_id")
+    c.add_argument("score", type=_score, help="from 0 to 1")
+    c.add_argument("--scope", help="tenant/user/character (default: looked up in the journal)")
+    c.add_argument("--by", help="who sets it (default: the OS user)")
+    c.set_defaults(func=cmd_memory_consensus)
+    d = msub.add_parser("dedupe", help="report (and with --apply, merge) near-duplicate live entries of a scope",
+                        description="Reads the scope's entries from the journal and lists each live entry that "
+                                    "restates another (memory.restatement_* thresholds). With --apply, sends a "
+                                    "dedupe control record: the scope's owner merges each duplicate into the "
+                                    "entry it restates and archives it, journalled. Safe to run nightly.")
+    d.add_argument("scope", help="tenant/user/character")
+    mode = d.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--dry-run", action="store_true", help="only report the pairs")
+    mode.add_argument("--apply", action="store_true", help="report, then ask the owner to merge them")
+    d.add_argument("--by", help="who merges (default: the OS user)")
+    d.set_defaults(func=cmd_memory_dedupe)
 
     p = sub.add_parser("bridge", help="the gated, manual bridge from memory to verified facts (seed 002)")
     bsub = p.add_subparsers(dest="bridge_command", required=True, metavar="SUBCOMMAND")

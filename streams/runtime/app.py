@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import faust
 
@@ -13,6 +14,8 @@ from credence.streams.llm.factory import make_backend
 from credence.streams.runtime import timers, views
 from credence.streams.runtime.agent import INPUTS, ScopeAgent, encode_record, halt
 from credence.streams.runtime.fence import Fence
+from credence.streams.runtime.forgets import Forgets
+from credence.streams.runtime.freshness import Freshness
 from credence.streams.runtime.marks import Marks
 from credence.streams.runtime.positions import Positions
 from credence.streams.runtime.probe import OffsetProbe
@@ -21,7 +24,7 @@ from credence.streams.runtime.restore import RestoreStats, install_bulk_recovery
 from credence.streams.runtime.runner import ResultSender, Runner
 from credence.streams.runtime.store import ScopeStore, StateTables
 from credence.streams.runtime.switch import PowerSwitch
-from credence.streams.runtime.topics import CHANGELOG_CONFIGS, TABLES, Topics, declare_topics
+from credence.streams.runtime.topics import TABLES, Topics, changelog_configs, declare_topics
 from credence.streams.runtime.transport import read_committed
 from credence.streams.runtime.writes import TableWrites
 from credence.tables.tokens import default_token_counter
@@ -37,6 +40,8 @@ class Stats:
     turns_rejected: int = 0
     turns_duplicate: int = 0
     turns_rekeyed: int = 0
+    records_forwarded: int = 0  # inputs on a partition (or under a key) not their scope's, sent on to it
+    records_forgotten: int = 0  # inputs of a user queued before the user's forget, dropped (forgets.py)
     records_rejected: int = 0
     redelivered: int = 0
     moved_away: int = 0  # records taken before their partition moved to another worker (not applied)
@@ -49,6 +54,9 @@ class Stats:
     broker_unreachable_since: float = 0.0  # unix time the brokers were first found unreachable; 0 = reachable
     turns_by_tenant: dict = field(default_factory=dict)  # tenant -> turns applied (/metrics)
     signals_by_tenant: dict = field(default_factory=dict)  # tenant -> signal kind -> evidence signals applied
+    # "<stage>:<reason>" -> Stage-1 facts and reflections refused as not self-contained, and synthesis
+    # drafts declined as restatements ("synthesis:restatement"); exported as credence_stats_statements_refused
+    statements_refused: dict = field(default_factory=dict)
 
     def count_step(self, scope: str, turns: int, emits) -> None:
         """Per-tenant counters of a scope's applied records: its turns, and the evidence signals journaled."""
@@ -60,6 +68,10 @@ class Stats:
                 kinds = self.signals_by_tenant.setdefault(tenant, {})
                 kind = emit.record["cause"].rsplit(":", 1)[-1]  # "<source>:<kind>" or the kind alone
                 kinds[kind] = kinds.get(kind, 0) + 1
+
+    def count_refused(self, refused: dict) -> None:
+        for key, n in refused.items():
+            self.statements_refused[key] = self.statements_refused.get(key, 0) + n
 
 
 @dataclass
@@ -131,21 +143,27 @@ def faust_app(settings: Settings, bootstrap: str) -> faust.App:
 
 def create_app(settings: Settings, bootstrap: str) -> Credence:
     app = faust_app(settings, bootstrap)
+    # When each partition's stores were last in step with the changelogs (RocksDB: they outlive the process)
+    freshness = Freshness(Path(app.conf.tabledir) if settings.table_store == "rocksdb" else None,
+                          settings.state.changelog_tombstone_seconds)
     fence = _fence(app, settings, bootstrap)
-    restored = install_bulk_recovery(app, settings, bootstrap, fence and _fencing(fence)).restored
+    restored = install_bulk_recovery(app, settings, bootstrap, freshness, on_dead=halt,
+                                     before_restore=fence and _fencing(fence)).restored
     topics = declare_topics(app, settings)
-    changelog = {k: v for k, v in CHANGELOG_CONFIGS.items() if k != "cleanup.policy"}
+    changelog = {k: v for k, v in changelog_configs(settings).items() if k != "cleanup.policy"}
     # Values are bytes we encode once ourselves (streams/runtime/codec.py), stored and changelogged as is.
     tables = StateTables(**{name: raw_table(app, name, settings.topic_partitions, changelog) for name in TABLES})
     ownership = Ownership(settings.topic_partitions, settings.topic("turns"))
-    writes = TableWrites({name: tables[name] for name in TABLES}, fence=fence)
+    writes = TableWrites({name: tables[name] for name in TABLES}, freshness=freshness, fence=fence)
     store = ScopeStore(tables, settings.state, ownership.partition_of, writes)
     marks = Marks(tables.seen, settings.state.seen_horizon_days, ownership.partition_of, writes)
     positions = Positions(tables.seen, writes)
+    forgets = Forgets(tables.seen, writes, settings.topic)
 
     def reread(*_partitions) -> None:  # partitions moved or were recovered: read from the tables again
         marks.reset()
         positions.reset()
+        forgets.reset()
 
     ownership.on_moved(store.drop_partitions)
     ownership.on_moved(reread)
@@ -165,7 +183,7 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
     switch = PowerSwitch(settings.core_config_path)
     backend = make_backend(settings.llm, count_tokens=default_token_counter(), memory=settings.memory)
     stats = Stats()
-    agent = ScopeAgent(settings, topics, store, marks, writes, ownership, switch, stats, positions)
+    agent = ScopeAgent(settings, topics, store, marks, writes, ownership, switch, stats, positions, forgets)
     agent.consumer_of = lambda: app.consumer
     agent.probe = OffsetProbe(bootstrap, settings.kafka)
     app.on_before_shutdown.connect(stop_with(agent.probe))
@@ -232,7 +250,8 @@ def _runner(app: faust.App, settings: Settings, bootstrap: str, backend: LLMBack
     async def stop_results(sender, **kwargs) -> None:
         await results.stop()
 
-    return Runner(backend, results, settings.pipeline.max_inflight_llm, encode, settings.llm.inline_in_process)
+    return Runner(backend, results, settings.llm.max_concurrency, encode, settings.llm.inline_in_process,
+                  settings.kafka.max_record_bytes)
 
 
 def raw_table(app: faust.App, name: str, partitions: int, changelog: dict) -> faust.Table:

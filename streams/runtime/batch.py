@@ -13,6 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+import orjson
+
+from credence.errors import RecordError
 from credence.streams.runtime import codec
 from credence.streams.runtime.store import Live, ScopeStore
 from credence.streams.scope.context import FACTS_KIND, Emit, StepContext
@@ -44,6 +47,7 @@ class ScopeWork:
     requests: list[Request] = field(default_factory=list)
     log: list[str] = field(default_factory=list)
     changed: set[str] = field(default_factory=set)  # entry ids written or deleted
+    refused: dict[str, int] = field(default_factory=dict)  # statements refused by stage:reason (/metrics)
 
     @property
     def journal(self) -> list[dict]:
@@ -52,12 +56,17 @@ class ScopeWork:
 
 @dataclass
 class Sends:
-    """Records that are not a scope's effects (dead letters, re-keyed inputs), sent with the batch."""
+    """Records that are not a scope's effects (dead letters, forwarded inputs), sent with the batch."""
 
     items: list[tuple[str, bytes | None, bytes]] = field(default_factory=list)  # (logical topic, key, value)
+    # input records sent on to their scope's partition: (logical topic, key, value, partition, origin)
+    forwards: list[tuple[str, bytes, bytes, int, tuple]] = field(default_factory=list)
 
     def add(self, topic: str, key: bytes | None, value: bytes) -> None:
         self.items.append((topic, key, value))
+
+    def forward(self, topic: str, key: bytes, value: bytes, partition: int, origin: tuple) -> None:
+        self.forwards.append((topic, key, value, partition, origin))
 
 
 MakeContext = Callable[[str, datetime, bool], StepContext]  # (scope, now, powerful)
@@ -83,9 +92,29 @@ def apply(work: ScopeWork, item: Applied, make_context: MakeContext) -> StepCont
     work.emits.extend(ctx.emits)
     work.requests.extend(ctx.requests)
     work.log.extend(ctx.log)
+    for key, n in ctx.refused.items():
+        work.refused[key] = work.refused.get(key, 0) + n
     # A facts event (stage2_dropped, facts_failed) names no entry: nothing to write or delete for it.
     work.changed.update(e.record["entry_id"] for e in ctx.emits
                         if e.topic == "evidence" and e.record.get("entry_kind") != FACTS_KIND)
+    return ctx
+
+
+def apply_within(work: ScopeWork, item: Applied, make_context: MakeContext, limit: int) -> StepContext:
+    """`apply`, or RecordError when the item made a record over `limit` bytes (the broker's): the scope's
+    control value or a record its step emitted. Raised like a step that fails, so the caller rebuilds
+    the scope without the item and dead-letters it with the reason before anything of it is sent (sent, it
+    would halt the partition on every restart)."""
+    start = len(work.emits)
+    ctx = apply(work, item, make_context)
+    key = len(work.live.state.scope.encode())
+    sizes = [("the scope's state", key + len(codec.encode_control(work.live.state)))]
+    sizes += [(f"its {e.topic} record", key + len(orjson.dumps(e.record))) for e in work.emits[start:]]
+    over = next(((what, size) for what, size in sizes if size > limit), None)
+    if over is not None:
+        work.applied.pop()  # a rebuild must not apply it again
+        raise RecordError(f"{over[0]} would be a {over[1]}-byte record, over the {limit}-byte record limit "
+                          "(CREDENCE_KAFKA__MAX_RECORD_BYTES)")
     return ctx
 
 

@@ -121,7 +121,8 @@ def history_item(journal_record: dict) -> dict:
     return {"event": journal_record["event"], "cause": journal_record["cause"], "at": journal_record["at"],
             "score": journal_record["score"], "tier": journal_record["tier"],
             "reinforcement": evidence.get("reinforcement"), "disputation": evidence.get("disputation"),
-            "version": entry.get("version")}
+            "version": entry.get("version"),
+            **({"consensus": entry.get("consensus")} if journal_record["event"] == "consensus" else {})}
 
 
 def encode_history(first: int, items: list[dict]) -> bytes:

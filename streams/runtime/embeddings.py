@@ -106,3 +106,19 @@ def rank_by_similarity(encode: Encode, facts: Sequence[Fact], observations: Sequ
     best = [max(sum(a * b for a, b in zip(fv, ov)) for fv in fact_vecs) for ov in obs_vecs]
     order = sorted(range(len(observations)), key=lambda i: -best[i])
     return [observations[i] for i in order]
+
+
+def mark_similar(encode: Encode, drafts: list[dict], related: Sequence[dict], threshold: float | None) -> None:
+    """Synthesis with embeddings on: a draft whose cosine similarity to a related observation reaches
+    ``threshold`` gets ``similar_to`` (that observation's id); the scope step then declines it as a
+    restatement, as it does a lexical one (streams.scope.results)."""
+    related = [o for o in related if o.get("id")]
+    if not drafts or not related or threshold is None:
+        return
+    vectors = encode([d.get("text", "") for d in drafts] + [o.get("text", "") for o in related])
+    draft_vecs, obs_vecs = vectors[: len(drafts)], vectors[len(drafts):]
+    for draft, dv in zip(drafts, draft_vecs):
+        scores = [sum(a * b for a, b in zip(dv, ov)) for ov in obs_vecs]
+        best = max(range(len(related)), key=lambda i: scores[i])
+        if scores[best] >= threshold:
+            draft["similar_to"] = related[best]["id"]

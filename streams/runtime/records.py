@@ -139,7 +139,7 @@ def decode_turn(raw: bytes | None) -> Turn:
 
 
 DECISIONS = ("confirm", "deny", "ignore")
-CONTROL_TYPES = ("result", "failed", "tick", "flush", "forget", "restore")
+CONTROL_TYPES = ("result", "failed", "tick", "flush", "forget", "restore", "consensus", "dedupe")
 MAX_USAGE_IDS = 100  # entries one recall can return
 
 
@@ -172,11 +172,40 @@ def decode_control(raw: bytes | None) -> dict:
         raise RecordError("'request_id' must be a string")
     if obj["type"] == "tick" and obj.get("now") is not None:
         obj["now"] = format_instant(parse_utc(obj["now"], "now"))
+    if obj["type"] == "forget" and obj.get("after") is not None:
+        _after(obj["after"])
     if obj["type"] == "restore":
         _entry_ref(obj, "entry_id")
+    if obj["type"] in ("restore", "dedupe"):
         if obj.get("ts") is not None:
             obj["ts"] = format_instant(parse_utc(obj["ts"], "ts"))
+    if obj["type"] == "consensus":
+        _consensus(obj)
     return obj
+
+
+def _after(after) -> None:
+    """A forget's optional `after` (since `credence forget` orders forgets against the other inputs): per
+    input topic (logical name), the end offset of each partition when the forget was sent."""
+    if not isinstance(after, dict) or not all(
+            isinstance(name, str) and isinstance(ends, list)
+            and all(type(end) is int and end >= 0 for end in ends) for name, ends in after.items()):
+        raise RecordError("'after' must map input topic names to lists of end offsets (integers >= 0)")
+
+
+def _consensus(obj: dict) -> None:
+    """{entry_id, score (0..1), by, ts}: an external consensus on one entry (seed 002)."""
+    _entry_ref(obj, "entry_id")
+    score = obj.get("score")
+    if isinstance(score, bool) or not isinstance(score, int | float) or not 0 <= score <= 1:
+        raise RecordError(f"'score' must be a number from 0 to 1, got {score!r}")
+    obj["score"] = float(score)
+    by = obj.get("by")
+    if not isinstance(by, str) or not by.strip() or len(by) > MAX_PART:
+        raise RecordError(f"'by' must name who set the consensus: a non-empty string of at most {MAX_PART} "
+                          "characters")
+    _encodable(by, "by")
+    obj["ts"] = format_instant(parse_utc(obj.get("ts"), "ts"))
 
 
 def _entry_ref(obj: dict, name: str) -> str:
@@ -218,3 +247,17 @@ def restore_record(scope: str, entry_id: str, by: str, at: datetime) -> dict:
     tenant, user, character = scope.split("/")
     return {"v": 1, "type": "restore", "tenant": tenant, "user": user, "character": character,
             "entry_id": entry_id, "by": by, "ts": format_instant(at)}
+
+
+def consensus_record(scope: str, entry_id: str, score: float, by: str, at: datetime) -> dict:
+    """A credence.control v1 consensus record: ``by`` corroborates ``entry_id`` at ``score`` (0..1)."""
+    tenant, user, character = scope.split("/")
+    return {"v": 1, "type": "consensus", "tenant": tenant, "user": user, "character": character,
+            "entry_id": entry_id, "score": score, "by": by, "ts": format_instant(at)}
+
+
+def dedupe_record(scope: str, by: str, at: datetime) -> dict:
+    """A credence.control v1 request to merge the scope's near-duplicate live entries (applied in order)."""
+    tenant, user, character = scope.split("/")
+    return {"v": 1, "type": "dedupe", "tenant": tenant, "user": user, "character": character, "by": by,
+            "ts": format_instant(at)}

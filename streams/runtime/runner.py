@@ -20,14 +20,15 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+import orjson
 from aiokafka import AIOKafkaProducer
 
 from credence.config import Settings
-from credence.errors import CredenceError
+from credence.errors import CredenceError, LLMUnavailable
 from credence.kafka import client_options, start
 from credence.streams.llm.backend import LLMBackend
-from credence.streams.llm.tasks import STAGE1, TASKS
-from credence.streams.runtime.embeddings import rank_by_similarity
+from credence.streams.llm.tasks import STAGE1, SYNTHESIS, TASKS
+from credence.streams.runtime.embeddings import mark_similar, rank_by_similarity
 from credence.streams.scope.state import Request
 
 log = logging.getLogger(__name__)
@@ -78,12 +79,18 @@ async def execute(backend: LLMBackend, task: str, p: dict, encode=None) -> dict:
     async def rank(facts, obs):
         return await asyncio.to_thread(rank_by_similarity, encode, list(facts), list(obs))
 
-    return await spec.execute(backend, p, rank if encode is not None else None)
+    out = await spec.execute(backend, p, rank if encode is not None else None)
+    if task == SYNTHESIS and encode is not None:
+        await asyncio.to_thread(mark_similar, encode, out["drafts"], p.get("related", []),
+                                p.get("restatement_cosine"))
+    return out
 
 
 class Runner:
-    def __init__(self, backend: LLMBackend, send: Send, max_inflight: int, encode=None, inline: bool = False):
+    def __init__(self, backend: LLMBackend, send: Send, max_inflight: int, encode=None, inline: bool = False,
+                 max_record_bytes: int | None = None):
         self.backend = backend
+        self.max_record_bytes = max_record_bytes  # a larger result is reported as a failure, never sent
         self.encode = encode
         self.send = send
         self.slots = asyncio.Semaphore(max_inflight)
@@ -113,7 +120,15 @@ class Runner:
             record = head | {"type": "result", "output": await execute(self.backend, req.task, req.payload, self.encode)}
         except Exception as exc:  # noqa: BLE001 - any failure is reported to the scope, never lost
             log.warning("LLM %s for %s failed: %s", req.task, scope, exc)
-            record = head | {"type": "failed", "error": str(exc)[:500]}
+            # transient: the backend was unavailable, not refusing the request; the scope keeps its facts
+            # waiting for a later attempt instead of dead-lettering them (scope/results.py).
+            record = head | {"type": "failed", "error": str(exc)[:500], "transient": isinstance(exc, LLMUnavailable)}
+        size = len(orjson.dumps(record)) if self.max_record_bytes else 0
+        if size > (self.max_record_bytes or 0):
+            # Failed like a call that raised: retried, then dead-lettered with this reason by the scope.
+            log.warning("LLM %s for %s: a %d-byte result, over the record limit", req.task, scope, size)
+            record = head | {"type": "failed", "error": f"the result is a {size}-byte record, over the "
+                                                        "record limit (CREDENCE_KAFKA__MAX_RECORD_BYTES)"}
         if self.observe is not None:
             self.observe(req.task, record["type"], time.perf_counter() - started)
         return record

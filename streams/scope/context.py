@@ -27,7 +27,7 @@ FACTS_KIND = "facts"
 FACT_EVENTS = ("stage2_dropped", "facts_failed")
 ENTRY_EVENTS = ("created", "signal", "transition", "merged", "promote_attempt", "promotion_rejected",
                 "promotion_unblocked", "promotion_dropped", "archived", "mention", "sweep", "suppression_lifted",
-                "invalidated", "usage", "restored")
+                "invalidated", "usage", "restored", "consensus")
 # Every journal event a step can emit; docs/records.md lists each one (tests/unit/scope/test_records_doc.py).
 JOURNAL_EVENTS = ENTRY_EVENTS + FACT_EVENTS
 
@@ -49,6 +49,13 @@ class StepContext:
     requests: list[Request] = field(default_factory=list)  # to run after the state is saved
     log: list[str] = field(default_factory=list)
     usage: UsageSettings = DEFAULT_USAGE_SETTINGS
+    refused: dict[str, int] = field(default_factory=dict)  # "<stage>:<reason>" -> texts refused (/metrics)
+
+    def refuse(self, stage: str, reason: str, text: str) -> None:
+        """A text that never became a fact or an entry: counted by stage and reason, and logged."""
+        key = f"{stage}:{reason}"
+        self.refused[key] = self.refused.get(key, 0) + 1
+        self.log.append(f"{stage} statement refused ({reason}): {text[:120]!r}")
 
     # -- the journal: every evidence or lifecycle change goes out with the entry's full snapshot --------
     def put(self, state: ScopeState, entry: Entry, event: str, cause: str, before: Entry | None = None) -> None:
@@ -130,5 +137,5 @@ class StepContext:
         return req
 
     def reissue(self, req: Request) -> None:
-        req.boot, req.failed = self.boot, False
+        req.boot, req.failed, req.retry_at = self.boot, False, None
         self.requests.append(req)

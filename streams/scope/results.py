@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from credence.streams.llm import tasks
-from credence.streams.scope import quiet
+from credence.streams.scope import quiet, restate
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import reflection_id
 from credence.streams.scope.state import ScopeState
-from credence.tables.entries import Entry, new_reflection, record_signal
+from credence.tables.entries import Entry, changed, new_reflection, record_signal
 from credence.tables.evidence import FEEDBACK_SIGNALS, NEGATIVE_KEYWORD, RELATION_SIGNALS
 from credence.tables.lifecycle import (
     MergeDecision,
@@ -21,6 +23,7 @@ from credence.tables.lifecycle import (
 
 # Decisions the powerful-memory switch turns off: their results are dropped once it is off.
 SWITCHED_TASKS = ("stage2", "promotion")
+from credence.tables.clock import format_instant
 from credence.tables.origin import fact_origin
 from credence.tables.scope import Scope
 
@@ -43,7 +46,10 @@ def apply(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
     if kind == "failed":
         req.failures += 1
         if req.failures >= ctx.pipeline.max_request_failures:
-            _give_up(state, req, str(record.get("error", "?")), ctx)
+            if record.get("transient"):
+                _wait_for_backend(state, req, str(record.get("error", "?")), ctx)
+            else:
+                _give_up(state, req, str(record.get("error", "?")), ctx)
             return
         req.failed = True  # re-issued on the scope's next step; facts stay unprocessed, nothing advances
         ctx.log.append(f"{req.task} request {req.id} failed ({record.get('error', '?')}); will retry")
@@ -51,6 +57,9 @@ def apply(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
     del state.requests[req.id]
     HANDLERS[req.task](state, req.payload, record.get("output") or {}, ctx)
     state.trim_facts()
+    for waiting in state.requests.values():
+        if waiting.retry_at is not None:  # the backend answers again: no need to sit out the back-off
+            ctx.reissue(waiting)
     if ctx.powerful and ctx.memory.promote_blocked_retry_on_healthy_backend:
         _retry_blocked(state, ctx)
 
@@ -60,6 +69,27 @@ def _retry_blocked(state: ScopeState, ctx: StepContext) -> None:
     promotions blocked by failures get a fresh series of attempts."""
     for entry in quiet.promote_blocked(state):
         ctx.put(state, unblock_promotion(entry, ctx.now), "promotion_unblocked", "backend_healthy", entry)
+
+
+def _wait_for_backend(state: ScopeState, req, error: str, ctx: StepContext) -> None:
+    """Past max_request_failures with the backend unavailable (not refusing this request): the request
+    stays, its facts still eligible, and waits for a back-off in the scope's event time (retry_due). The
+    first time, its facts are journalled as facts_failed; the result that finally comes supersedes it."""
+    over = min(req.failures - ctx.pipeline.max_request_failures, 20)
+    wait = min(ctx.pipeline.failed_request_retry_seconds * 2 ** over, ctx.pipeline.failed_request_retry_max_seconds)
+    req.failed, req.retry_at = False, ctx.now + timedelta(seconds=wait)
+    reason = (f"{req.task} request failed {req.failures} times (max_request_failures), the backend unavailable; "
+              f"last error: {error}; retried from {format_instant(req.retry_at)} or when the backend answers")
+    waiting = [f["id"] for f in req.payload.get("facts", []) if f["id"] in state.facts]
+    if over == 0 and waiting:
+        ctx.journal_facts(state, req, "facts_failed", "max_request_failures", waiting, reason)
+    ctx.log.append(f"{req.task} request {req.id} waits: {reason}")
+
+
+def retry_due(req, now, timeless_tick: bool) -> bool:
+    """A waiting request goes out again once its back-off passed in event time, or on a tick that carries
+    no time (a replay's ticks: event time there moves only with the records, so the tick paces it)."""
+    return req.retry_at is not None and (timeless_tick or now >= req.retry_at)
 
 
 def _give_up(state: ScopeState, req, error: str, ctx: StepContext) -> None:
@@ -117,6 +147,8 @@ def _stage1(state: ScopeState, payload: dict, output: dict, ctx: StepContext) ->
     for fact in output.get("facts", []):
         if state.knows_fact(fact["id"]):
             continue  # the same statement extracted again (content-derived id)
+        if not restate.admit(ctx, "stage1", fact.get("text", "")):
+            continue  # either backend's output: a fact nobody could read alone never becomes one
         # A user fact only if the backend did not call it the AI's and every content-bearing turn it
         # cites is a user turn (an AI question answered "yes" is the user's; an AI statement is not).
         cited = fact_origin(fact.get("source_turn_ids", []), turns, settings=ctx.memory)
@@ -162,7 +194,13 @@ def _synthesis(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
         if not sources or not draft.get("text", "").strip():
             continue
         entry_id = reflection_id(state.scope, draft["text"])
-        if entry_id in state.entries:
+        if entry_id in state.entries or not restate.admit(ctx, "synthesis", draft["text"]):
+            continue
+        twin = restate.restated_by(draft["text"], restate.live_statements(state), ctx.memory) \
+            or restate.live(state, draft.get("similar_to"))  # the runner's cosine check, embeddings on
+        if twin is not None:
+            # Never twice: an observation the scope already holds (or wrote from this same answer).
+            _restated(state, twin, draft["text"], sources, ctx)
             continue
         entry = new_reflection(
             entry_id, scope, draft["text"], ctx.now, subject=draft.get("subject", ""),
@@ -174,6 +212,18 @@ def _synthesis(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
     for fact_id in facts:
         if fact_id in state.facts:
             state.facts[fact_id]["synthesis"] = "done"
+
+
+def _restated(state: ScopeState, twin: Entry, text: str, sources: list[dict], ctx: StepContext) -> None:
+    """A draft restating a live entry is declined; when the entry is an open reflection and the draft says
+    more ("learning French" then "learning French with a tutor"), the reflection takes the richer text
+    (its old meaning journalled closed) and the draft's facts as sources."""
+    ctx.refuse("synthesis", "restatement", f"{text} (restates {twin.id})")
+    if twin.kind != "reflection" or restate.richer(twin.text, text) == twin.text:
+        return
+    facts = tuple(f["id"] for f in sources if f["id"] not in twin.source_fact_ids)
+    updated = changed(twin, ctx.now, text=text, source_fact_ids=(*twin.source_fact_ids, *facts))
+    ctx.put(state, updated, "merged", "synthesis_restated", twin)
 
 
 def apply_feedback(state: ScopeState, entry: Entry, decision: str, ctx: StepContext, cause_prefix: str) -> None:
@@ -223,8 +273,13 @@ def _promotion(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
                                        or target.protected):
         ctx.log.append(f"merge target {d.get('target_id')} no longer active; promotion of {stored.id} rejected")
         return
-    decision = MergeDecision(d.get("action", "reject"), d.get("target_id"), d.get("text") or None)
-    step_ = apply_merge_decision(stored, decision, ctx.now, target=target)
+    text = d.get("text") or None
+    if text is not None and not restate.admit(ctx, "promotion", text):
+        text = None  # the merge's own wording is unreadable alone: the reflection's (or target's) text stands
+    decision = MergeDecision(d.get("action", "reject"), d.get("target_id"), text)
+    if decision.action == "create":
+        decision, target = _merge_into_twin(state, stored, decision, ctx)
+    step_ = apply_merge_decision(stored, decision, ctx.now, target=target, settings=ctx.memory)
     if step_.persona is not None:
         before = state.entries.get(step_.persona.id)
         # Both outcomes are merge-on-promote writes of a persona entry (the funnel's "merged").
@@ -232,6 +287,19 @@ def _promotion(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
     # A rejection is final for this version of the reflection (journalled as promotion_rejected).
     ctx.put(state, step_.reflection, "transition" if step_.persona else "promotion_rejected",
             f"promotion_{decision.action}", stored)
+
+
+def _merge_into_twin(state: ScopeState, reflection: Entry, decision: MergeDecision, ctx: StepContext):
+    """A "create" whose text restates an active persona entry (one promoted earlier in the same batch
+    included: the state already holds it) merges into that entry instead, keeping the richer text."""
+    text = decision.text or reflection.text
+    personas = [e for e in state.entries.values()
+                if e.kind == "persona" and e.status == "active" and not e.protected]
+    twin = restate.restated_by(text, personas, ctx.memory)
+    if twin is None:
+        return decision, None
+    ctx.log.append(f"promotion of {reflection.id} restates {twin.id}: merged into it instead of a new entry")
+    return MergeDecision("merge", twin.id, restate.richer(twin.text, text)), twin
 
 
 # Keyed by the task registry's names (credence.streams.llm.tasks.TASKS), the one place they are spelled.

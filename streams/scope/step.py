@@ -13,9 +13,10 @@ any input: a surfaced reply or rebuttal asked about before it is decided before 
 
 from __future__ import annotations
 
+import heapq
 from datetime import datetime, timedelta
 
-from credence.streams.scope import quiet, results, usage
+from credence.streams.scope import dedupe, quiet, results, usage
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import (
     AI_TEXT_CHARS,
@@ -61,7 +62,7 @@ def _is_promotion_result(state: ScopeState, record: dict) -> bool:
 
 def step(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
     """Apply one input. `kind`: turn | feedback | usage | restore | result | failed | tick | flush."""
-    _housekeeping(state, ctx)
+    _housekeeping(state, ctx, timeless_tick=kind == "tick" and not record.get("now"))
     if kind in ("result", "failed"):
         if _is_promotion_result(state, record) and (state.blocked or state.queue):
             state.queue.append({"kind": kind, "record": record})
@@ -94,6 +95,8 @@ def _run(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
         _on_feedback(state, record, ctx)
     elif kind in usage.KINDS:
         usage.apply(state, kind, record, ctx)
+    elif kind == "dedupe":
+        dedupe.apply(state, record, ctx)
     _settle(state, ctx, flush=(kind == "flush"))
 
 
@@ -109,11 +112,14 @@ def _drain(state: ScopeState, ctx: StepContext) -> None:
         _run(state, kind, record, ctx)
 
 
-def _housekeeping(state: ScopeState, ctx: StepContext) -> None:
-    """Switch transitions and re-issuing requests lost with an earlier worker run or failed for good."""
+def _housekeeping(state: ScopeState, ctx: StepContext, timeless_tick: bool = False) -> None:
+    """Switch transitions and re-issuing requests lost with an earlier worker run, failed, or waiting for
+    the backend with their back-off over."""
     if state.powerful is not None and state.powerful != ctx.powerful:
         if not ctx.powerful:
             state.switched_off_at = ctx.now
+        elif state.buffer:
+            state.window_started_at = ctx.now  # back on: the first window is timed from the switch
         # Facts still waiting for Stage-2 skip it either way. Off: there is no Stage-2, so they go straight
         # to synthesis instead of waiting for the switch. Back on: signal extraction starts from the
         # current cursor, never replaying the gap. Facts of a Stage-2 call in flight wait for its result.
@@ -123,7 +129,8 @@ def _housekeeping(state: ScopeState, ctx: StepContext) -> None:
                 fact["stage2"] = "skipped"
                 fact["synthesis"] = "pending" if fact["synthesis"] == "after_stage2" else fact["synthesis"]
     state.powerful = ctx.powerful
-    lost = [req for req in state.requests.values() if req.boot != ctx.boot or req.failed]
+    lost = [req for req in state.requests.values()
+            if req.boot != ctx.boot or req.failed or results.retry_due(req, ctx.now, timeless_tick)]
     if not lost:
         return  # every step comes here: the queue (a long scope's backlog) is only scanned when needed
     answered = {item["record"].get("request_id") for item in state.queue}  # a result waiting its turn
@@ -293,6 +300,10 @@ def _stage1_due(state: ScopeState, ctx: StepContext, flush: bool) -> bool:
     user_turns = sum(1 for t in state.buffer if t["role"] == "user")
     if flush or user_turns >= ctx.pipeline.stage1_max_batch:
         return True
+    if not ctx.powerful:
+        # Powerful memory off: the per-turn baseline extracts each user turn as it comes (a window left
+        # open when the switch went off closes at once). Back on, windows start from the current cursor.
+        return user_turns > 0
     waited = ctx.now - state.window_started_at if state.window_started_at else timedelta(0)
     return user_turns > 0 and waited >= timedelta(seconds=ctx.pipeline.stage1_max_wait_seconds)
 
@@ -300,7 +311,9 @@ def _stage1_due(state: ScopeState, ctx: StepContext, flush: bool) -> bool:
 def _score_transitions(state: ScopeState, ctx: StepContext) -> None:
     in_flight = {r.payload.get("entry_id") for r in state.pending_tasks("promotion")}
     due, instant, still = quiet.due_reflections(state, ctx)
-    for entry in sorted(due, key=lambda e: e.id):
+    cap = ctx.pipeline.promotion_max_in_flight
+    waiting = quiet.waiting_in_order(state, lambda: len(in_flight) < cap)
+    for entry in heapq.merge(sorted(due, key=lambda e: e.id), waiting, key=lambda e: e.id):
         confirmed = confirm_by_score(entry, ctx.now, settings=ctx.memory)
         if confirmed is not None:
             ctx.put(state, confirmed, "transition", "threshold", entry)
@@ -319,7 +332,11 @@ def _score_transitions(state: ScopeState, ctx: StepContext) -> None:
                 instant[entry.id] = entry  # nothing to do at this instant until the entry changes
         if decision == BLOCK:
             ctx.put(state, block_promotion(entry, ctx.now), "transition", "promote_attempts_exhausted", entry)
+        elif decision == ATTEMPT and len(in_flight) >= cap:
+            # Asked once an answer frees a place: the state holds a bounded number of promotion payloads.
+            quiet.wait_for_place(state, entry)
         elif decision == ATTEMPT:
+            in_flight.add(entry.id)
             attempted, ticket = record_promote_attempt(entry, ctx.now)
             ctx.put(state, attempted, "promote_attempt", "threshold", entry)
             payload = promotion_payload(state, attempted, ctx)

@@ -1,8 +1,9 @@
-"""The usage channel inside a scope step (seed 002): recall hits, the daily decay sweep, restores.
+"""The usage channel inside a scope step (seed 002): recall hits, the daily decay sweep, restores, and
+the external consensus that exempts an entry from that sweep.
 
 Usage records are applied by the scope's owner in partition order, like every other input, so a
-duplicated or replayed record lands on the same (source, UTC day) and changes nothing. The daily sweep
-runs in event time at ``decay_sweep_at`` (03:00 UTC) and only while ``decay_enabled`` is on; what it
+duplicated or replayed record lands on the same (source, UTC day of its ts) and changes nothing. The daily
+sweep runs in event time at ``decay_sweep_at`` (03:00 UTC) and only while ``decay_enabled`` is on; what it
 soft-archives stays in the scope's state with status "archived" (out of the prompt, recall and the
 Stage-2 pool, never deleted, journalled) until an operator restores it.
 """
@@ -14,29 +15,36 @@ from datetime import datetime
 
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.state import ScopeState
-from credence.tables.entries import ARCHIVED, changed
+from credence.tables.clock import parse_instant
+from credence.tables.consensus import Consensus
+from credence.tables.entries import ARCHIVED, changed, set_consensus
 from credence.tables.lifecycle import archive
 from credence.tables.usage import decay_sweep, reinforce, restored, sweep_instants
 
-KINDS = ("usage", "restore")
+KINDS = ("usage", "restore", "consensus")
 SOFT_ARCHIVE_CAUSE = "usage_decay"
 
 
 def apply(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
     if kind == "usage":
         _reinforce(state, record, ctx)
+    elif kind == "consensus":
+        _consensus(state, record, ctx)
     else:
         _restore(state, record, ctx)
 
 
 def _reinforce(state: ScopeState, record: dict, ctx: StepContext) -> None:
+    # The hit's own UTC day decides idempotency, not the scope's clock, which other records may have
+    # moved on: a hit arriving late for an earlier day still counts on that day.
+    hit_at = parse_instant(record.get("ts")) or ctx.now
     for entry_id in record["entry_ids"]:
         entry = state.entries.get(entry_id)
         if entry is None or entry.protected or entry.status == ARCHIVED:
             ctx.log.append(f"usage for unknown, protected or archived entry {entry_id} ignored")
             continue
-        usage = reinforce(entry.usage, ctx.now, record["source"], settings=ctx.usage)
-        if usage is not entry.usage:  # same source, same UTC day: already counted
+        usage = reinforce(entry.usage, hit_at, record["source"], settings=ctx.usage)
+        if usage is not entry.usage:  # this (source, UTC day) already counted
             ctx.put(state, changed(entry, ctx.now, usage=usage), "usage", record["source"], entry)
 
 
@@ -50,6 +58,17 @@ def _restore(state: ScopeState, record: dict, ctx: StepContext) -> None:
     ctx.put(state, back, "restored", record.get("by") or "operator", entry)
 
 
+def _consensus(state: ScopeState, record: dict, ctx: StepContext) -> None:
+    entry = state.entries.get(record["entry_id"])
+    if entry is None or entry.protected:
+        ctx.log.append(f"consensus for {record['entry_id']} ignored: not a non-protected entry of this scope")
+        return
+    # Stamped with the record's own time, so a duplicate of it is the same consensus and changes nothing.
+    at = parse_instant(record.get("ts")) or ctx.now
+    updated = set_consensus(entry, Consensus(record["score"], record["by"], at), ctx.now)
+    ctx.put(state, updated, "consensus", record["by"], entry)
+
+
 def sweep_until(state: ScopeState, ctx: StepContext, until: datetime) -> None:
     """Run every daily decay sweep due at or before ``until`` (event time), oldest first."""
     if not ctx.usage.decay_enabled:
@@ -59,7 +78,8 @@ def sweep_until(state: ScopeState, ctx: StepContext, until: datetime) -> None:
         for entry in sorted(state.entries.values(), key=lambda e: e.id):
             if entry.protected or entry.status == ARCHIVED or entry.created_at > at:
                 continue
-            _, due = decay_sweep(entry.usage, at, consensus_score=None, settings=ctx.usage)
+            score = entry.consensus.score if entry.consensus is not None else None
+            _, due = decay_sweep(entry.usage, at, consensus_score=score, settings=ctx.usage)
             if due:
                 gone = archive(entry, at)
                 gone = replace(gone, usage=replace(gone.usage, soft_archived_from=entry.status))

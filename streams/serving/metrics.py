@@ -4,7 +4,7 @@ time: nothing here runs on the scope agent's path except the LLM latency observa
 Exported: consumer lag per assigned partition (highwater minus committed offset), turns and evidence
 signals by tenant (and signal kind), entries by tenant, kind and tier (from the scope store, computed at
 scrape time), LLM call latency (histogram by task and outcome) and the backend's counters, dead-lettered
-records, recall index builds, and every numeric field of `credence.stats` as `credence_stats_<field>`
+records, statements the self-containment gate refused (by stage and reason), recall index builds, and every numeric field of `credence.stats` as `credence_stats_<field>`
 (numeric dict fields get a `key` label), so fields added to Stats show up without touching this file.
 No secrets: no keys, no LLM URL, no entry text.
 """
@@ -78,6 +78,14 @@ class WorkerCollector:
         dead = CounterMetricFamily("credence_dead_lettered_records", "Input records sent to the dead-letter topic")
         dead.add_metric([], stats.records_rejected)
         yield dead
+        refused = CounterMetricFamily("credence_statements_refused",
+                                      "Stage-1 facts and reflections refused by the self-containment gate, and "
+                                      "synthesis drafts declined as restatements, by stage and reason",
+                                      labels=["stage", "reason"])
+        for key, n in sorted(stats.statements_refused.items()):
+            stage, _, reason = key.partition(":")
+            refused.add_metric([stage, reason], n)
+        yield refused
 
     def _per_tenant(self):
         stats = self.credence.stats
@@ -129,6 +137,8 @@ class WorkerCollector:
         for name, value, text in (
             ("credence_busy_scopes", len(credence.busy), "Scopes with work in flight"),
             ("credence_llm_inflight", credence.runner.inflight, "LLM requests running or waiting"),
+            ("credence_llm_concurrency_limit", credence.backend.concurrency_limit or 0,
+             "Requests the LLM backend lets into flight now (adaptive; 0: unbounded, in process)"),
             ("credence_recall_index_builds", getattr(credence.recall, "builds", 0), "Recall index builds"),
             ("credence_recall_embedded_entries", getattr(credence.recall, "embedded", 0), "Entries embedded"),
         ):

@@ -6,7 +6,9 @@
   delivered twice and when the worker is SIGKILLed and restarted;
 - the gated daily sweep soft-archives an entry nobody recalls, and `credence memory restore` brings it back;
 - `credence bridge nominate` refuses (exit 2, nothing emitted) while the bridge is off and emits exactly
-  one candidate per nomination when it is on.
+  one candidate per nomination when it is on;
+- an external consensus set through `PUT …/consensus` or `credence memory consensus` is journalled, shown in
+  the entry's history, and at >= 0.75 exempts the entry from the usage sweep.
 """
 
 from __future__ import annotations
@@ -264,3 +266,48 @@ def test_the_bridge_refuses_while_off_and_emits_one_candidate_per_nomination(run
     assert answer.status_code == 202 and answer.json()["candidate_id"] == candidate["candidate_id"]
     assert run.post(f"{ENTRIES}/{PARIS}/nominate", {"by": "bo"}).status_code == 409
     assert [c["nominated_by"] for c in candidates(run)] == ["ana", "bo"]
+
+
+def scope_clock(run) -> datetime | None:
+    clock = run.worker.get(f"/scope/{SCOPE}")["clock"]
+    return datetime.fromisoformat(clock) if clock else None
+
+
+def tick_and_wait(run, at: datetime) -> None:
+    produce(run.settings, "control", [{**scope_part(), "type": "tick", "now": iso(at)}])
+    wait_until(lambda: (c := scope_clock(run)) is not None and c >= at, DEADLINE_S, f"the scope's clock at {at}")
+
+
+def test_consensus_through_the_api_and_the_cli_is_journalled_and_exempts_from_the_sweep(run, monkeypatch, capsys):
+    auth = {"Authorization": f"Bearer {run.key}"}
+
+    def put(entry_id: str, body: dict) -> httpx.Response:
+        return httpx.put(f"{run.worker.url}{ENTRIES}/{entry_id}/consensus", json=body, headers=auth, timeout=30)
+
+    refused = put(PERSONA, {"score": 1.5, "by": "verifier"})
+    assert refused.status_code == 422 and "score" in refused.json()["error"]
+    assert put(PERSONA, {"score": 0.9}).status_code == 422  # who sets it must be said
+    assert put("nope", {"score": 0.9, "by": "verifier"}).status_code == 404
+    answer = put(PERSONA, {"score": 0.8, "by": "verifier"})
+    assert answer.status_code == 202 and answer.json() == {"entry_id": PERSONA, "requested": "consensus",
+                                                           "candidate_id": None}
+    set_ = run.wait_entry(PERSONA, lambda e: e.consensus is not None, "corroborated")
+    assert (set_.consensus.score, set_.consensus.by) == (0.8, "verifier")  # nothing refused was applied first
+    detail = httpx.get(f"{run.worker.url}{ENTRIES}/{PERSONA}", headers=auth, timeout=30).json()
+    last = detail["history"][-1]
+    assert (last["event"], last["cause"], last["consensus"]["score"]) == ("consensus", "verifier", 0.8)
+    # never recalled since its restore at day 240: by day 400 the sweep would have soft-archived it
+    tick_and_wait(run, T0 + timedelta(days=400))
+    assert run.entry(PERSONA).status == "active"
+    for key, value in settings_env(run.settings, run.settings.kafka_bootstrap).items():
+        monkeypatch.setenv(key, value)
+    with pytest.raises(SystemExit) as refused_cli:
+        cli(["memory", "consensus", PERSONA, "1.5", "--by", "ops"])
+    assert refused_cli.value.code == 2 and "from 0 to 1" in capsys.readouterr().err
+    assert cli(["memory", "consensus", PERSONA, "0.5", "--by", "ops"]) == 0  # the scope is found in the journal
+    run.wait_entry(PERSONA, lambda e: e.consensus.score == 0.5 and e.consensus.by == "ops", "set by the CLI")
+    tick_and_wait(run, T0 + timedelta(days=401))  # below 0.75 the sweep no longer skips it
+    run.wait_entry(PERSONA, lambda e: e.status == "archived", "soft-archived")
+    journal = topic_values(run.settings.kafka_bootstrap, run.settings, "evidence")
+    assert [e["cause"] for e in journal if e["entry_id"] == PERSONA and e["event"] == "consensus"] == [
+        "verifier", "ops"]

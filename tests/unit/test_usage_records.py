@@ -55,3 +55,30 @@ def test_the_builders_write_what_the_decoders_read():
     assert rec["entry_ids"] == ["p1"] and rec["ts"] == "2026-03-02T11:00:00+00:00"  # tables/clock.format_instant
     ctl = decode_control(json.dumps(restore_record("acme/u1/aria", "p1", "ops", at)).encode())
     assert (ctl["type"], ctl["entry_id"], ctl["by"]) == ("restore", "p1", "ops")
+
+
+CONSENSUS = {"v": 1, "type": "consensus", "tenant": "acme", "user": "u1", "character": "aria", "entry_id": "p1",
+             "score": 0.8, "by": "verifier", "ts": "2026-03-02T12:00:00+01:00"}
+
+
+def test_consensus_control_record_decodes_and_the_builder_writes_it():
+    from datetime import UTC, datetime
+
+    from credence.streams.runtime.records import consensus_record
+
+    ctl = decode_control(json.dumps(CONSENSUS).encode())
+    assert (ctl["entry_id"], ctl["score"], ctl["by"]) == ("p1", 0.8, "verifier")
+    assert ctl["ts"] == "2026-03-02T11:00:00+00:00"
+    at = datetime(2026, 3, 2, 11, 0, tzinfo=UTC)
+    built = decode_control(json.dumps(consensus_record("acme/u1/aria", "p1", 1, "ops", at)).encode())
+    assert (built["type"], built["score"], built["by"]) == ("consensus", 1.0, "ops")
+
+
+@pytest.mark.parametrize("fields, reason", [
+    ({"score": 1.01}, "score"), ({"score": -0.1}, "score"), ({"score": "0.8"}, "score"), ({"score": True}, "score"),
+    ({"score": None}, "score"), ({"by": ""}, "by"), ({"by": None}, "by"), ({"entry_id": ""}, "entry_id"),
+    ({"ts": "2026-03-02T12:00:00"}, "UTC offset"),
+])
+def test_bad_consensus_records_are_refused_with_a_reason(fields, reason):
+    with pytest.raises(RecordError, match=reason):
+        decode_control(json.dumps({**CONSENSUS, **fields}).encode())

@@ -24,7 +24,7 @@ from credence.streams.llm.prompts.base import (
 from credence.streams.llm.prompts.stage2_classification import FactRef, fact_refs
 
 NAME = "reflection_synthesis"
-VERSION = 2
+VERSION = 3
 MAX_TOKENS = 1024
 MAX_REFLECTIONS = 10
 MAX_EXISTING = 8
@@ -34,9 +34,13 @@ the user stated. existing lists observations already kept about the user.
 
 - Group facts about the same subject into one reflection; when facts disagree, the latest one (last
   in the input) wins.
-- Leave out a group that only restates an existing observation. Return {{"reflections": []}} when
-  every group does, or when there are no durable facts.
-- text: one third-person sentence in the language of the facts ("The user likes coffee.").
+- Leave out a group that only restates an existing observation, also in other words or with a small
+  detail added ("The user is learning French with a tutor." when "The user is learning French." exists).
+  Return {{"reflections": []}} when every group does, or when there are no durable facts.
+- text: one third-person sentence in the language of the facts ("The user likes coffee."), that reads
+  alone: the thing named, never "it", "them", "this", "that" or "there" without it; never first person
+  (I, me, my, we); nothing about the AI character or "you"; complete, never cut off. A fact that does
+  not read alone only adds its id to the group it belongs to, or is left out.
 - subject: the lowercase English key phrase the reflection is about.
 - source_fact_ids: the ids of every fact the reflection rests on.
 {DATA_RULE}
@@ -44,6 +48,9 @@ the user stated. existing lists observations already kept about the user.
 Examples:
 INPUT: {{"facts":[{{"id":"F1","text":"The user likes coffee.","subject":"coffee","polarity":"positive"}},{{"id":"F2","text":"The user has a dog.","subject":"dog","polarity":"positive"}},{{"id":"F3","text":"The user stopped drinking coffee.","subject":"coffee","polarity":"negative"}}],"existing":[]}}
 OUTPUT: {{"reflections":[{{"text":"The user no longer drinks coffee.","subject":"coffee","source_fact_ids":["F1","F3"]}},{{"text":"The user has a dog.","subject":"dog","source_fact_ids":["F2"]}}]}}
+
+INPUT: {{"facts":[{{"id":"F1","text":"The user has two dogs.","subject":"dog","polarity":"positive"}},{{"id":"F2","text":"The user loves them.","subject":"dog","polarity":"positive"}},{{"id":"F3","text":"The user loves your stories.","subject":"stories","polarity":"positive"}}],"existing":[{{"text":"The user has a dog.","subject":"dog"}}]}}
+OUTPUT: {{"reflections":[{{"text":"The user loves their two dogs.","subject":"dog","source_fact_ids":["F1","F2"]}}]}}
 
 INPUT: {{"facts":[{{"id":"F1","text":"Der Nutzer liebt Jazz.","subject":"jazz","polarity":"positive"}}],"existing":[{{"text":"The user enjoys jazz music.","subject":"jazz"}}]}}
 OUTPUT: {{"reflections":[]}}

@@ -24,7 +24,7 @@ from credence.streams.llm.prompts.base import (
 )
 
 NAME = "stage1_extraction"
-VERSION = 2
+VERSION = 3
 MAX_TOKENS = 2048
 MAX_FACTS = 20
 MAX_TURN_CHARS = 2000  # a pasted essay is not a statement about the user; its head is enough
@@ -49,6 +49,11 @@ Rules:
   das", "no lo olvides"); name and identity 8-9; strong feelings (love, hate) 7-8; casual mentions
   5-6; trivia 1-4.
 - source_turn_ids: the ids of the turns the fact comes from.
+- text must read alone, months later, to someone who never saw the chat: name the thing instead of
+  "it", "them", "this", "that", "there" or "here"; the user's own things are "their ..." ("my dogs" ->
+  "their dogs"); never first person (I, me, my, we, our); nothing about the AI character or "you"; one
+  complete sentence, never cut off mid-clause. Leave a fact out when the turns do not say what a
+  pronoun means or when it is about the AI.
 - One fact per statement; never invent facts. Return {{"facts": []}} when there is none.
 {DATA_RULE}
 
@@ -61,6 +66,9 @@ OUTPUT: {{"facts":[]}}
 
 INPUT: {{"turns":[{{"id":"T1","role":"ai","text":"Du wohnst doch in Hamburg, oder?"}},{{"id":"T2","role":"user","text":"Ja, genau. Meine Schwester liebt Katzen."}}]}}
 OUTPUT: {{"facts":[{{"text":"Der Nutzer wohnt in Hamburg.","subject":"home","importance":8,"polarity":"positive","source_turn_ids":["T1","T2"]}}]}}
+
+INPUT: {{"turns":[{{"id":"T1","role":"user","text":"My dogs are my world. I love them, and I love your stories too! I love it so much."}}]}}
+OUTPUT: {{"facts":[{{"text":"The user loves their dogs.","subject":"dogs","importance":8,"polarity":"positive","source_turn_ids":["T1"]}}]}}
 
 INPUT: {{"turns":[{{"id":"T1","role":"user","text":"Recuerda esto: soy alérgica a los cacahuetes. Ya no como carne."}}]}}
 OUTPUT: {{"facts":[{{"text":"La usuaria es alérgica a los cacahuetes.","subject":"peanut allergy","importance":10,"polarity":"positive","source_turn_ids":["T1"]}},{{"text":"La usuaria ya no come carne.","subject":"meat","importance":6,"polarity":"negative","source_turn_ids":["T1"]}}]}}

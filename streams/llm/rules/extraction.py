@@ -11,7 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from credence.streams.llm.models import Fact, Turn, fact_id
+from credence.streams.llm.rules.reference import as_the_user, named_things, resolve, trim_tail
 from credence.streams.llm.rules.text import clean, cut_clause, normalise_subject, strip_fillers
+from credence.tables.statement import is_self_contained
 
 _PETS = r"dog|puppy|cat|kitten|parrot|hamster|rabbit|horse|fish|bird|turtle|snake|guinea pig"
 _INTENSE = r"(?P<intense>really |absolutely |truly |just )?"
@@ -84,7 +86,7 @@ _SPLIT = re.compile(r"[.!?;\n]+|,?\s+(?:and|but)\s+(?=(?:i|i'm|my)\b)", re.IGNOR
 
 def _object_phrase(raw: str) -> str:
     words = strip_fillers(cut_clause(raw)).split()
-    return " ".join(words[:_MAX_OBJECT_WORDS])
+    return trim_tail(" ".join(words[:_MAX_OBJECT_WORDS]))
 
 
 def _subject(pattern: _Pattern, match: re.Match[str], obj: str) -> str:
@@ -97,13 +99,18 @@ def _subject(pattern: _Pattern, match: re.Match[str], obj: str) -> str:
     return normalise_subject(" ".join(words))
 
 
-def _fact_from(pattern: _Pattern, match: re.Match[str], turn: Turn) -> Fact | None:
-    obj = _object_phrase(match.group("x"))
-    subject = _subject(pattern, match, obj)
+def _fact_from(pattern: _Pattern, match: re.Match[str], turn: Turn, named: list[str]) -> Fact | None:
+    raw = resolve(match.group("x"), named)
+    if raw is None:
+        return None  # a pronoun the turn does not resolve: nobody could read the fact alone
+    obj = _object_phrase(raw)
+    subject = _subject(pattern, match, obj) if raw == match.group("x") else normalise_subject(raw.split()[-1])
     if not obj or subject in _IGNORED_SUBJECTS:
         return None
     groups = {k: (v or "").strip() for k, v in match.groupdict().items()}
-    text = pattern.template.format(**{**groups, "x": obj})
+    text = pattern.template.format(**{**groups, "x": as_the_user(obj)})
+    if not is_self_contained(text)[0]:
+        return None
     importance = min(9, pattern.importance + (1 if groups.get("intense") in {"really", "absolutely", "truly"} else 0))
     return Fact(
         id=fact_id([turn.id], subject, pattern.polarity, text),
@@ -116,11 +123,14 @@ def _fact_from(pattern: _Pattern, match: re.Match[str], turn: Turn) -> Fact | No
     )
 
 
-def facts_in_statement(statement: str, turn: Turn) -> Fact | None:
+def facts_in_statement(statement: str, turn: Turn, named: list[str] | None = None) -> Fact | None:
+    """The fact one statement states; ``named`` are the things the turn named before it (for pronouns)."""
     for pattern in PATTERNS:
         match = pattern.regex.search(statement)
         if match:
-            return _fact_from(pattern, match, turn)
+            fact = _fact_from(pattern, match, turn, [*(named or []), *named_things(statement[:match.start("x")])])
+            if fact is not None:
+                return fact  # else a later pattern may still read the statement ("..., I stopped last month")
     return None
 
 
@@ -131,8 +141,10 @@ def extract_facts(turns: Sequence[Turn]) -> list[Fact]:
         if turn.role != "user":
             continue
         remember = _REMEMBER.search(clean(turn.text)) is not None
+        named: list[str] = []
         for statement in _SPLIT.split(clean(turn.text)):
-            fact = facts_in_statement(statement.strip(), turn)
+            fact = facts_in_statement(statement.strip(), turn, named)
+            named += named_things(statement)
             if fact is not None:
                 facts.setdefault(fact.id, fact.model_copy(update={"importance": REMEMBERED}) if remember else fact)
     return list(facts.values())

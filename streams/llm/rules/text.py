@@ -88,3 +88,26 @@ def content_stems(text: str) -> frozenset[str]:
 
 def polarity_of(text: str) -> str:
     return "negative" if _NEGATION_CUES.search(clean(text)) else "positive"
+
+
+# The predicate's kind, kept beside the content stems when two statements are compared: "lives in
+# Montreal" and "likes Montreal" share every content stem yet say different things.
+_PREDICATES = (
+    ("@like", re.compile(r"\b(?:likes?|lov(?:es?|ing)|enjoys?|adores?|prefers?|fan of|into|hates?|dislikes?|"
+                         r"detests?|loathes?|can't stand|cannot stand)\b", re.IGNORECASE)),
+    ("@live", re.compile(r"\b(?:lives?|living|moved|home)\b", re.IGNORECASE)),
+    ("@work", re.compile(r"\b(?:works?|job|occupation|profession)\b", re.IGNORECASE)),
+    ("@have", re.compile(r"\b(?:has|have|owns?|got)\b", re.IGNORECASE)),
+    ("@name", re.compile(r"\b(?:name|named|called)\b", re.IGNORECASE)),
+)
+
+
+@lru_cache(maxsize=1 << 16)  # pure; the same texts are compared on every synthesis and promotion
+def restatement_stems(text: str) -> frozenset[str]:
+    """Content stems plus the predicate's kind: what two statements are compared on for "says the same"."""
+    marks = set()
+    for mark, pattern in _PREDICATES:
+        text, found = pattern.subn(" ", text)  # "enjoys" and "loves" are one predicate, not content
+        if found:
+            marks.add(mark)
+    return content_stems(text) | frozenset(marks)

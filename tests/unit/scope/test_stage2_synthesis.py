@@ -108,8 +108,9 @@ def test_new_reflection_is_seeded_by_its_source_importance(driver_factory, text,
     assert created[0]["entry"]["evidence"]["reinforcement"] == seed and created[0]["to_status"] == "pending"
 
 
-def test_seed_uses_the_highest_source_importance(driver_factory):
-    d = driver_factory(powerful=False)
+def test_seed_uses_the_highest_source_importance(driver_factory, pipeline_factory):
+    # Off, each user turn is extracted on its own: the two facts meet in one synthesis call.
+    d = driver_factory(powerful=False, pipeline=pipeline_factory(synthesis_min_facts=2))
     d.turn("I like hiking", T0)  # importance 6
     d.turn("I really love hiking", T0 + timedelta(seconds=1))  # importance 9, same subject
     d.flush()

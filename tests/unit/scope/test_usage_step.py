@@ -67,6 +67,20 @@ def test_a_recall_hit_reinforces_once_per_source_and_utc_day():
     assert state.entries["p1"].usage.reinforce_count == 3
 
 
+def test_a_late_hit_counts_on_its_own_utc_day_once_and_a_replay_ends_in_the_same_state():
+    state = scope_with(persona("p1"))
+    day2 = T0 + timedelta(days=2)
+    hits = [(day2, "recall"), (T0 + timedelta(hours=1), "recall"), (T0 + timedelta(hours=2), "recall")]
+    counted = [events(hit(state, at, "p1", source=source)) for at, source in hits]
+    # the scope's clock is on day 2 when the day-0 hit arrives: it is counted on day 0, once
+    assert counted == [[("p1", "usage", "recall")], [("p1", "usage", "recall")], []]
+    assert state.entries["p1"].usage.reinforce_count == 2
+    replayed = scope_with(persona("p1"))
+    for at, source in hits + hits:
+        hit(replayed, at, "p1", source=source)
+    assert replayed.to_dict()["entries"] == state.to_dict()["entries"]
+
+
 def test_usage_never_changes_the_score_and_unknown_or_protected_entries_are_ignored():
     card = persona("card", protected=True)
     state = scope_with(persona("p1"), card)
@@ -137,3 +151,37 @@ def test_duplicate_delivery_of_every_record_ends_in_the_same_state():
     assert once == twice
     assert once["entries"]["p1"]["usage"]["reinforce_count"] == 20
     assert once["entries"]["p2"]["status"] == "archived"
+
+
+def consensus(state, entry_id, score, at, by="verifier", usage=UsageSettings()):
+    record = {"type": "consensus", "tenant": "acme", "user": "u1", "character": "aria", "entry_id": entry_id,
+              "score": score, "by": by, "ts": format_instant(at)}
+    return run(state, "consensus", record, at, usage)
+
+
+def test_a_consensus_record_sets_score_who_and_when_once_and_journals_it():
+    state = scope_with(persona("p1"), persona("card", protected=True))
+    at = T0 + timedelta(hours=1)
+    ctx = consensus(state, "p1", 0.8, at)
+    assert events(ctx) == [("p1", "consensus", "verifier")]
+    (journalled,) = [e.record for e in ctx.emits if e.topic == "evidence"]
+    assert journalled["entry"]["consensus"] == {"score": 0.8, "by": "verifier", "at": format_instant(at)}
+    entry = state.entries["p1"]
+    assert (entry.consensus.score, entry.consensus.by, entry.consensus.at) == (0.8, "verifier", at)
+    assert entry.score(at) == persona("p1").score(at)  # corroboration is not user evidence
+    assert events(consensus(state, "p1", 0.8, at)) == []  # a duplicate record changes nothing
+    assert events(consensus(state, "p1", 0.5, at + timedelta(hours=1), by="ops")) == [("p1", "consensus", "ops")]
+    ignored = consensus(state, "card", 0.9, at)
+    assert events(ignored) == [] and state.entries["card"].consensus is None
+    assert any("card" in line for line in ignored.log)
+    assert events(consensus(state, "nope", 0.9, at)) == []
+
+
+def test_the_sweep_skips_entries_with_consensus_at_or_above_the_setting():
+    state = scope_with(persona("p1"), persona("p2"), persona("p3"))
+    tick(state, T0 + timedelta(hours=1), usage=ON)
+    consensus(state, "p1", 0.75, T0 + timedelta(hours=2), usage=ON)
+    consensus(state, "p2", 0.7499, T0 + timedelta(hours=2), usage=ON)
+    ctx = tick(state, FIRST_DUE_SWEEP + timedelta(hours=1), usage=ON)
+    assert sorted(events(ctx)) == [("p2", "archived", "usage_decay"), ("p3", "archived", "usage_decay")]
+    assert state.entries["p1"].status == "active"

@@ -115,3 +115,42 @@ def test_every_turn_ends_up_in_exactly_one_stage1_request_in_order(driver_factor
     assert [i for i in flat if i in users] == users
     assert all(sum(1 for i in w if i in users) <= batch for w in windows[:-1] if w)
     assert d.state.buffer == [] and d.state.queue == [] and d.state.requests == {}
+
+
+def test_switch_off_extracts_each_user_turn_and_back_on_windows_from_the_cursor(driver_factory, pipeline_factory):
+    d = driver_factory(pipeline=pipeline_factory(stage1_max_batch=3, stage1_max_wait_seconds=600), auto=False)
+    d.turn("I love hiking", T0)  # a window is open when the switch goes off
+    d.powerful = False
+    d.turn("Lovely!", T0 + SEC, role="ai")
+    assert stage1_turn_ids(d) == [["t1", "t2"]]  # the open window closes at the first step while off
+    d.turn("I like tea", T0 + 2 * SEC)
+    d.pump()
+    assert stage1_turn_ids(d) == [["t1", "t2"], ["t3"]]
+    for i, (text, role) in enumerate([("So do I.", "ai"), ("I have a dog", "user"), ("I live in Berlin", "user")]):
+        d.turn(text, T0 + (3 + i) * SEC, role=role)
+    d.pump()  # the second user turn waited in the queue behind the first one's extraction
+    # the per-turn baseline: one extraction per user turn, the AI turn before it riding along
+    assert stage1_turn_ids(d)[2:] == [["t4", "t5"], ["t6"]]
+    d.turn("Nice.", T0 + 10 * SEC, role="ai")
+    d.tick(T0 + timedelta(hours=1))
+    assert len(d.requests_of("stage1")) == 4  # an AI turn alone is never extracted
+    d.powerful = True  # back on: windows again, from the current cursor
+    d.turn("I play chess", T0 + timedelta(hours=1, seconds=1))
+    d.turn("I read a lot", T0 + timedelta(hours=1, seconds=2))
+    assert len(d.requests_of("stage1")) == 4
+    d.turn("I cook on Sundays", T0 + timedelta(hours=1, seconds=3))
+    assert stage1_turn_ids(d)[4:] == [["t7", "t8", "t9", "t10"]]
+
+
+@given(texts=st.lists(st.sampled_from(["I love hiking", "Cool.", "I like tea", "I have a dog"]), max_size=12),
+       roles=st.lists(st.sampled_from(["user", "ai"]), min_size=12, max_size=12))
+@FIXTURES_OK
+def test_switch_off_one_extraction_per_user_turn(driver_factory, pipeline_factory, texts, roles):
+    d = driver_factory(pipeline=pipeline_factory(stage1_max_batch=8), powerful=False, auto=False)
+    for i, text in enumerate(texts):
+        d.turn(text, T0 + i * SEC, role=roles[i])
+        d.pump()
+    users = [f"t{i + 1}" for i in range(len(texts)) if roles[i] == "user"]
+    assert [ids[-1] for ids in stage1_turn_ids(d)] == users
+    extracted = [t for ids in stage1_turn_ids(d) for t in ids]
+    assert extracted == [f"t{i + 1}" for i in range(len(extracted))]  # each turn once, in order

@@ -4,7 +4,7 @@ import pytest
 
 from credence.config.memory import MemorySettings
 from credence.errors import DomainError
-from credence.tables.evidence import Evidence
+from credence.tables.evidence import Evidence, effective_disputation, effective_reinforcement
 from credence.tables.lifecycle import (
     ATTEMPT,
     BLOCK,
@@ -169,7 +169,10 @@ def test_create_outcome(reflection_factory):
     assert persona.id == default_persona_id(reflection) and persona.kind == "persona" and persona.status == "active"
     assert persona.text == "Prefers tea." and persona.importance == 8 and persona.source_fact_ids == ("f1",)
     assert persona.merged_from_ids == (reflection.id,) and persona.scope == reflection.scope
-    assert persona.evidence == Evidence(2.5, 0.5, T0, T0, 0, None, 4)
+    # the reflection's evidence carried over at its age (decayed to T0, clocks at T0) and its tally kept
+    ev = reflection.evidence
+    assert persona.evidence == Evidence(effective_reinforcement(ev, T0), effective_disputation(ev, T0), T0, T0,
+                                        3, date(2026, 2, 1), 4)
     assert step.reflection.status == "promoted" and step.reflection.promoted_at == T0
     assert step.reflection.merged_into_id == persona.id
 
@@ -180,7 +183,7 @@ def test_create_keeps_reflection_text_without_a_rewrite_and_takes_an_explicit_id
     assert step.persona.id == "p-new" and step.persona.text == "likes tea"
 
 
-def test_merge_outcome_takes_per_side_maximum_not_sum(reflection_factory, persona_factory):
+def test_merge_outcome_takes_per_side_maximum_at_the_merge_instant_not_sum(reflection_factory, persona_factory):
     persona = persona_factory(
         evidence=Evidence(3.0, 0.2, T0 - timedelta(days=10), T0 - timedelta(days=10), 5, date(2026, 2, 20), 1),
         source_fact_ids=("f0",),
@@ -195,7 +198,11 @@ def test_merge_outcome_takes_per_side_maximum_not_sum(reflection_factory, person
     )
     merged = step.persona
     assert merged.id == persona.id and merged.version == persona.version + 1
-    assert merged.evidence == Evidence(3.0, 1.0, later, later, 0, None, 6)
+    # reinforcement: the persona's 3.0 ten days old outweighs the reflection's 2.0 one day old; disputation:
+    # the reflection's; both at their age at the merge. The persona's sub-zero tally is kept.
+    rein, disp = effective_reinforcement(persona.evidence, later), effective_disputation(reflection.evidence, later)
+    assert rein > effective_reinforcement(reflection.evidence, later)
+    assert merged.evidence == Evidence(rein, disp, later, later, 5, date(2026, 2, 20), 6)
     assert merged.text == "merged text" and merged.importance == 9
     assert merged.merged_from_ids == (reflection.id,) and merged.source_fact_ids == ("f0", "f1")
     assert step.reflection.status == "promoted" and step.reflection.merged_into_id == persona.id
@@ -251,7 +258,9 @@ def test_reject_is_final_until_a_newer_positive_signal(reflection_factory):
 def test_merge_evidence_is_symmetric_in_counters():
     a = Evidence(1.0, 3.0, T0, T0, 4, date(2026, 1, 1), 2)
     b = Evidence(2.0, 0.5, None, None, 0, None, 7)
-    assert merge_evidence(a, b, T0) == merge_evidence(b, a, T0) == Evidence(2.0, 3.0, T0, T0, 0, None, 7)
+    # b's reinforcement has no clock (never decays), so it is carried on without one
+    expected = Evidence(2.0, 3.0, None, T0, 4, date(2026, 1, 1), 7)
+    assert merge_evidence(a, b, T0) == merge_evidence(b, a, T0) == expected
 
 
 # --- denial and archival -------------------------------------------------------------------------

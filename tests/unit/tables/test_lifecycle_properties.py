@@ -1,14 +1,14 @@
 """Properties of merging, rendering budgets and mentions (hypothesis)."""
 
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from credence.config.memory import MemorySettings
 from credence.tables.entries import new_persona_entry, new_reflection
-from credence.tables.evidence import Evidence
+from credence.tables.evidence import Evidence, effective_disputation, effective_reinforcement
 from credence.tables.lifecycle import (
     NOT_DUE,
     blocked_retry_due,
@@ -41,14 +41,53 @@ def evidence(draw) -> Evidence:
     )
 
 
-@given(evidence(), evidence())
-def test_merge_is_per_side_maximum_never_the_sum(a, b):
-    merged = merge_evidence(a, b, T0)
-    assert merged.reinforcement == max(a.reinforcement, b.reinforcement)
-    assert merged.disputation == max(a.disputation, b.disputation)
-    assert merged.rein_last_signal_at == merged.disp_last_signal_at == T0
-    assert merged.sub_zero_days == 0
-    assert merge_evidence(merged, merged, T0) == merged
+clocks = st.one_of(st.none(), st.integers(-400 * 24, 30 * 24).map(lambda h: T0 + timedelta(hours=h)))
+
+
+@st.composite
+def evidence_with_any_clocks(draw) -> Evidence:
+    """Evidence whose clocks may be missing, long past, or after the merge instant (event-time disorder)."""
+    return Evidence(
+        reinforcement=draw(counters),
+        disputation=draw(non_negative),
+        rein_last_signal_at=draw(clocks),
+        disp_last_signal_at=draw(clocks),
+        sub_zero_days=draw(st.integers(0, 20)),
+        sub_zero_last_increment_date=draw(st.one_of(st.none(), st.dates(date(2025, 1, 1), date(2026, 3, 1)))),
+        user_fact_reinforce_count=draw(st.integers(0, 9)),
+    )
+
+
+def _at_most(value: float, bound: float) -> bool:
+    return value <= bound + 1e-9 * max(1.0, abs(bound))
+
+
+@given(evidence_with_any_clocks(), evidence_with_any_clocks(), st.integers(-30 * 24, 30 * 24),
+       st.lists(st.floats(0, 5000 * 24, allow_nan=False), min_size=1, max_size=8))
+def test_merged_evidence_keeps_its_age_and_its_tallies(a, b, merge_hours, later_hours):
+    now = T0 + timedelta(hours=merge_hours)
+    merged = merge_evidence(a, b, now)
+    for hours in [0.0, *later_hours]:
+        at = now + timedelta(hours=hours)
+        for read in (effective_reinforcement, effective_disputation):
+            # never above the larger side at any later instant: nothing decayed becomes fresh again
+            assert _at_most(read(merged, at), max(read(a, at), read(b, at)))
+        # and never below both sides either: a merge does not manufacture negative evidence
+        assert _at_most(min(effective_reinforcement(a, at), effective_reinforcement(b, at)),
+                        effective_reinforcement(merged, at))
+    assert merged.sub_zero_days == max(a.sub_zero_days, b.sub_zero_days)
+    assert merged.user_fact_reinforce_count == max(a.user_fact_reinforce_count, b.user_fact_reinforce_count)
+    days = [d for d in (a.sub_zero_last_increment_date, b.sub_zero_last_increment_date) if d is not None]
+    assert merged.sub_zero_last_increment_date == (max(days) if days else None)
+    assert merge_evidence(a, b, now) == merge_evidence(b, a, now)
+    assert merge_evidence(merged, merged, now) == merged
+
+
+def test_a_year_old_disputation_stays_a_year_old_after_a_merge():
+    old = Evidence(disputation=1.0, disp_last_signal_at=T0 - timedelta(days=360), sub_zero_days=9)
+    merged = merge_evidence(old, Evidence(reinforcement=0.5, rein_last_signal_at=T0), T0)
+    assert round(effective_disputation(merged, T0), 4) == round(effective_disputation(old, T0), 4) == 0.25
+    assert merged.sub_zero_days == 9
 
 
 @st.composite

@@ -70,9 +70,27 @@ def test_utc_day_not_local_day():
     assert reinforce(u, local, "recall").reinforce_count == 2
 
 
-def test_a_hit_from_an_earlier_day_than_the_latest_is_dropped():
+def test_a_late_hit_for_an_earlier_day_that_never_counted_counts_once():
     u = reinforce(Usage(strength=0.0), T0 + timedelta(days=2), "recall")
-    assert reinforce(u, T0, "search") is u
+    late = reinforce(u, T0, "recall")  # arrives after day 2's hit; day 0 never counted
+    assert late.reinforce_count == 2 and late.strength == pytest.approx(0.2775)
+    assert late.last_reinforced_at == T0 + timedelta(days=2)  # counted at the anchor: time never runs back
+    assert late.reinforced_day == date(2026, 3, 3) and late.reinforced_sources == ("recall",)
+    assert reinforce(late, T0 + timedelta(hours=5), "recall") is late  # the same (source, day) again
+    assert reinforce(late, T0 + timedelta(hours=5), "search").reinforce_count == 3
+
+
+def test_counted_days_are_kept_within_the_horizon_only():
+    settings = UsageSettings(idempotency_days=7)
+    u = Usage(strength=0.0)
+    for day in range(30):
+        u = reinforce(u, T0 + timedelta(days=day), "recall", settings=settings)
+    assert u.reinforce_count == 30
+    assert [d for d, _ in u.reinforced] == [date(2026, 3, 24) + timedelta(days=i) for i in range(7)]
+    # a day still inside the horizon counted already; a day past it can no longer be told apart: dropped
+    assert reinforce(u, T0 + timedelta(days=24), "recall", settings=settings) is u
+    assert reinforce(u, T0 + timedelta(days=22), "search", settings=settings) is u
+    assert reinforce(u, T0 + timedelta(days=23), "search", settings=settings).reinforce_count == 31
 
 
 def test_a_same_day_hit_stamped_earlier_counts_at_the_last_reinforcement():
@@ -149,7 +167,12 @@ def test_restore_starts_a_new_life_that_survives_the_next_sweep():
 
 def test_round_trip_and_old_snapshots():
     u = reinforce(reinforce(Usage(since=T0), T0, "recall"), T0, "search")
+    u = reinforce(u, T0 - timedelta(days=1), "recall")
     assert Usage.from_dict(u.to_dict()) == u
+    # a snapshot written before the counted days were kept: its latest day and that day's sources
+    old = {"strength": 0.3, "reinforce_count": 2, "reinforced_day": "2026-03-01", "reinforced_sources": ["recall"]}
+    assert Usage.from_dict(old).reinforced == ((date(2026, 3, 1), "recall"),)
+    assert reinforce(Usage.from_dict(old), T0, "recall").reinforce_count == 2
     assert Usage.from_dict(None, since=T0) == Usage(since=T0)
     with pytest.raises(DomainError, match="strength"):
         Usage.from_dict({"strength": "high"})

@@ -1,6 +1,6 @@
 """Properties of the usage math (hypothesis)."""
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -20,7 +20,9 @@ def usages(draw) -> Usage:
     last = draw(st.none() | ages.map(lambda a: T0 - a))
     return Usage(strength=draw(st.none() | st.floats(0, 2, allow_nan=False)),
                  reinforce_count=draw(st.integers(0, 50)), last_reinforced_at=last,
-                 since=draw(st.none() | ages.map(lambda a: T0 - a)))
+                 since=draw(st.none() | ages.map(lambda a: T0 - a)),
+                 reinforced=tuple(draw(st.lists(st.tuples(st.dates(max_value=date(2026, 1, 31)), sources),
+                                                max_size=4))))
 
 
 @given(strengths, st.integers(1, 40))
@@ -60,3 +62,34 @@ def test_the_gate_off_never_archives_and_the_sweep_never_changes_the_usage(u, ag
 @given(usages())
 def test_round_trip(u):
     assert Usage.from_dict(u.to_dict()) == u
+
+
+# days inside the default 28-day horizon of one another
+hits = st.lists(st.tuples(st.integers(0, 25), st.integers(0, 86399), sources), max_size=25)
+
+
+@given(hits, st.randoms(use_true_random=False))
+def test_the_same_hits_in_any_order_count_once_per_source_and_day(hit_list, rng):
+    """Within the idempotency horizon, order never changes which hits count; a duplicate never counts."""
+    def impulses_per_day(order):
+        u, counted = Usage(strength=0.0, since=T0), {}
+        for day, second, source in order:
+            at = T0 + timedelta(days=day, seconds=second)
+            after = reinforce(u, at, source)
+            if after is not u:
+                counted[at.date()] = counted.get(at.date(), 0) + 1
+            u = after
+        # a replay of everything (every record delivered again) changes nothing
+        for day, second, source in order:
+            assert reinforce(u, T0 + timedelta(days=day, seconds=second), source) is u
+        return counted, u
+
+    shuffled = list(hit_list)
+    rng.shuffle(shuffled)
+    (first, u1), (second, u2) = impulses_per_day(hit_list), impulses_per_day(shuffled)
+    expected: dict = {}
+    for day, source in {((T0 + timedelta(days=d, seconds=sec)).date(), src) for d, sec, src in hit_list}:
+        expected[day] = expected.get(day, 0) + 1
+    assert first == second == expected
+    assert u1.reinforce_count == u2.reinforce_count == sum(expected.values())
+    assert u1.reinforced == u2.reinforced

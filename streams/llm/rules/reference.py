@@ -1,0 +1,93 @@
+"""Making a rules-extracted object phrase readable alone: the speaker's own words become the user's
+("my pups" -> "their pups", "what I do" -> "what they do"), a pronoun that opens the phrase is resolved to
+the one thing of its number the turn named before it ("My dogs are my world. I love them" -> "their
+dogs"), and a phrase cut at the word cap loses its dangling tail. What stays unreadable is left for the
+shared gate (tables.statement) to refuse."""
+
+from __future__ import annotations
+
+import re
+
+_STOP = (r"are|is|was|were|and|but|or|have|has|had|who|that|which|to|in|on|at|with|for|of|so|really|always|"
+         r"last|this|every|all|too|also|because|when|from")
+# Things the speaker says are theirs: "my dogs", "I have two dogs", "I got a new bike".
+_NAMED = (
+    re.compile(rf"\bmy ((?:(?!(?:{_STOP})\b)[a-z-]+ ){{0,2}}?(?!(?:{_STOP})\b)[a-z-]+)(?=\s+(?:{_STOP})\b|\s*[,.!?;]|$)",
+               re.IGNORECASE),
+    re.compile(r"\bi (?:have|got|bought|adopted|own|found|made|built|planted|rescued)(?: got)? (?:a|an|one|two|three|"
+               r"four|five|some|\d+) (?:new |little |old |big |small |young )?([a-z-]+)\b", re.IGNORECASE),
+    re.compile(r"\band (?:a|an|one|two|three|four|five|\d+) (?:new |little |old |big |small |young )?([a-z-]+)\b",
+               re.IGNORECASE),
+)
+_PLURAL_PRONOUNS = {"them", "they", "these", "those"}
+_SINGULAR_PRONOUNS = {"it", "this", "that"}
+# Clause words after "it" that make it the expletive or an event ("I love it when it rains"), not a thing.
+_NOT_A_THING = {"when", "if", "because", "that", "how", "whenever", "here", "there"}
+_SPEAKER = (
+    (re.compile(r"\bI(?:'m| am)\b"), "they are"), (re.compile(r"\bI was\b"), "they were"),
+    (re.compile(r"\bI've\b"), "they have"), (re.compile(r"\bI'd\b"), "they would"),
+    (re.compile(r"\bI'll\b"), "they will"), (re.compile(r"\bI\b"), "they"),
+    (re.compile(r"\bmy\b", re.IGNORECASE), "their"), (re.compile(r"\bmine\b", re.IGNORECASE), "theirs"),
+    (re.compile(r"\bmyself\b", re.IGNORECASE), "themselves"), (re.compile(r"\bme\b", re.IGNORECASE), "them"),
+)
+# A phrase must not end on these once the word cap has cut it.
+_DANGLING_TAIL = {
+    "the", "a", "an", "my", "your", "their", "our", "its", "his", "her", "some", "of", "in", "on", "at", "to",
+    "for", "with", "from", "by", "about", "into", "and", "or", "but", "so", "because", "if", "when", "while",
+    "as", "than", "very", "really", "this", "that", "these", "those", "which", "who",
+}
+
+
+def _plural(noun: str) -> bool:
+    return noun.lower().endswith("s") and not noun.lower().endswith(("ss", "us", "is"))
+
+
+def named_things(statement: str) -> list[str]:
+    """The nouns the speaker names as theirs in one statement, in order."""
+    found = []
+    for pattern in _NAMED:
+        for match in pattern.finditer(statement):
+            found.append(match.group(1).split()[-1])
+    return found
+
+
+def resolve(raw: str, named: list[str]) -> str | None:
+    """For an object phrase that opens with a pronoun: "their <noun>" when exactly one thing of the
+    pronoun's number was named; None when the pronoun cannot be resolved (the phrase is dropped). A phrase
+    that does not open with a pronoun is returned as it is."""
+    words = raw.split()
+    head = words[0].lower().strip(".,!?;") if words else ""
+    if head not in _PLURAL_PRONOUNS | _SINGULAR_PRONOUNS:
+        return raw
+    after = words[1].lower().strip(".,!?;") if len(words) > 1 else ""
+    if head == "it" and after in _NOT_A_THING:
+        return None
+    plural = head in _PLURAL_PRONOUNS
+    # "them" names the one plural thing; "it" may name a situation, so any other thing makes it ambiguous.
+    fits = list(dict.fromkeys(n.lower() for n in named if _plural(n) or not plural))
+    return f"their {fits[0]}" if len(fits) == 1 else None
+
+
+def as_the_user(phrase: str) -> str:
+    """The speaker's first person, said of the user."""
+    for pattern, replacement in _SPEAKER:
+        phrase = pattern.sub(replacement, phrase)
+    return phrase
+
+
+_WHEN = (r"(?:(?:a|one|two|three|four|five|six|several|few|\d+) (?:days?|weeks?|months?|years?) ago|"
+         r"(?:last|this|next) (?:night|week|weekend|month|year|time|summer|winter)|yesterday|today|recently)")
+_TIME_TAIL = re.compile(rf"\s+{_WHEN}$", re.IGNORECASE)
+_TIME_ONLY = re.compile(rf"^{_WHEN}$", re.IGNORECASE)
+
+
+def trim_tail(phrase: str) -> str:
+    """The phrase without a dangling tail (a cut article or conjunction) or a trailing time ("moved to
+    Lima two years ago" is about Lima); empty when nothing but a time is left ("stopped last month")."""
+    phrase = _TIME_TAIL.sub("", phrase.strip())
+    if _TIME_ONLY.match(phrase):
+        return ""
+    words = phrase.split()
+    while words and words[-1].lower() in _DANGLING_TAIL:
+        words.pop()
+    return " ".join(words)

@@ -1,0 +1,57 @@
+"""The rules backend's Stage 1 writes only self-contained statements about the user: a pronoun is
+resolved to what the turn named when that is unambiguous, the speaker's "my" becomes "their", a cut
+phrase loses its dangling tail, and anything still unreadable alone is dropped."""
+
+from __future__ import annotations
+
+import pytest
+
+from credence.streams.llm.rules.extraction import extract_facts
+from credence.tables.statement import is_self_contained
+
+
+def texts(turn_factory, said: str) -> list[str]:
+    return [f.text for f in extract_facts([turn_factory(said)])]
+
+
+@pytest.mark.parametrize(("said", "expected"), [
+    ("My dogs are my world. I love them and how much joy they bring me.", ["The user loves their dogs."]),
+    ("I have two dogs. I love them so much.", ["The user has two dogs.", "The user loves their dogs."]),
+    ("I got a new bike last week. I love it!", ["The user loves their bike."]),
+    ("I love checking out new parks with my four pups.",
+     ["The user loves checking out new parks with their four pups."]),
+    ("I love trying out new recipes and experimenting in the kitchen with my kids.",
+     ["The user loves trying out new recipes and experimenting."]),
+    ("I enjoy what I do.", ["The user enjoys what they do."]),
+    ("I have a cat and a hamster. I love it.", ["The user has a cat."]),
+    ("I moved to Lima two years ago and I love it there.", ["The user lives in Lima."]),
+    ("I don't like chess anymore, I stopped last month.", ["The user does not like chess."]),  # "it": the cat or the hamster?
+])
+def test_what_the_turn_names_resolves_the_pronoun(turn_factory, said, expected):
+    assert texts(turn_factory, said) == expected
+
+
+@pytest.mark.parametrize("said", [
+    "I love them.",
+    "I love it when it rains.",
+    "I love your commitment.",
+    "I really like that about you.",
+    "I love this place.",
+    "My cat and my dogs are great. I love it.",
+    "I like what you said earlier.",
+])
+def test_what_cannot_be_resolved_is_dropped(turn_factory, said):
+    assert texts(turn_factory, said) == []
+
+
+@pytest.mark.parametrize("said", [
+    "I love my family and my garden, and I hate when they call me late.",
+    "Honestly I really love how you always know what to say to me!",
+    "I love cooking for my friends on weekends because it relaxes me.",
+    "I like it here in Lisbon, my favourite city.",
+    "I enjoy the walks we take together with our neighbours in the park.",
+    "I prefer coffee over tea, but my wife prefers tea.",
+])
+def test_every_rules_fact_is_self_contained(turn_factory, said):
+    for text in texts(turn_factory, said):
+        assert is_self_contained(text) == (True, ""), text
