@@ -191,12 +191,6 @@ class TableWrites:
             newest[(id(table), meta.topic_partition)] = (table, meta.topic_partition, meta.offset)
         return newest
 
-
-def _persisted(newest: dict) -> None:
-    """Tell the local stores the changelog offsets they now hold (Faust resumes their restore there)."""
-    for table, tp, offset in newest.values():
-        local(table).set_persisted_offset(tp, offset)
-
     async def _send_fenced(self, items) -> dict:
         """`_send` through the fence: each partition's records in one transaction, the partitions at once."""
         by_partition: dict[int, list] = {}
@@ -212,6 +206,12 @@ def _persisted(newest: dict) -> None:
             for (table, *_), meta in zip(by_partition[p], partition_metas):
                 newest[(id(table), meta.topic_partition)] = (table, meta.topic_partition, meta.offset)
         return newest
+
+
+def _persisted(newest: dict) -> None:
+    """Tell the local stores the changelog offsets they now hold (Faust resumes their restore there)."""
+    for table, tp, offset in newest.values():
+        local(table).set_persisted_offset(tp, offset)
 
 
 @contextmanager
