@@ -28,9 +28,10 @@ ends, and reads them `read_committed` (our bulk reader, and Faust's consumer: tr
    doing that job when transactions are off). The input offsets are committed only after the commit.
 4. A fenced producer raises FencedError; the agent halts without writing anything else (agent.halt), so the
    zombie's in-memory state, ahead of nothing anyone reads, is dropped with the process.
-Limits: the zombie's own local store took the batch's writes before the refusal (the next restore of p on
-that disk must not trust it beyond the changelog); its emits of the refused batch are published (as a
-crash's are); a changelog write outside `TableWrites` would bypass the fence.
+Limits: the zombie's emits of the refused batch are published (as a crash's are: the same ids); a changelog
+write outside `TableWrites` would bypass the fence; a zombie that gets its partition back keeps its fenced
+producer and halts at its next batch (safe, one restart). Its local store takes a batch's writes only after
+the commit, so the refused batch never reaches it.
 
 Transaction markers occupy offsets: the last offset of a changelog partition is a marker no reader is
 given, which the restore accounts for (restore.py).
