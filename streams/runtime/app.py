@@ -13,6 +13,7 @@ from credence.streams.llm.backend import LLMBackend
 from credence.streams.llm.factory import make_backend
 from credence.streams.runtime import timers, views
 from credence.streams.runtime.agent import INPUTS, ScopeAgent, encode_record, halt
+from credence.streams.runtime.fence import Fence
 from credence.streams.runtime.forgets import Forgets
 from credence.streams.runtime.freshness import Freshness
 from credence.streams.runtime.marks import Marks
@@ -135,7 +136,8 @@ def faust_app(settings: Settings, bootstrap: str) -> faust.App:
         broker_heartbeat_interval=max(1.0, settings.kafka_session_timeout_s / 4),
         table_standby_replicas=0,
     )
-    read_committed(app)  # an aborted upstream transaction's records are never applied
+    # never applied: an aborted upstream transaction's records, a fenced owner's changelog writes (fence.py)
+    read_committed(app)
     return app
 
 
@@ -144,13 +146,15 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
     # When each partition's stores were last in step with the changelogs (RocksDB: they outlive the process)
     freshness = Freshness(Path(app.conf.tabledir) if settings.table_store == "rocksdb" else None,
                           settings.state.changelog_tombstone_seconds)
-    restored = install_bulk_recovery(app, settings, bootstrap, freshness, on_dead=halt).restored
+    fence = _fence(app, settings, bootstrap)
+    restored = install_bulk_recovery(app, settings, bootstrap, freshness, on_dead=halt,
+                                     before_restore=fence and _fencing(fence)).restored
     topics = declare_topics(app, settings)
     changelog = {k: v for k, v in changelog_configs(settings).items() if k != "cleanup.policy"}
     # Values are bytes we encode once ourselves (streams/runtime/codec.py), stored and changelogged as is.
     tables = StateTables(**{name: raw_table(app, name, settings.topic_partitions, changelog) for name in TABLES})
     ownership = Ownership(settings.topic_partitions, settings.topic("turns"))
-    writes = TableWrites({name: tables[name] for name in TABLES}, freshness=freshness)
+    writes = TableWrites({name: tables[name] for name in TABLES}, freshness=freshness, fence=fence)
     store = ScopeStore(tables, settings.state, ownership.partition_of, writes)
     marks = Marks(tables.seen, settings.state.seen_horizon_days, ownership.partition_of, writes)
     positions = Positions(tables.seen, writes)
@@ -207,6 +211,28 @@ def stop_with(client):
     async def stop(sender, **kwargs) -> None:
         await client.stop()
     return stop
+
+
+def _fence(app: faust.App, settings: Settings, bootstrap: str) -> Fence | None:
+    """The changelogs' transactional writers (fence.py), stopped with the app; None when switched off."""
+    if not settings.state.transactions:
+        return None
+    fence = Fence(settings, bootstrap)
+    app.on_before_shutdown.connect(stop_with(fence))
+    return fence
+
+
+def _fencing(fence: Fence):
+    """The restore's first step: own the assigned partitions' writers, which fences their earlier holders."""
+
+    async def before_restore(partitions: set[int]) -> None:
+        try:
+            await fence.hold(partitions)
+        except Exception as exc:  # noqa: BLE001 - unfenced, another owner could still write: never restore
+            halt(f"could not fence the earlier holders of partitions {sorted(partitions)}: "
+                 f"{type(exc).__name__}: {exc}")
+
+    return before_restore
 
 
 def _runner(app: faust.App, settings: Settings, bootstrap: str, backend: LLMBackend,

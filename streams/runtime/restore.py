@@ -20,6 +20,12 @@ share of that wait counted from the step's start; and a recovery loop that ends 
 runs (a step that raised or outlived its wait) stops the worker (`on_dead`), whose partitions then go to
 workers that restore them.
 
+With fencing (fence.py), the partitions' transactional producers are started before the changelogs'
+ends are measured (that fences their earlier holders and settles their open transactions), and every
+read is `read_committed`. Transaction markers occupy offsets no reader is given, the last one included:
+a partition whose read was not finished here gets as its end the offset of its last committed record, or
+Faust's loop would wait forever for the marker (`_settle_tails`).
+
 Before any of it, a local store that may not be brought up to date from its persisted offsets (behind the
 tombstone horizon, with no record of when it was in step, or ahead of its changelog: freshness.py) is
 discarded, so the restore reads its changelog from the beginning.
@@ -31,7 +37,7 @@ import asyncio
 import logging
 import shutil
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer
@@ -57,6 +63,7 @@ FETCHER_TURNS = 4
 # Of the broker request timeout Faust gives the offset-building step, counted from the step's start: the
 # bulk read ends by BUDGET_SHARE, the close of its consumer by BUDGET_SHARE + CLOSE_SHARE; the rest is spare.
 BUDGET_SHARE, CLOSE_SHARE = 0.6, 0.2
+TAIL_WINDOW = 1_000  # offsets read back from a partition's end to find its last committed record, at first
 
 
 class _Message:
@@ -142,9 +149,11 @@ class BulkRecovery(Recovery):
     """Faust's recovery service, with the active partitions' changelog spans read in bulk first."""
 
     def __init__(self, app, tables, *, settings: Settings, bootstrap: str, freshness: Freshness | None = None,
-                 on_dead: Callable[[str], None] | None = None, **kwargs):
+                 on_dead: Callable[[str], None] | None = None,
+                 before_restore: Callable[[set[int]], Awaitable[None]] | None = None, **kwargs):
         super().__init__(app, tables, **kwargs)
         self.settings, self.bootstrap, self.freshness = settings, bootstrap, freshness
+        self.before_restore = before_restore  # (partitions) -> fence their earlier holders (fence.py)
         self.on_dead = on_dead  # told why, when Faust's recovery loop ended while the worker runs
         self._checked: set[int] = set()  # partitions whose stores this recovery checked (or discarded)
         self.restored = RestoreStats()
@@ -165,22 +174,54 @@ class BulkRecovery(Recovery):
             self.on_dead(f"Faust's table recovery stopped ({reason}); no later assignment of this worker "
                          f"would be restored")
 
+    async def _build_highwaters(self, consumer, tps, destination, title: str) -> None:
+        if title == "active" and self.before_restore is not None:
+            await self.before_restore({tp.partition for tp in tps})  # before the ends are measured
+        await super()._build_highwaters(consumer, tps, destination, title)
+
     async def _build_offsets(self, consumer, tps, destination, title: str) -> None:
         wait = float(self.app.conf.broker_request_timeout)  # Faust's wait for this whole step
         started = time.monotonic()
         if title == "active":
             self._discard_untrusted(tps, destination)
         await super()._build_offsets(consumer, tps, destination, title)
-        if title != "active" or not self.settings.state.bulk_restore:
+        if title != "active":
             return
         spans = {tp: (destination[tp], self.active_highwaters.get(tp)) for tp in tps}
-        # A table with an on_changelog_event callback wants each record through Faust's loop.
         spans = {tp: (start, end) for tp, (start, end) in spans.items()
-                 if end is not None and start is not None and end > start
-                 and not self.tp_to_table[tp]._on_changelog_event}
-        if spans:
-            await self._bulk(spans, destination, started + BUDGET_SHARE * wait,
+                 if end is not None and start is not None and end > start}
+        # A table with an on_changelog_event callback wants each record through Faust's loop.
+        bulk = {tp: span for tp, span in spans.items() if not self.tp_to_table[tp]._on_changelog_event}
+        if bulk and self.settings.state.bulk_restore:
+            await self._bulk(bulk, destination, started + BUDGET_SHARE * wait,
                              started + (BUDGET_SHARE + CLOSE_SHARE) * wait)
+        left = {tp: span for tp, span in spans.items() if destination[tp] < span[1]}
+        if left and self.before_restore is not None:  # within the spare share of Faust's wait
+            await self._settle_tails(left, started + (BUDGET_SHARE + CLOSE_SHARE + 0.1) * wait,
+                                     started + (BUDGET_SHARE + CLOSE_SHARE + 0.15) * wait)
+
+    async def _settle_tails(self, spans: dict, deadline: float, closed_by: float) -> None:
+        """Lower each partition's end to the offset of its last committed record, the one Faust's loop
+        will see last (a transaction marker, or an aborted record, is never delivered)."""
+        faust_tp = {TopicPartition(tp.topic, tp.partition): tp for tp in spans}
+        reader = self._reader()
+        try:
+            await reader.start()
+            reader.assign(list(faust_tp))
+            async with asyncio.timeout(max(0.1, deadline - time.monotonic())):
+                for ktp, tp in faust_tp.items():
+                    self.active_highwaters[tp] = await _last_committed(reader, ktp, *spans[tp])
+        except TimeoutError:
+            log.warning("the last committed records of %s were not found in time; Faust's recovery may wait "
+                        "for a transaction marker", sorted(spans))
+        finally:
+            await _close(reader, closed_by)
+
+    def _reader(self) -> AIOKafkaConsumer:
+        return AIOKafkaConsumer(**client_options(
+            self.bootstrap, self.settings.kafka, group_id=None, enable_auto_commit=False,
+            auto_offset_reset="earliest", isolation_level="read_committed", fetch_max_bytes=FETCH_BYTES,
+            max_partition_fetch_bytes=PARTITION_FETCH_BYTES))
 
     async def on_recovery_completed(self, generation_id: int = 0) -> None:
         await super().on_recovery_completed(generation_id)  # the tables' callbacks replay the redo records
@@ -224,9 +265,7 @@ class BulkRecovery(Recovery):
 
     async def _read(self, spans: dict, destination, deadline: float, closed_by: float) -> None:
         faust_tp = {TopicPartition(tp.topic, tp.partition): tp for tp in spans}
-        reader = AIOKafkaConsumer(**client_options(
-            self.bootstrap, self.settings.kafka, group_id=None, enable_auto_commit=False,
-            auto_offset_reset="earliest", fetch_max_bytes=FETCH_BYTES, max_partition_fetch_bytes=PARTITION_FETCH_BYTES))
+        reader = self._reader()
         try:
             await reader.start()
             reader.assign(list(faust_tp))
@@ -289,11 +328,35 @@ async def _close(reader: AIOKafkaConsumer, closed_by: float) -> None:
         log.warning("the bulk restore's consumer did not close in time; left to the garbage collector")
 
 
+async def _last_committed(reader: AIOKafkaConsumer, ktp, start: int, end: int) -> int:
+    """The offset of the last record `reader` is given in (start, end]; `start` if there is none. Read back
+    from the end in growing windows: aborted records and markers can fill the last ones."""
+    window = TAIL_WINDOW
+    while True:
+        low = max(start + 1, end - window + 1)
+        last = await _last_offset(reader, ktp, low, end)
+        if last is not None or low == start + 1:
+            return last if last is not None else start
+        window *= 8
+
+
+async def _last_offset(reader: AIOKafkaConsumer, ktp, low: int, end: int) -> int | None:
+    """The offset of the last record `reader` is given in [low, end], None if there is none."""
+    reader.seek(ktp, low)
+    last = None
+    while await reader.position(ktp) <= end:
+        fetched = await reader.getmany(ktp, timeout_ms=500)
+        last = max((r.offset for r in fetched.get(ktp, []) if r.offset <= end), default=last)
+    return last
+
+
 def install_bulk_recovery(app, settings: Settings, bootstrap: str, freshness: Freshness | None = None,
-                          on_dead: Callable[[str], None] | None = None) -> BulkRecovery:
+                          on_dead: Callable[[str], None] | None = None,
+                          before_restore: Callable[[set[int]], Awaitable[None]] | None = None) -> BulkRecovery:
     """Make the app's table manager use BulkRecovery (before anything asks it for its recovery)."""
     tables = app.tables
     recovery = BulkRecovery(app, tables, settings=settings, bootstrap=bootstrap, freshness=freshness,
-                            on_dead=on_dead, beacon=tables.beacon, loop=tables.loop)
+                            on_dead=on_dead, before_restore=before_restore, beacon=tables.beacon,
+                            loop=tables.loop)
     tables._recovery = recovery
     return recovery

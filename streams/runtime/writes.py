@@ -14,14 +14,21 @@ changelogs may never get (its redo unacknowledged) would outlive the kill in tha
 a batch without its redo beside it could never be completed. Nothing in a batch reads back a value it
 wrote itself (its steps work on live objects), so holding them changes no read. A plain mapping (unit
 tests) has no changelog and takes each write at once.
+
+With a fence (fence.py), each partition's redo record and writes go in one Kafka transaction on that
+partition's own producer, which a newer owner of the partition fences (a worker that lost the partition
+can no longer write into the changelogs its new owner restored), and they reach the local store once the
+transaction is committed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from faust.streams import _current_event, current_event
 
@@ -29,6 +36,9 @@ from credence.kafka import send_now
 from credence.streams.runtime import redo
 from credence.streams.runtime.freshness import Freshness
 from credence.streams.runtime.redo import Write
+
+if TYPE_CHECKING:
+    from credence.streams.runtime.fence import Fence
 
 
 def local(table):
@@ -68,9 +78,10 @@ class _PartitionEvent:
 
 class TableWrites:
     def __init__(self, tables: Mapping[str, object] | None = None, redo_table: str = "seen",
-                 freshness: Freshness | None = None) -> None:
+                 freshness: Freshness | None = None, fence: Fence | None = None) -> None:
         self._tables = dict(tables or {})
         self._freshness = freshness  # told which partitions' stores a flush kept in step
+        self._fence = fence  # None: through the app's producer, unfenced (unit tests, transactions off)
         self._names = {id(t): name for name, t in self._tables.items()}
         self._redo = self._tables.get(redo_table)
         self._held: dict[tuple[int, str], tuple[object, str, bytes | None, int]] = {}  # the batch's last write per key
@@ -114,12 +125,15 @@ class TableWrites:
         for p, items in by_partition.items():
             with _current(p, events.get(p)):
                 logs[p] = self._redo_records(p, items) if self._redo is not None else []
-        acked = await self._send([r for records in logs.values() for r in records])
+        redo_records = [r for records in logs.values() for r in records]
+        # with a fence, one transaction per partition (its redo record and writes) committed before them
+        acked = await self._send(redo_records + held if self._fence is not None else redo_records)
         for p, items in by_partition.items():
             with _current(p, events.get(p)):
                 _apply(logs[p] + items)
         _persisted(acked)  # only now: a store that says it has the redo record has it
-        _persisted(await self._send(held))
+        if self._fence is None:
+            _persisted(await self._send(held))
         if self._freshness is not None:
             self._freshness.touch(by_partition)
         return len(held)
@@ -155,10 +169,11 @@ class TableWrites:
             stale += 1
         return records
 
-    @staticmethod
-    async def _send(items) -> dict:
+    async def _send(self, items) -> dict:
         """Send every record and wait for all acknowledgements; returns the newest offset per store and
         changelog partition, for `_persisted` (a plain mapping, without a changelog, sends nothing)."""
+        if self._fence is not None:
+            return await self._send_fenced(items)
         sent = []
         for table, key, value, partition in items:
             topic = getattr(table, "changelog_topic", None)
@@ -174,6 +189,22 @@ class TableWrites:
         for table, fut in sent:
             meta = await fut
             newest[(id(table), meta.topic_partition)] = (table, meta.topic_partition, meta.offset)
+        return newest
+
+    async def _send_fenced(self, items) -> dict:
+        """`_send` through the fence: each partition's records in one transaction, the partitions at once."""
+        by_partition: dict[int, list] = {}
+        for table, key, value, partition in items:
+            topic = getattr(table, "changelog_topic", None)
+            if topic is not None:
+                raw_key, _ = topic.prepare_key(key, table.key_serializer)
+                by_partition.setdefault(partition, []).append((table, topic.get_topic_name(), raw_key, value))
+        parts = sorted(by_partition)
+        metas = await asyncio.gather(*(self._fence.send(p, [r[1:] for r in by_partition[p]]) for p in parts))
+        newest: dict = {}
+        for p, partition_metas in zip(parts, metas):
+            for (table, *_), meta in zip(by_partition[p], partition_metas):
+                newest[(id(table), meta.topic_partition)] = (table, meta.topic_partition, meta.offset)
         return newest
 
 
