@@ -19,7 +19,6 @@ import os
 import time
 import uuid
 import weakref
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import orjson
@@ -37,14 +36,13 @@ from credence.streams.runtime.forwards import duplicate_id, header, origin_of
 from credence.streams.runtime.marks import Marks, received_at
 from credence.streams.runtime.ownership import Ownership
 from credence.streams.runtime.positions import ASK, GAP, SEEN, Positions
-from credence.streams.runtime.records import Turn, decode_control, decode_feedback, decode_turn, decode_usage
+from credence.streams.runtime.records import decode_control, decode_input
 from credence.streams.runtime.store import ScopeStore
 from credence.streams.runtime.switch import PowerSwitch
 from credence.streams.runtime.topics import Topics
 from credence.streams.runtime.writes import TableWrites, enqueue
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.step import event_now
-from credence.tables.clock import parse_instant
 
 log = logging.getLogger(__name__)
 INPUTS = ("turns", "feedback", "facts", "control", "usage")
@@ -57,36 +55,6 @@ MAX_INLINE_ANSWERS = 64
 
 def encode_record(record: dict) -> bytes:
     return orjson.dumps(record)
-
-
-@dataclass(frozen=True)
-class Input:
-    """One decoded input record."""
-
-    name: str  # logical topic
-    scope: str
-    kind: str
-    record: dict
-    at: datetime | None  # event time, if the record carries one
-
-
-def decode_input(name: str, raw: bytes) -> Input:
-    if name == "turns":
-        turn: Turn = decode_turn(raw)
-        return Input(name, turn.scope, "turn", turn.to_dict(), turn.ts)
-    if name == "feedback":
-        fb = decode_feedback(raw)
-        return Input(name, f"{fb['tenant']}/{fb['user']}/{fb['character']}", "feedback", fb,
-                     parse_instant(fb["ts"]))
-    if name == "usage":
-        hit = decode_usage(raw)
-        return Input(name, f"{hit['tenant']}/{hit['user']}/{hit['character']}", "usage", hit,
-                     parse_instant(hit["ts"]))
-    ctl = decode_control(raw)
-    if ctl["type"] == "forget":
-        return Input(name, f"{ctl['tenant']}/{ctl['user']}/", "forget", ctl, None)
-    at = parse_instant(ctl.get("now") if ctl["type"] == "tick" else ctl.get("ts"))
-    return Input(name, f"{ctl['tenant']}/{ctl['user']}/{ctl['character']}", ctl["type"], ctl, at)
 
 
 def set_current_event(event) -> None:

@@ -168,18 +168,8 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
     ownership.on_moved(store.drop_partitions)
     ownership.on_moved(reread)
 
-    async def recovered() -> None:
-        # Before any input is read: the last batch of each held partition is whole in the tables again.
-        try:
-            replayed = await writes.replay(set(ownership.held))
-        except BaseException as exc:  # noqa: BLE001 - a half-written batch must never be read as state
-            halt(f"the last batches could not be written again after a restore: {type(exc).__name__}: {exc}")
-        if replayed:
-            log.info("applied the last batch of partitions %s again (%d writes)", sorted(ownership.held), replayed)
-        store.recovered()
-        reread()
-
-    tables.entries.on_recover(recovered)  # every table has been read by then (one recovery for all)
+    # every table has been read by then (one recovery for all)
+    tables.entries.on_recover(_on_recovered(writes, store, ownership, reread))
     switch = PowerSwitch(settings.core_config_path)
     backend = make_backend(settings.llm, count_tokens=default_token_counter(), memory=settings.memory)
     stats = Stats()
@@ -204,6 +194,21 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
     agent.switch = credence.switch  # the API wraps the switch with per-tenant settings
     _register_serving(credence)
     return credence
+
+
+def _on_recovered(writes: TableWrites, store: ScopeStore, ownership: Ownership, reread):
+    """The tables' recovery callback: before any input is read, the last batch of each held partition is
+    whole in the tables again, and what is cached of them is read anew."""
+    async def recovered() -> None:
+        try:
+            replayed = await writes.replay(set(ownership.held))
+        except BaseException as exc:  # noqa: BLE001 - a half-written batch must never be read as state
+            halt(f"the last batches could not be written again after a restore: {type(exc).__name__}: {exc}")
+        if replayed:
+            log.info("applied the last batch of partitions %s again (%d writes)", sorted(ownership.held), replayed)
+        store.recovered()
+        reread()
+    return recovered
 
 
 def stop_with(client):
