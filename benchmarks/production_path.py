@@ -81,6 +81,20 @@ def bench_settings(bootstrap: str, work: Path, llm: LLMSettings, live: bool = Fa
                          pipeline=PipelineSettings(recall_warm_up=False, **timing, **pipeline))
 
 
+def create_topics(bootstrap: str, settings) -> None:
+    """The run's topics; asked again while a busy broker's metadata does not show new partitions yet."""
+    from credence.errors import BrokerError
+
+    for attempt in range(20):
+        try:
+            asyncio.run(ensure_topics(bootstrap, settings, changelogs=True))
+            return
+        except BrokerError:
+            if attempt == 19:
+                raise
+            time.sleep(1.0)  # the broker's metadata catching up, not a Kafka record
+
+
 def openai_llm(server: OpenAICompatibleServer, **kw) -> LLMSettings:
     return LLMSettings(backend="openai", base_url=server.base_url, model=MODEL, timeout_s=30.0, **kw)
 
@@ -94,13 +108,13 @@ def run_replay(bootstrap: str, work: Path, lines: list[bytes], llm: LLMSettings,
     """Pre-produce `lines`, start a worker, wait for every turn, flush the windows still open, wait until
     nothing is left to do. Seconds: the worker's first input batch to idle after the flush."""
     settings = bench_settings(bootstrap, work, llm, **pipeline)
-    asyncio.run(ensure_topics(bootstrap, settings, changelogs=True))
+    create_topics(bootstrap, settings)
     asyncio.run(produce(bootstrap, settings, lines))
     scopes = scopes_of(lines)
     before = len(server.records) if server else 0
     worker = WorkerProcess(settings, bootstrap, work / f"{settings.app_id}.log")
     try:
-        worker.start(ready_timeout_s=120)
+        worker.start(ready_timeout_s=600)
         wait_until(lambda: _taken(worker, len(lines)), DEADLINE_S, "the replay's turns", 0.1)
         asyncio.run(send_control(bootstrap, settings, scopes, "flush"))
         status = wait_until(lambda: idle_status(worker, scopes), DEADLINE_S, "the replay to idle", 0.1)
@@ -260,11 +274,11 @@ async def _live(bootstrap: str, settings, worker: WorkerProcess, rates: list[flo
 
 def run_live(bootstrap: str, work: Path, server: OpenAICompatibleServer, quick: bool) -> dict:
     settings = bench_settings(bootstrap, work, openai_llm(server), live=True)
-    asyncio.run(ensure_topics(bootstrap, settings, changelogs=True))
+    create_topics(bootstrap, settings)
     worker = WorkerProcess(settings, bootstrap, work / f"{settings.app_id}.log")
     rates = [5.0, 15.0, 45.0] if quick else [5.0, 10.0, 20.0, 40.0, 80.0, 160.0, 320.0]
     try:
-        worker.start(ready_timeout_s=120)
+        worker.start(ready_timeout_s=600)
         steps, convo = asyncio.run(_live(bootstrap, settings, worker, rates, 20.0 if quick else 45.0,
                                          pace=20.0))
     finally:
