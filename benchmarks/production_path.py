@@ -12,7 +12,9 @@ Reported: turns/s and the ratio to `rules`, LLM calls per 100 turns by task, pro
 per user turn, the server's max concurrent requests, and (live) turn → journal-event p50/p99, where a
 turn's journal event is the first evidence event of an entry that cites a fact extracted from it.
 
-    python benchmarks/production_path.py [--quick] [--delay 0.2,0.4] [--window-table]
+    python benchmarks/production_path.py [--quick] [--delay 0.2,0.4]
+
+The Stage-1 window table (calls against time to memory) is benchmarks/window_table.py.
 """
 
 from __future__ import annotations
@@ -363,65 +365,12 @@ def report_rows(quick: bool, bootstrap: str, work: Path) -> list[Row]:
     return rows_from(measure(bootstrap, work, quick, delay_from_env()))
 
 
-def window_table(lines: list[bytes], candidates: list[tuple[int, float, float]], tick_s: float = 60.0) -> list[dict]:
-    """Stage-1 calls per 100 turns against time-to-memory (a user turn to its window's close, extraction
-    latency left out) for window settings (max user turns, quiet s, max age s), the window rule itself
-    (streams/scope/window.py) run over each scope's turns as live traffic brings them: a tick every
-    `tick_s` of wall clock moves the scope's clock while a window is open."""
-    from datetime import timedelta
-
-    from credence.streams.scope.window import remaining_started, stage1_cut
-
-    by_scope: dict[str, list[dict]] = {}
-    for t in map(json.loads, lines):
-        by_scope.setdefault(f"{t['user']}/{t['character']}", []).append(t)
-    out = []
-    for batch, quiet, age in candidates:
-        pipeline = PipelineSettings(stage1_max_batch=batch, stage1_quiet_seconds=quiet, stage1_max_wait_seconds=age)
-        windows, waits = 0, []
-        for turns in by_scope.values():
-            buffer, started = [], None
-
-            def close(now):
-                nonlocal buffer, started, windows
-                cut = stage1_cut(buffer, started, now, pipeline)
-                if cut:
-                    windows += 1
-                    waits.extend((now - _instant(t["ts"])).total_seconds() for t in buffer[:cut] if t["role"] == "user")
-                    buffer = buffer[cut:]
-                    started = remaining_started(buffer)
-                return cut
-
-            for i, turn in enumerate(turns):
-                now = _instant(turn["ts"])
-                buffer.append(turn)
-                started = started or now
-                while close(now):
-                    pass
-                end = _instant(turns[i + 1]["ts"]) if i + 1 < len(turns) else now + timedelta(days=1)
-                tick = now + timedelta(seconds=tick_s)
-                while buffer and any(t["role"] == "user" for t in buffer) and tick < end:
-                    close(tick)
-                    tick += timedelta(seconds=tick_s)
-            if buffer:
-                close(now + timedelta(days=1))
-        out.append({"max_turns": batch, "quiet_s": quiet, "max_age_s": age,
-                    "stage1_per_100_turns": 100 * windows / len(lines),
-                    "ttm_p50_s": pct(waits, 0.5), "ttm_p90_s": pct(waits, 0.9), "ttm_p99_s": pct(waits, 0.99)})
-    return out
-
-
-TABLE_CANDIDATES = [(n, q, a) for n in (8, 16) for q in (60, 120, 300, 600)
-                                         for a in (600, 1800, 3600) if a > q]
-
-
 def main() -> int:
     from credence.streams.ops.broker import EmbeddedBroker
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--delay", default=",".join(map(str, DEFAULT_DELAY)), help="answer delay range, s")
-    parser.add_argument("--window-table", action="store_true", help="only the window settings table")
     args = parser.parse_args()
     settings = load_settings()
     with tempfile.TemporaryDirectory(prefix="credence-prod-") as tmp:
@@ -430,18 +379,9 @@ def main() -> int:
             broker = EmbeddedBroker(Path(tmp) / "broker", settings.kafka_version, settings.broker_cache_dir)
             bootstrap = broker.start()
         try:
-            if args.window_table:
-                lines = dialogue_lines(240, 2, 7, "table") + dialogue_lines(10, 24, 8, "table-long")
-                print("| max user turns | quiet | max age | Stage-1 calls / 100 turns | time to memory p50 / p90 / p99 |")
-                print("|---|---|---|---|---|")
-                for r in window_table(lines, TABLE_CANDIDATES):
-                    quiet = f"{r['quiet_s']:g} s"
-                    print(f"| {r['max_turns']} | {quiet} | {r['max_age_s']:g} s | {r['stage1_per_100_turns']:.1f} | "
-                          f"{r['ttm_p50_s']:.0f} / {r['ttm_p90_s']:.0f} / {r['ttm_p99_s']:.0f} s |")
-            else:
-                delay = tuple(float(x) for x in args.delay.split(","))
-                for row in rows_from(measure(bootstrap, Path(tmp), args.quick, delay)):
-                    print(row)
+            delay = tuple(float(x) for x in args.delay.split(","))
+            for row in rows_from(measure(bootstrap, Path(tmp), args.quick, delay)):
+                print(row)
         finally:
             if broker is not None:
                 broker.stop()
