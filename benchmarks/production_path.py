@@ -127,7 +127,8 @@ def run_replay(bootstrap: str, work: Path, lines: list[bytes], llm: LLMSettings,
            "llm": status["llm"]["stats"], "settings": settings}
     if server is not None:
         records = server.records[before:]
-        out["by_task"] = dict(Counter(r.task for r in records))
+        out["by_task"] = dict(Counter(r.task for r in records if r.outcome == "ok"))  # answered calls
+        out["attempts"] = len(records)
         out["max_in_flight"] = max((r.in_flight for r in records), default=0)
         out["violations"] = list(server.violations)
     return out
@@ -339,7 +340,9 @@ def rows_from(report: dict) -> list[Row]:
         total = sum(ours["by_task"].values())
         out.append(Row("production path", f"{name}: LLM calls per 100 turns", total * per100, unit="calls",
                        target="<= 20" if name == "replay" else "",
-                       note=", ".join(f"{t} {n * per100:.1f}" for t, n in sorted(ours["by_task"].items()))))
+                       note=", ".join(f"{t} {n * per100:.1f}" for t, n in sorted(ours["by_task"].items()))
+                       + f"; {ours['attempts']} HTTP requests, {ours['llm']['retries']} retries, "
+                         f"{ours['llm']['failures']} calls failed for good"))
         for task, n in sorted(ours["by_task"].items()):
             out.append(Row("production path", f"{name}: {task} calls per 100 turns", n * per100, unit="calls"))
         for kind in ("prompt", "completion"):
