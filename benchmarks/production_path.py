@@ -28,7 +28,6 @@ import sys
 import tempfile
 import time
 import uuid
-from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -127,7 +126,7 @@ def run_replay(bootstrap: str, work: Path, lines: list[bytes], llm: LLMSettings,
            "llm": status["llm"]["stats"], "settings": settings}
     if server is not None:
         records = server.records[before:]
-        out["by_task"] = dict(Counter(r.task for r in records if r.outcome == "ok"))  # answered calls
+        out["by_task"] = dict(server.first_attempts)  # calls; a retry is one more request, not a call
         out["attempts"] = len(records)
         out["max_in_flight"] = max((r.in_flight for r in records), default=0)
         out["violations"] = list(server.violations)

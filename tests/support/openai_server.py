@@ -87,6 +87,7 @@ class OpenAICompatibleServer:
         self.model = model
         self.extra_models = frozenset(extra_models)  # served too: a platform's model tiers
         self.models_seen: Counter[tuple[str, str]] = Counter()  # (task, model) of every accepted request
+        self.first_attempts: Counter[str] = Counter()  # per task, requests that are no retry (no "seed")
         self.failure_rate = failure_rate
         self.failure_kinds = tuple(failure_kinds)
         self.seed = seed
@@ -248,6 +249,7 @@ class OpenAICompatibleServer:
             self._check_caps(module, messages[1]["content"], payload)
         with self._state:
             self.models_seen[(module.NAME, body["model"])] += 1
+            self.first_attempts[module.NAME] += "seed" not in body
         return module, payload
 
     def _check_caps(self, module: ModuleType, user: str, payload: Any) -> None:
