@@ -332,9 +332,9 @@ def rows_from(report: dict) -> list[Row]:
         rate = ours["turns"] / ours["seconds"]
         out.append(Row("production path", f"{name}: turns/s, openai backend, {delay} s answers", rate,
                        rules["turns"] / rules["seconds"], unit="turns/s", baseline_label="rules backend, same input",
-                       target=("ratio >= 0.15, >= 300 turns/s" if name == "replay" else ">= 100 turns/s"),
+                       target=(">= 300" if name == "replay" else ">= 100"),
                        note=f"{ours['turns']} turns ({ours['user_turns']} user), server max in flight "
-                            f"{ours.get('max_in_flight')}"))
+                            f"{ours.get('max_in_flight')}; the floor is also >= 15% of rules"))
         per100 = 100 / ours["turns"]
         total = sum(ours["by_task"].values())
         out.append(Row("production path", f"{name}: LLM calls per 100 turns", total * per100, unit="calls",
@@ -353,7 +353,8 @@ def rows_from(report: dict) -> list[Row]:
                            pct(ttm, q), unit="s", note=f"{len(ttm)} turns with a remembered fact" if q == 0.5 else ""))
     live = report["live"]
     out.append(Row("production path", "live: capacity (highest sustained offered load)", live["capacity"],
-                   unit="turns/s", note="; ".join(f"{s['rate']:g}/s over {s['scopes']} scopes: backlog "
+                   unit="turns/s", note="a step shorter than a conversation measures intake: its windows close "
+                   "when the conversation ends or goes quiet; " + "; ".join(f"{s['rate']:g}/s over {s['scopes']} scopes: backlog "
                                                   f"{s['backlog_mid']}→{s['backlog_end']}" for s in live["steps"])))
     out.append(Row("production path", "live: server max concurrent requests", live["max_in_flight"], unit="requests"))
     for q in (0.5, 0.99):
