@@ -2,7 +2,7 @@
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 
 class ArchiveSettings(BaseModel):
@@ -22,3 +22,20 @@ class ArchiveSettings(BaseModel):
     compression_level: int | None = None
     # Consumer group of the sink; the archive and evidence sinks append ".archive"/".evidence".
     group_id: str = "credence-sink"
+    # For an s3:// root. Unset, the standard AWS variables apply (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID,
+    # AWS_SECRET_ACCESS_KEY, AWS_REGION) and then the SDK's usual chain (profile, instance role).
+    s3_endpoint_url: str | None = None  # an S3-compatible service, e.g. http://127.0.0.1:9000
+    s3_access_key_id: str | None = None
+    s3_secret_access_key: SecretStr | None = None
+    s3_region: str | None = None
+
+    @model_validator(mode="after")
+    def _key_pair(self) -> "ArchiveSettings":
+        if (self.s3_access_key_id is None) != (self.s3_secret_access_key is None):
+            raise ValueError("set s3_access_key_id and s3_secret_access_key together, or neither")
+        return self
+
+    @property
+    def s3_overridden(self) -> bool:
+        """Whether any S3 connection setting is given here rather than left to the AWS variables."""
+        return any(v is not None for v in (self.s3_endpoint_url, self.s3_access_key_id, self.s3_region))

@@ -28,7 +28,13 @@ class LLMSettings(BaseModel):
 
     timeout_s: float = Field(default=30.0, gt=0)
     max_retries: int = Field(default=4, ge=0)
-    max_concurrency: int = Field(default=8, ge=1)
+    # Requests in flight at the server per worker: adaptive (AIMD, streams/llm/concurrency.py), starting
+    # at initial_concurrency, halved on 429/503/timeouts, grown by one per window of answers while latency
+    # holds, always within [min_concurrency, max_concurrency]. max_concurrency also sizes the one HTTP
+    # connection pool (all kept alive) and the runner's own bound.
+    max_concurrency: int = Field(default=256, ge=1)
+    initial_concurrency: int = Field(default=64, ge=1)
+    min_concurrency: int = Field(default=1, ge=1)
     backoff_base_s: float = Field(default=0.5, ge=0)
     backoff_max_s: float = Field(default=20.0, ge=0)
     # A backend that runs in the worker's process (rules) answers each request inside the batch, right

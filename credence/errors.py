@@ -21,6 +21,11 @@ class LLMError(CredenceError):
     """The LLM backend failed after its retries, or returned output that fails its schema."""
 
 
+class LLMUnavailable(LLMError):
+    """The server was unreachable, overloaded or answered unusably on every attempt: the request itself
+    was not refused, so the same request may succeed later."""
+
+
 class ArchiveError(CredenceError):
     """Writing or querying the Parquet archive failed."""
 
@@ -54,3 +59,7 @@ class BridgeError(CredenceError):
 class BridgeRetired(BridgeError):
     """The bridge is switched off (bridge_enabled is false): nothing is nominated or approved, nothing is
     emitted, existing candidates stay as they are. Set CREDENCE_BRIDGE__BRIDGE_ENABLED=true to open it."""
+
+
+class ObjectStoreError(CredenceError):
+    """The embedded S3-compatible server (s3proxy) could not be resolved or started."""

@@ -20,10 +20,12 @@ from typing import Any
 
 import duckdb
 import pyarrow as pa
+import pyarrow.dataset as ds
 
+from credence.config.archive import ArchiveSettings
 from credence.errors import ArchiveError
 from credence.sinks.schema import EVIDENCE, FACTS_KIND, PARTITION_SCHEMA, SCHEMAS, TABLES
-from credence.sinks.shards import Archive, open_archive
+from credence.sinks.shards import Archive, list_shards, open_archive
 
 FORMATS = ("table", "csv", "json")
 _HIVE_TYPES = "{'tenant': VARCHAR, 'kind': VARCHAR, 'date': DATE}"
@@ -68,6 +70,7 @@ SELECT tenant, "date" AS day,
        count(*) FILTER (WHERE event = 'stage2_dropped')          AS stage2_dropped,
        count(*) FILTER (WHERE event = 'facts_failed')            AS facts_failed
 """
+FUNNEL_COLUMNS = ["tenant", "date", "event", "to_status"]
 
 
 # Seed 002, bi-temporal validity: one row per journalled version of an entry, with the span it was the
@@ -98,9 +101,9 @@ def _entry_versions_view(conn: duckdb.DuckDBPyConnection) -> None:
         WHERE entry_kind <> '{FACTS_KIND}'""")
 
 
-def valid_at(root: str, at: datetime) -> list[dict[str, Any]]:
+def valid_at(root: str, at: datetime, settings: ArchiveSettings | None = None) -> list[dict[str, Any]]:
     """What was valid at ``at`` according to the journal's Parquet copy (VALID_AT_SQL)."""
-    conn = connect(root)
+    conn = connect(root, settings=settings)
     try:
         result = conn.execute(VALID_AT_SQL, [at])
         columns = [d[0] for d in result.description]
@@ -111,13 +114,16 @@ def valid_at(root: str, at: datetime) -> list[dict[str, Any]]:
         conn.close()
 
 
-def connect(root: str, database: str = ":memory:") -> duckdb.DuckDBPyConnection:
+def connect(root: str, database: str = ":memory:", settings: ArchiveSettings | None = None) -> duckdb.DuckDBPyConnection:
     """A connection with the views ``archive``, ``evidence`` and ``entry_versions`` over the shards under
-    ``root``."""
-    archive = open_archive(root)
-    conn = _new_connection(archive, database)
+    ``root`` (``settings`` supplies the S3 connection fields of an s3:// root)."""
+    archive = open_archive(root, settings)
+    conn = _new_connection(database)
     try:
         for table in TABLES:
+            if not archive.is_local:
+                _remote_view(conn, archive, table)
+                continue
             try:
                 conn.execute(
                     f"CREATE VIEW {table} AS SELECT * FROM read_parquet({_literal(_pattern(archive, table))}, "
@@ -131,18 +137,48 @@ def connect(root: str, database: str = ":memory:") -> duckdb.DuckDBPyConnection:
     except duckdb.Error as exc:
         conn.close()
         raise ArchiveError(f"cannot open the archive views under {root!r}: {exc}") from exc
+    except ArchiveError:
+        conn.close()
+        raise
     return conn
 
 
-def _new_connection(archive: Archive, database: str = ":memory:") -> duckdb.DuckDBPyConnection:
+def _new_connection(database: str = ":memory:") -> duckdb.DuckDBPyConnection:
     conn = duckdb.connect(database)
     conn.execute("SET TimeZone = 'UTC'")
     # union_by_name reads every shard's footer when a query binds; a reused connection keeps them.
     conn.execute("SET parquet_metadata_cache = true")
-    if not archive.is_local:
-        conn.execute("INSTALL httpfs")  # remote roots (s3://, gs://) read through httpfs
-        conn.execute("LOAD httpfs")
     return conn
+
+
+def shard_dataset(archive: Archive, table: str, columns: list[str] | None = None) -> ds.Dataset | None:
+    """The published shards of ``table`` as one Arrow dataset read through the archive's own filesystem
+    (how DuckDB reads a remote root: nothing to install, and only the listed shards are reachable), or
+    None when there are none. Shards written before a column existed read it as null (union_by_name)."""
+    paths = list_shards(archive, table)
+    if not paths:
+        return None
+    schema = pa.schema(list(SCHEMAS[table]) + list(PARTITION_SCHEMA))
+    if columns is not None:
+        schema = pa.schema([schema.field(c) for c in columns])
+    try:
+        return ds.dataset(paths, schema=schema, format="parquet", filesystem=archive.fs,
+                          partitioning=ds.partitioning(PARTITION_SCHEMA, flavor="hive"),
+                          partition_base_dir=archive.table_dir(table))
+    except (OSError, pa.ArrowException) as exc:
+        raise ArchiveError(f"cannot read the {table} shards under {archive.table_dir(table)}: {exc}") from exc
+
+
+def _remote_view(conn: duckdb.DuckDBPyConnection, archive: Archive, table: str) -> None:
+    dataset = shard_dataset(archive, table)
+    if dataset is None:
+        _empty_view(conn, table)
+        return
+    conn.register(f"_{table}_shards", dataset)
+    # The columns in a local root's order (read_parquet appends the hive columns as date, kind, tenant),
+    # so `SELECT *` reads alike from either root.
+    conn.execute(f'CREATE VIEW {table} AS SELECT * EXCLUDE (tenant, kind, "date"), "date", kind, tenant '
+                 f"FROM _{table}_shards")
 
 
 def _pattern(archive: Archive, table: str) -> str:
@@ -153,14 +189,16 @@ def _no_files(exc: duckdb.Error) -> bool:
     return "No files found" in str(exc)
 
 
-def query(root: str, sql: str, params: list | dict | None = None, fmt: str = "table") -> str:
+def query(root: str, sql: str, params: list | dict | None = None, fmt: str = "table",
+          settings: ArchiveSettings | None = None) -> str:
     """Run one SQL statement over the views and render the result as a table, CSV or JSON."""
     if fmt not in FORMATS:
         raise ArchiveError(f"unknown output format {fmt!r}; use one of {FORMATS}")
     _read_only_statement(sql)
-    conn = connect(root)
+    archive = open_archive(root, settings)
+    conn = connect(root, settings=settings)
     try:
-        _sandbox(conn, open_archive(root))
+        _sandbox(conn, archive)
         result = conn.execute(sql, params) if params is not None else conn.execute(sql)
         columns = [d[0] for d in result.description or []]
         rows = result.fetchall() if columns else []
@@ -189,11 +227,14 @@ def _read_only_statement(sql: str) -> None:
 
 
 def _sandbox(conn: duckdb.DuckDBPyConnection, archive: Archive) -> None:
-    """After the views exist: files outside the archive root are out of reach (no read_csv('/etc/…')), and
-    the query cannot switch that back."""
+    """After the views exist: files outside the archive root are out of reach (no read_csv('/etc/…'), no
+    read_parquet('s3://…') of another prefix), and the query cannot switch that back. A local root's views
+    read its folder; a remote root's views read registered Arrow datasets, so DuckDB itself may read nothing."""
     if archive.is_local:
         conn.execute(f"SET allowed_directories = [{_literal(archive.base + '/')}]")
-        conn.execute("SET enable_external_access = false")
+    conn.execute("SET enable_external_access = false")
+    # A table name the query does not define must never resolve to a Python variable of the caller.
+    conn.execute("SET python_enable_replacements = false")
     conn.execute("SET lock_configuration = true")
 
 
@@ -205,16 +246,22 @@ def funnel(conn: duckdb.DuckDBPyConnection, tenant: str | None = None,
 
 
 def report(root: str, png_path: str | Path | None = None, tenant: str | None = None,
-           since: date | None = None, until: date | None = None) -> str:
+           since: date | None = None, until: date | None = None, settings: ArchiveSettings | None = None) -> str:
     """The funnel as a text table (returned) and, given ``png_path``, a chart of it."""
-    archive = open_archive(root)
-    conn = _new_connection(archive)
+    archive = open_archive(root, settings)
+    conn = _new_connection()
     try:
         # Straight from the shards, not through the view: the funnel reads only columns every
         # evidence shard has had since v1, so it needs neither union_by_name (a footer pass over
         # every shard) nor the view's own listing of the shards when it is created.
-        source = f"read_parquet(?, hive_partitioning = true, hive_types = {_HIVE_TYPES})"
-        rows = _funnel(conn, source, [_pattern(archive, EVIDENCE)], tenant, since, until)
+        if archive.is_local:
+            source = f"read_parquet(?, hive_partitioning = true, hive_types = {_HIVE_TYPES})"
+            rows = _funnel(conn, source, [_pattern(archive, EVIDENCE)], tenant, since, until)
+        else:
+            dataset = shard_dataset(archive, EVIDENCE, FUNNEL_COLUMNS)
+            if dataset is not None:
+                conn.register("_evidence_shards", dataset)
+            rows = [] if dataset is None else _funnel(conn, "_evidence_shards", [], tenant, since, until)
     finally:
         conn.close()
     if png_path is not None:

@@ -118,7 +118,7 @@ class ArchiveSink:
         self.dead_letter_topic = dead_letter_topic
         self.clock = clock
         self.kafka = kafka
-        self.archive: Archive = open_archive(settings.root)
+        self.archive: Archive = open_archive(settings.root, settings)
         self.stats = SinkStats()
         self._spans: dict[int, _Span] = {}
         self._seen: dict[int, _Seen] = {}

@@ -42,7 +42,7 @@ def forget_user(root: str, tenant: str, user: str, settings: ArchiveSettings | N
     ``settings`` supplies the writer options (compression) for rewritten shards; defaults otherwise.
     """
     settings = settings or ArchiveSettings(root=root)
-    archive = open_archive(root)
+    archive = open_archive(root, settings)
     mark_forgotten(archive, tenant, user)
     removed = rewritten = deleted = 0
     for table in TABLES:

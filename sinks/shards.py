@@ -9,8 +9,11 @@ planned, so names never depend on either decision.
 
 Publishing: local files are written to a hidden ``.*.tmp`` name in the target directory, fsynced,
 renamed over the final name and the directory fsynced; a temp name never matches ``*.parquet``.
-Object stores (s3://, gs://) publish an object whole when its upload completes, so the final
-name is written directly there.
+Object stores (s3://, gs://) have no rename, and need none: an object appears whole when its upload
+completes (pyarrow uploads in parts and completes on close), and until then readers see the previous
+version or nothing. A writer killed mid-upload leaves an incomplete multipart upload, which no listing
+shows (an S3 lifecycle rule, AbortIncompleteMultipartUpload, reclaims its parts). So the final name is
+written directly there, and the sink commits offsets only after the upload completed.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import os
 import time
 import uuid
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 import numpy as np
 import pyarrow as pa
@@ -57,16 +61,34 @@ class Archive:
         return f"{self.fs.type_name.replace('gcs', 'gs')}://{path}"
 
 
-def open_archive(root: str) -> Archive:
-    """Resolve a local folder or a filesystem URL (s3://bucket/prefix, gs://…, file:///…)."""
+def open_archive(root: str, settings: ArchiveSettings | None = None) -> Archive:
+    """Resolve a local folder or a filesystem URL (s3://bucket/prefix, gs://…, file:///…); an s3:// root
+    connects with ``settings``' S3 fields where given, else with the standard AWS variables."""
     try:
-        if "://" in root:
+        if root.startswith("s3://") and settings is not None and settings.s3_overridden:
+            fs, base = _s3(settings), root.removeprefix("s3://")
+        elif "://" in root:
             fs, base = pafs.FileSystem.from_uri(root)
         else:
             fs, base = pafs.LocalFileSystem(), os.path.abspath(root)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError, OSError) as exc:
         raise ArchiveError(f"cannot open archive root {root!r}: {exc}; use a folder or a URL pyarrow.fs supports") from exc
+    if not isinstance(fs, pafs.LocalFileSystem) and not base.strip("/"):
+        raise ArchiveError(f"archive root {root!r} names no bucket; use s3://bucket or s3://bucket/prefix")
     return Archive(fs, base.rstrip("/"))
+
+
+def _s3(settings: ArchiveSettings) -> pafs.S3FileSystem:
+    # Unlike FileSystem.from_uri, the constructor does not read AWS_ENDPOINT_URL itself.
+    endpoint = settings.s3_endpoint_url or os.environ.get("AWS_ENDPOINT_URL")
+    options: dict = {"region": settings.s3_region or os.environ.get("AWS_REGION")}
+    if endpoint:
+        url = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
+        options |= {"endpoint_override": url.netloc, "scheme": url.scheme}
+    if settings.s3_access_key_id is not None:
+        options |= {"access_key": settings.s3_access_key_id,
+                    "secret_key": settings.s3_secret_access_key.get_secret_value()}
+    return pafs.S3FileSystem(**{k: v for k, v in options.items() if v is not None})
 
 
 def shard_name(partition: int, first_offset: int, last_offset: int) -> str:

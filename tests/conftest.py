@@ -21,6 +21,7 @@ hypothesis_settings.load_profile("credence")
 
 from credence.config import Settings, load_settings
 from credence.streams.ops.broker import EmbeddedBroker, free_port
+from credence.streams.ops.objectstore import ObjectStore
 
 
 def pytest_addoption(parser):
@@ -63,6 +64,26 @@ def kafka_bootstrap(tmp_path_factory) -> str:
         yield broker.bootstrap
     finally:
         broker.stop()
+
+
+@pytest.fixture(scope="session")
+def object_store(tmp_path_factory) -> ObjectStore:
+    """The project's own S3-compatible server (s3proxy over a folder) for the session."""
+    store = ObjectStore(tmp_path_factory.mktemp("s3proxy"))
+    store.start()
+    try:
+        yield store
+    finally:
+        store.stop()
+
+
+@pytest.fixture
+def s3_root(object_store: ObjectStore, monkeypatch) -> str:
+    """An archive root (s3://bucket/archive) in a bucket no other test shares; the standard AWS variables
+    point this process, and every process it starts, at the session's object store."""
+    for name, value in object_store.env().items():
+        monkeypatch.setenv(name, value)
+    return object_store.create_bucket(f"credence-{uuid.uuid4().hex[:12]}") + "/archive"
 
 
 @pytest.fixture

@@ -16,6 +16,7 @@ from credence.streams.api import memory_ops, models, reads
 from credence.streams.api.cards import Card, card_key, check_card_entries
 from credence.streams.api.openapi import document
 from credence.streams.api.tenants import Tenant
+from credence.streams.ops.replay import end_offsets, forget_record
 from credence.streams.runtime.records import decode_feedback, decode_turn
 from credence.tables.clock import format_instant
 from credence.tables.scope import Scope
@@ -242,8 +243,13 @@ class Handlers:
 
     async def delete_user(self, call: Call):
         tenant, user = call.tenant.name, call.params["user"]
-        raw = json.dumps({"v": 1, "type": "forget", "tenant": tenant, "user": user}).encode()
-        partitions = self.credence.settings.topic_partitions
+        settings = self.credence.settings
+        partitions = settings.topic_partitions
+        try:  # ordered after the user's records already queued (streams/runtime/forgets.py)
+            after = await end_offsets(self.bootstrap, settings, list(range(partitions)))
+        except Exception as exc:  # noqa: BLE001 - nothing was sent: the caller retries
+            raise ApiError(503, f"could not read the input topics' end offsets ({type(exc).__name__}); retry") from None
+        raw = forget_record(tenant, user, after)
         for partition in range(partitions):  # a user's scopes (one per character) live on many partitions
             await self._send("control", f"{tenant}/{user}/", raw, partition=partition)
         return 202, models.ForgetResponse(tenant=tenant, user=user, partitions=partitions)

@@ -63,16 +63,33 @@ class OwnerRouter:
         if request.headers.get(FORWARDED_HEADER):
             raise ApiError(503, f"scope {scope} is moving between workers; retry shortly", {"Retry-After": "1"})
         url = request.url.with_scheme(target.scheme or "http").with_host(target.host).with_port(target.port)
-        headers = {h: request.headers[h] for h in PASSED_HEADERS if h in request.headers}
-        headers[FORWARDED_HEADER] = "1"
+        status, payload, kept, content_type = await self._send(
+            request.method, url, {h: request.headers[h] for h in PASSED_HEADERS if h in request.headers}, body, scope)
+        return web.Response(body=payload, status=status, headers=kept, content_type=content_type)
+
+    async def ask(self, scope: str, method: str, path: str, query: dict[str, str], authorization: str,
+                  body: bytes | None) -> tuple[int, bytes] | None:
+        """The owner's answer (status, JSON body) to the /v1 request `method path?query`, or None when this
+        worker should answer itself: the same forwarding for a caller with no HTTP request of its own to
+        pass on (an MCP tool call)."""
+        target = self.owner(scope)
+        if target is None:
+            return None
+        url = URL.build(scheme=target.scheme or "http", host=target.host or "", port=target.port, path=path,
+                        query=query)
+        headers = {"Authorization": authorization, "Content-Type": "application/json"}
+        status, payload, _, _ = await self._send(method, url, headers, body, scope)
+        return status, payload
+
+    async def _send(self, method: str, url: URL, headers: dict[str, str], body: bytes | None, scope: str):
+        headers = {**headers, FORWARDED_HEADER: "1"}
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=self.timeout)
         try:
-            async with self._session.request(request.method, url, headers=headers, data=body) as resp:
+            async with self._session.request(method, url, headers=headers, data=body) as resp:
                 payload = await resp.read()
                 kept = {h: resp.headers[h] for h in RETURNED_HEADERS if h in resp.headers}
-                return web.Response(body=payload, status=resp.status, headers=kept,
-                                    content_type=resp.content_type)
+                return resp.status, payload, kept, resp.content_type
         except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
             raise ApiError(503, f"the worker owning scope {scope} did not answer ({type(exc).__name__}); "
                                 "retry shortly", {"Retry-After": "1"}) from None

@@ -72,16 +72,19 @@ class Api:
                 forwarded = await self.router.forward(request, scope, raw)
                 if forwarded is not None:
                     return forwarded
-                if not is_ready(self.credence.app):  # an owner still recovering its tables has no answer yet
-                    raise ApiError(503, "this worker is recovering its tables; retry shortly", {"Retry-After": "1"})
-            status, result = await getattr(self.handlers, route.name)(
-                Call(tenant=caller, params=params, body=body, query=request.query))
+            status, result = await self.answer(route, caller, params, body, request.query)
             return json_response(status, result)
         except ApiError as exc:
             return error_response(exc)
         except Exception:  # noqa: BLE001 - a bug must answer 500, not drop the connection
             log.exception("%s %s failed", request.method, request.path)
             return error_response(ApiError(500, "internal error; see the worker log"))
+
+    async def answer(self, route: Route, caller, params: dict[str, str], body, query):
+        """This worker's own answer, once the caller, path, body and owner are settled (HTTP and MCP)."""
+        if route.scope and not is_ready(self.credence.app):  # an owner still recovering its tables has no answer
+            raise ApiError(503, "this worker is recovering its tables; retry shortly", {"Retry-After": "1"})
+        return await getattr(self.handlers, route.name)(Call(tenant=caller, params=params, body=body, query=query))
 
 
 def _view(api: Api, routes: list[Route]) -> type[View]:
@@ -108,6 +111,9 @@ def register(credence, bootstrap: str) -> Api:
         by_path.setdefault(route.path, []).append(route)
     for path, routes in by_path.items():
         app.page(path, name=f"v1_{routes[0].name}")(_view(api, routes))
+    from credence.streams.api.mcp_server import register as register_mcp
+
+    register_mcp(credence, api)  # the same routes as MCP tools, on POST /mcp
 
     @app.task
     async def follow_directory():

@@ -48,6 +48,11 @@ class LLMBackend(abc.ABC):
     @abc.abstractmethod
     def stats(self) -> LLMStats: ...
 
+    @property
+    def concurrency_limit(self) -> int | None:
+        """Requests the backend lets into flight now (adaptive for a model server); None: unbounded."""
+        return None
+
     @abc.abstractmethod
     async def extract_facts(self, turns: Sequence[Turn]) -> list[Fact]:
         """Stage 1: new facts about the user from a batch of turns."""

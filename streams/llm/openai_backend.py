@@ -11,7 +11,6 @@ Anything else, or the last failed retry, raises LLMError."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 from collections.abc import Sequence
@@ -25,9 +24,10 @@ from tenacity.wait import wait_random_exponential
 
 from credence.config.llm import LLMSettings
 from credence.config.memory import DEFAULT_MEMORY_SETTINGS as SEED_CAPS  # the seed's Stage-2 caps
-from credence.errors import ConfigError, LLMError
+from credence.errors import ConfigError, LLMError, LLMUnavailable
 from credence.streams.llm.aliases import Reader
 from credence.streams.llm.backend import LLMBackend, LLMStats
+from credence.streams.llm.concurrency import NEUTRAL, OK, OVERLOAD, AdaptiveGate, AIMDLimit
 from credence.streams.llm.models import (
     Classification,
     Fact,
@@ -96,9 +96,13 @@ class OpenAIBackend(LLMBackend):
             base_url=settings.base_url.rstrip("/") + "/",
             headers=headers,
             timeout=httpx.Timeout(settings.timeout_s),
-            limits=httpx.Limits(max_connections=settings.max_concurrency),
+            # Every connection the limit may use stays alive between calls (httpx keeps only 20 by
+            # default: at 64 in flight the rest would reconnect on every call).
+            limits=httpx.Limits(max_connections=settings.max_concurrency,
+                                max_keepalive_connections=settings.max_concurrency),
         )
-        self._in_flight = asyncio.Semaphore(settings.max_concurrency)
+        self._gate = AdaptiveGate(AIMDLimit(minimum=min(settings.min_concurrency, settings.max_concurrency),
+                                            maximum=settings.max_concurrency, limit=settings.initial_concurrency))
         self._jitter = wait_random_exponential(multiplier=settings.backoff_base_s, max=settings.backoff_max_s)
 
     @property
@@ -109,6 +113,10 @@ class OpenAIBackend(LLMBackend):
     @property
     def stats(self) -> LLMStats:
         return self._stats
+
+    @property
+    def concurrency_limit(self) -> int:
+        return self._gate.limit
 
     async def aclose(self) -> None:
         await self._client.aclose()
@@ -166,7 +174,7 @@ class OpenAIBackend(LLMBackend):
                     return result
         except TransientFailure as exc:
             self._stats.failures += 1
-            raise LLMError(
+            raise LLMUnavailable(
                 f"LLM task {module.NAME} failed after {self._settings.max_retries + 1} attempts against "
                 f"{self._settings.base_url} (model {self._settings.model!r}); last error: {exc}. Check that the "
                 "OpenAI-compatible server is up and not overloaded, or raise CREDENCE_LLM__TIMEOUT_S / "
@@ -178,13 +186,16 @@ class OpenAIBackend(LLMBackend):
         raise AssertionError("unreachable: tenacity either returns or raises")
 
     async def _attempt(self, module: ModuleType, body: dict[str, Any]) -> Any:
-        async with self._in_flight:
+        async with self._gate.slot() as report:
             try:
                 response = await self._client.post("chat/completions", json=body)
             except httpx.TimeoutException as exc:
+                report.outcome = OVERLOAD
                 raise TransientFailure(f"timed out after {self._settings.timeout_s}s ({type(exc).__name__})") from exc
             except httpx.TransportError as exc:
                 raise TransientFailure(f"connection error: {exc!r}") from exc
+            # Only "too busy" lowers the limit; another error says nothing of the server's load.
+            report.outcome = OVERLOAD if response.status_code in (429, 503) else OK if response.is_success else NEUTRAL
         if response.status_code == 429 or response.status_code >= 500:
             raise TransientFailure(f"HTTP {response.status_code}: {response.text[:200]}", _retry_after(response))
         if response.status_code >= 400:

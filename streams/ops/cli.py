@@ -72,6 +72,14 @@ def cmd_replay(args) -> int:
     return 0
 
 
+def cmd_mcp(args) -> int:
+    from credence.streams.ops.mcp_stdio import read_key, serve
+
+    key = read_key(args.key_file)
+    asyncio.run(serve(args.url, key))
+    return 0
+
+
 def cmd_demo(args) -> int:
     from credence.streams.ops.demo import default_input, run_demo
 
@@ -122,15 +130,16 @@ def cmd_archive_query(args) -> int:
     except ValueError as exc:
         raise ArchiveError(f"a --param is not JSON ({exc}); quote strings as JSON ('\"acme\"') "
                            "or drop --json-params") from exc
-    print(query(_settings(args).archive.root if not args.root else args.root, args.sql, params, args.format))
+    settings = _settings(args).archive
+    print(query(args.root or settings.root, args.sql, params, args.format, settings))
     return 0
 
 
 def cmd_archive_report(args) -> int:
     from credence.sinks.analytics import report
 
-    root = args.root or _settings(args).archive.root
-    print(report(root, args.png, tenant=args.tenant))
+    settings = _settings(args).archive
+    print(report(args.root or settings.root, args.png, tenant=args.tenant, settings=settings))
     if args.png:
         print(f"chart written to {args.png}")
     return 0
@@ -275,6 +284,13 @@ def _runtime_parsers(sub) -> None:
                    "create the sample's tenants and print a key and a curl line for the HTTP API")
     p.add_argument("--port", type=int, default=0, help="with --serve: the API's port (default CREDENCE_WEB_PORT)")
     p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("mcp", help="a running worker's MCP tools over stdio, for local MCP clients",
+                       description="Proxies MCP over stdin/stdout to the worker's POST /mcp (streamable HTTP), "
+                                   "with the tenant key as the bearer: the same six memory tools.")
+    p.add_argument("--url", required=True, help="the worker's web URL, e.g. http://127.0.0.1:6066")
+    p.add_argument("--key-file", required=True, help="a file holding the tenant's API key (`credence tenants add`)")
+    p.set_defaults(func=cmd_mcp)
 
 
 def _data_parsers(sub) -> None:

@@ -65,22 +65,27 @@ def free_port() -> int:
 
 def resolve_kafka(version: str, cache_dir: Path) -> Path:
     """Return the folder of runtime jars for Kafka `version`, fetching them with Maven once."""
-    libs = cache_dir / version / "libs"
-    marker = cache_dir / version / ".complete"
+    pom = _POM.format(kafka=version, log4j=_LOG4J_VERSION)
+    return resolve_jars(cache_dir / version, pom, f"org.apache.kafka:kafka_2.13:{version}", BrokerError,
+                        "Maven (mvn) is not on PATH, so the embedded Kafka broker cannot be fetched. Install Maven "
+                        "and Java 17, or point CREDENCE_KAFKA_BOOTSTRAP at an existing Kafka cluster.")
+
+
+def resolve_jars(work: Path, pom: str, what: str, error: type[Exception], no_maven: str) -> Path:
+    """Return ``work``/libs, the runtime jars of ``pom``'s dependencies, copied there by Maven once
+    (``what`` names them in messages; ``error`` is raised with ``no_maven`` when mvn is missing)."""
+    libs = work / "libs"
+    marker = work / ".complete"
     if marker.exists():
         return libs
     mvn = shutil.which("mvn")
     if mvn is None:
-        raise BrokerError(
-            "Maven (mvn) is not on PATH, so the embedded Kafka broker cannot be fetched. Install Maven "
-            "and Java 17, or point CREDENCE_KAFKA_BOOTSTRAP at an existing Kafka cluster."
-        )
-    work = cache_dir / version
+        raise error(no_maven)
     work.mkdir(parents=True, exist_ok=True)
-    (work / "pom.xml").write_text(_POM.format(kafka=version, log4j=_LOG4J_VERSION))
+    (work / "pom.xml").write_text(pom)
     staging = work / "libs.partial"
     shutil.rmtree(staging, ignore_errors=True)
-    log.info("resolving Apache Kafka %s from Maven Central into %s", version, libs)
+    log.info("resolving %s from Maven Central into %s", what, libs)
     proc = subprocess.run(
         [mvn, "-q", "-B", "-f", str(work / "pom.xml"), "dependency:copy-dependencies",
          f"-DoutputDirectory={staging}", "-DincludeScope=runtime"],
@@ -88,10 +93,10 @@ def resolve_kafka(version: str, cache_dir: Path) -> Path:
     )
     if proc.returncode != 0:
         tail = (proc.stdout + proc.stderr)[-2000:]
-        raise BrokerError(f"Maven could not resolve org.apache.kafka:kafka_2.13:{version}:\n{tail}")
+        raise error(f"Maven could not resolve {what}:\n{tail}")
     shutil.rmtree(libs, ignore_errors=True)
     staging.rename(libs)  # a half-copied folder is never mistaken for a complete one
-    marker.write_text(version)
+    marker.write_text(what)
     return libs
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from datetime import datetime, timezone
 
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from credence.config import Settings
 from credence.deadletter import dead_letter
@@ -116,16 +116,40 @@ async def send_control(bootstrap: str, settings: Settings, scopes: list[Scope | 
         await producer.stop()
 
 
+async def end_offsets(bootstrap: str, settings: Settings, partitions: list[int]) -> dict[str, list[int]]:
+    """Each input topic's end offset on each of `partitions` (logical topic name -> offsets by partition)."""
+    from credence.streams.runtime.agent import INPUTS  # the worker's modules load only when asked
+
+    consumer = AIOKafkaConsumer(**client_options(bootstrap, settings.kafka, enable_auto_commit=False))
+    await start(consumer, bootstrap, settings.kafka)
+    try:
+        tps = {name: [TopicPartition(settings.topic(name), p) for p in partitions] for name in INPUTS}
+        ends = await consumer.end_offsets([tp for named in tps.values() for tp in named])
+        return {name: [ends[tp] for tp in named] for name, named in tps.items()}
+    finally:
+        await consumer.stop()
+
+
+def forget_record(tenant: str, user: str, after: dict[str, list[int]]) -> bytes:
+    """A credence.control v1 forget of the user, ordered after everything `after` (input topic -> end
+    offset by partition) counts."""
+    return json.dumps({"v": 1, "type": "forget", "tenant": tenant, "user": user, "after": after}).encode()
+
+
 async def send_forget(bootstrap: str, settings: Settings, tenant: str, user: str) -> int:
     """Ask every partition's owner to delete the user's scopes: one forget record per partition (a user's
-    scopes — one per character — live on many partitions). Returns the partitions asked."""
+    scopes — one per character — live on many partitions). Returns the partitions asked.
+
+    The record names every input topic's end offsets at sending (`after`): the user's records queued
+    before the forget on any topic are dropped when the worker reads them later, never applied
+    (streams/runtime/forgets.py)."""
     await ensure_topics(bootstrap, settings)
     producer = AIOKafkaProducer(**client_options(bootstrap, settings.kafka, acks="all"))
     await start(producer, bootstrap, settings.kafka)
     try:
         topic = settings.topic("control")
-        body = json.dumps({"v": 1, "type": "forget", "tenant": tenant, "user": user}).encode()
         parts = sorted(producer.client.cluster.partitions_for_topic(topic) or range(settings.topic_partitions))
+        body = forget_record(tenant, user, await end_offsets(bootstrap, settings, parts))
         for partition in parts:
             await producer.send_and_wait(topic, body, key=f"{tenant}/{user}/".encode(), partition=partition)
         return len(parts)

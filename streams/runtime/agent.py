@@ -31,6 +31,8 @@ from credence.deadletter import dead_letter
 from credence.errors import RecordError
 from credence.kafka import send_now
 from credence.streams.runtime.batch import RELEASE, Applied, ScopeWork, Sends, apply, is_idle_tick, rebuild
+from credence.streams.runtime.forgets import Forgets
+from credence.streams.runtime.forwards import duplicate_id, header, origin_of
 from credence.streams.runtime.marks import Marks, received_at
 from credence.streams.runtime.ownership import Ownership
 from credence.streams.runtime.positions import ASK, GAP, SEEN, Positions
@@ -45,6 +47,8 @@ from credence.tables.clock import parse_instant
 
 log = logging.getLogger(__name__)
 INPUTS = ("turns", "feedback", "facts", "control", "usage")
+# Control records that act on a scope's existing state: they never create a scope.
+ACTS_ON_STATE = ("result", "failed", "tick", "flush", "restore", "consensus", "dedupe")
 # In-process answers applied after one record, at most; past it (a loop of requests raising requests, a
 # bug) the rest go to the runner and come back through the result topics.
 MAX_INLINE_ANSWERS = 64
@@ -103,9 +107,11 @@ def halt(reason: str) -> None:
 
 class ScopeAgent:
     def __init__(self, settings: Settings, topics: Topics, store: ScopeStore, marks: Marks, writes: TableWrites,
-                 ownership: Ownership, switch: PowerSwitch, stats, positions: Positions) -> None:
+                 ownership: Ownership, switch: PowerSwitch, stats, positions: Positions,
+                 forgets: Forgets | None = None) -> None:
         self.settings, self.topics, self.store, self.marks, self.writes = settings, topics, store, marks, writes
         self.positions = positions
+        self.forgets = forgets or Forgets({}, writes, settings.topic)  # the app's are kept in `seen`
         self.consumer_of = None  # () -> the Faust consumer (set with the app): rewinds seek it
         self.probe = None  # probe.OffsetProbe (set with the app): which offsets of a partition hold records
         self.ownership, self.switch, self.stats = ownership, switch, stats
@@ -181,7 +187,7 @@ class ScopeAgent:
                 await self.commit(work, sends, last)
                 work, sends, last = {}, Sends(), {event.message.partition: event}
                 set_current_event(event)
-                self.forget(item.scope, event.message.partition)
+                self.forget(item.scope, event.message.partition, item.record.get("after"))
                 try:
                     await self.writes.flush()
                 except BaseException as exc:  # noqa: BLE001
@@ -190,16 +196,25 @@ class ScopeAgent:
                 self.positions.advance(msg.topic, msg.partition, msg.offset)
                 continue
             self.positions.advance(msg.topic, msg.partition, msg.offset)
-            if event.key != item.scope.encode():
-                # Re-key through the same topic so the record lands on its scope's partition; the copy is
-                # applied there, and duplicate detection absorbs a forward repeated after a crash.
-                sends.add(item.name, item.scope.encode(), event.value)
-                self.stats.turns_rekeyed += item.name == "turns"
+            if self.forgets.queued_before(item.scope, msg.partition, origin_of(event, item.name)):
+                self.stats.records_forgotten += 1  # its user was forgotten after it was sent
+                continue
+            home = self.ownership.partition_of(item.scope)
+            if msg.partition != home or event.key != item.scope.encode():
+                self.forward(sends, event, item, home)
                 continue
             await self.take(work, sends, event, item)
         await self.commit(work, sends, last)
         for (topic, partition), offset in holes.items():
             await self.rewind(topic, partition, offset)
+
+    def forward(self, sends: Sends, event, item: Input, home: int) -> None:
+        """Send a record that arrived on a partition other than its scope's, or under another key, on to
+        its scope's partition (forwards.py); never apply it here: this partition's store does not hold the
+        scope, and the scope's keys belong to another changelog partition (a second writer)."""
+        sends.forward(item.name, item.scope.encode(), event.value, home, origin_of(event, item.name))
+        self.stats.records_forwarded += 1
+        self.stats.turns_rekeyed += item.name == "turns" and event.key != item.scope.encode()
 
     async def verdict(self, topic: str, partition: int, offset: int) -> str:
         """positions.check's verdict on an input record; when offsets before it did not come, the broker
@@ -246,18 +261,23 @@ class ScopeAgent:
         msg = event.message
         scope_work = work.get(item.scope)
         if scope_work is None:
+            if item.kind in ACTS_ON_STATE and not self.store.exists(item.scope):
+                # Nothing to act on (a request answered after its user was forgotten): applying it would
+                # create the scope again, empty.
+                log.info("%s for %s ignored: the scope has no state", item.kind, item.scope)
+                return
             scope_work = work[item.scope] = ScopeWork(self.store.live(item.scope), msg.partition)
         state = scope_work.live.state
         position = f"{item.name}:{msg.partition}"
         if msg.offset <= state.applied.get(position, -1):
             self.stats.redelivered += 1
             return
-        if item.name in ("turns", "feedback"):
-            ident = item.record.get("turn_id") or item.record.get("feedback_id")
-            if not self.marks.first_time(item.name, item.scope, ident, f"{position}:{msg.offset}", item.at,
-                                         received_at(msg)):
-                self.stats.turns_duplicate += item.name == "turns"
-                return
+        ident = duplicate_id(event, item.name, item.record)
+        if ident is not None and not self.marks.first_time(item.name, item.scope, ident, f"{position}:{msg.offset}",
+                                                           item.at or state.clock, received_at(msg)):
+            self.stats.turns_duplicate += item.name == "turns"
+            self.stats.redelivered += item.name not in ("turns", "feedback")  # a forward made again
+            return
         applied = Applied(item.kind, item.record, event_now(state, item.at) or datetime.now(UTC),
                           self.powerful(item.scope.split("/")[0]), position, msg.offset,
                           item.name == "turns")
@@ -333,6 +353,8 @@ class ScopeAgent:
         """Send and await every record of the batch, then write each changed key once."""
         try:
             futures = [await enqueue(getattr(self.topics, topic), key, value) for topic, key, value in sends.items]
+            futures += [await enqueue(getattr(self.topics, topic), key, value, partition, header(origin))
+                        for topic, key, value, partition, origin in sends.forwards]
             for scope, scope_work in work.items():
                 key = scope.encode()
                 futures += [await enqueue(getattr(self.topics, e.topic), key, encode_record(e.record))
@@ -345,6 +367,7 @@ class ScopeAgent:
                 set_current_event(event)  # each key's changelog partition is its scope's
                 self.marks.write(partition)
                 self.positions.write(partition)
+                self.forgets.write(partition, self.positions.expected)
                 for scope, scope_work in work.items():
                     if scope_work.partition == partition:
                         self.save(scope, scope_work)
@@ -370,12 +393,17 @@ class ScopeAgent:
         self.stats.count_step(scope, sum(1 for a in scope_work.applied if a.turn), scope_work.emits)
         self.stats.count_refused(scope_work.refused)
 
-    def forget(self, prefix: str, partition: int) -> None:
+    def forget(self, prefix: str, partition: int, after: dict[str, list[int]] | None = None) -> None:
         """Right to be forgotten: delete the user's scopes, entries and duplicate marks. Each key is
         deleted while processing its own partition's copy of the request, so the tombstone lands in the
-        changelog partition that holds the key (compacted topics: the data is gone after compaction)."""
+        changelog partition that holds the key (compacted topics: the data is gone after compaction).
+        `after`: the input topics' end offsets when it was sent; what was queued before them is dropped
+        when read later (forgets.py)."""
         doomed = self.store.forget(prefix, partition)
         marks = self.marks.forget(prefix, partition)
+        if after is not None:
+            self.forgets.hold(prefix, partition, {name: ends for name, ends in after.items() if name in INPUTS})
+            self.forgets.write(partition, self.positions.expected)
         for scope in doomed:
             self.ownership.busy.discard(scope)
         self.stats.forgotten_scopes += len(doomed)

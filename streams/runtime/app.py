@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import faust
 
@@ -12,6 +13,8 @@ from credence.streams.llm.backend import LLMBackend
 from credence.streams.llm.factory import make_backend
 from credence.streams.runtime import timers, views
 from credence.streams.runtime.agent import INPUTS, ScopeAgent, encode_record, halt
+from credence.streams.runtime.forgets import Forgets
+from credence.streams.runtime.freshness import Freshness
 from credence.streams.runtime.marks import Marks
 from credence.streams.runtime.positions import Positions
 from credence.streams.runtime.probe import OffsetProbe
@@ -20,7 +23,7 @@ from credence.streams.runtime.restore import RestoreStats, install_bulk_recovery
 from credence.streams.runtime.runner import ResultSender, Runner
 from credence.streams.runtime.store import ScopeStore, StateTables
 from credence.streams.runtime.switch import PowerSwitch
-from credence.streams.runtime.topics import CHANGELOG_CONFIGS, TABLES, Topics, declare_topics
+from credence.streams.runtime.topics import TABLES, Topics, changelog_configs, declare_topics
 from credence.streams.runtime.transport import read_committed
 from credence.streams.runtime.writes import TableWrites
 from credence.tables.tokens import default_token_counter
@@ -36,6 +39,8 @@ class Stats:
     turns_rejected: int = 0
     turns_duplicate: int = 0
     turns_rekeyed: int = 0
+    records_forwarded: int = 0  # inputs on a partition (or under a key) not their scope's, sent on to it
+    records_forgotten: int = 0  # inputs of a user queued before the user's forget, dropped (forgets.py)
     records_rejected: int = 0
     redelivered: int = 0
     moved_away: int = 0  # records taken before their partition moved to another worker (not applied)
@@ -136,20 +141,25 @@ def faust_app(settings: Settings, bootstrap: str) -> faust.App:
 
 def create_app(settings: Settings, bootstrap: str) -> Credence:
     app = faust_app(settings, bootstrap)
-    restored = install_bulk_recovery(app, settings, bootstrap).restored
+    # When each partition's stores were last in step with the changelogs (RocksDB: they outlive the process)
+    freshness = Freshness(Path(app.conf.tabledir) if settings.table_store == "rocksdb" else None,
+                          settings.state.changelog_tombstone_seconds)
+    restored = install_bulk_recovery(app, settings, bootstrap, freshness, on_dead=halt).restored
     topics = declare_topics(app, settings)
-    changelog = {k: v for k, v in CHANGELOG_CONFIGS.items() if k != "cleanup.policy"}
+    changelog = {k: v for k, v in changelog_configs(settings).items() if k != "cleanup.policy"}
     # Values are bytes we encode once ourselves (streams/runtime/codec.py), stored and changelogged as is.
     tables = StateTables(**{name: raw_table(app, name, settings.topic_partitions, changelog) for name in TABLES})
     ownership = Ownership(settings.topic_partitions, settings.topic("turns"))
-    writes = TableWrites({name: tables[name] for name in TABLES})
+    writes = TableWrites({name: tables[name] for name in TABLES}, freshness=freshness)
     store = ScopeStore(tables, settings.state, ownership.partition_of, writes)
     marks = Marks(tables.seen, settings.state.seen_horizon_days, ownership.partition_of, writes)
     positions = Positions(tables.seen, writes)
+    forgets = Forgets(tables.seen, writes, settings.topic)
 
     def reread(*_partitions) -> None:  # partitions moved or were recovered: read from the tables again
         marks.reset()
         positions.reset()
+        forgets.reset()
 
     ownership.on_moved(store.drop_partitions)
     ownership.on_moved(reread)
@@ -169,7 +179,7 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
     switch = PowerSwitch(settings.core_config_path)
     backend = make_backend(settings.llm, count_tokens=default_token_counter(), memory=settings.memory)
     stats = Stats()
-    agent = ScopeAgent(settings, topics, store, marks, writes, ownership, switch, stats, positions)
+    agent = ScopeAgent(settings, topics, store, marks, writes, ownership, switch, stats, positions, forgets)
     agent.consumer_of = lambda: app.consumer
     agent.probe = OffsetProbe(bootstrap, settings.kafka)
     app.on_before_shutdown.connect(stop_with(agent.probe))
@@ -214,7 +224,7 @@ def _runner(app: faust.App, settings: Settings, bootstrap: str, backend: LLMBack
     async def stop_results(sender, **kwargs) -> None:
         await results.stop()
 
-    return Runner(backend, results, settings.pipeline.max_inflight_llm, encode, settings.llm.inline_in_process)
+    return Runner(backend, results, settings.llm.max_concurrency, encode, settings.llm.inline_in_process)
 
 
 def raw_table(app: faust.App, name: str, partitions: int, changelog: dict) -> faust.Table:

@@ -29,6 +29,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 from credence.streams.runtime import codec
+from credence.streams.runtime.forgets import is_forget_key
 from credence.streams.runtime.positions import is_position_key
 from credence.streams.runtime.redo import is_redo_key
 from credence.streams.runtime.writes import TableWrites
@@ -125,8 +126,8 @@ class Marks:
         if self._heaps is None:
             self._heaps, self._newest = {}, {}
             for key, raw in list(self._table.items()):
-                if is_position_key(key) or is_redo_key(key):
-                    continue  # applied positions (positions.py) and redo records (redo.py) share the table
+                if is_position_key(key) or is_redo_key(key) or is_forget_key(key):
+                    continue  # applied positions, redo records and held forgets share the table
                 mark = codec.decode_mark(raw)
                 if mark is not None:
                     self._push(self._partition_of(_scope(key)), _seconds(mark[1]), key)

@@ -172,6 +172,8 @@ def decode_control(raw: bytes | None) -> dict:
         raise RecordError("'request_id' must be a string")
     if obj["type"] == "tick" and obj.get("now") is not None:
         obj["now"] = format_instant(parse_utc(obj["now"], "now"))
+    if obj["type"] == "forget" and obj.get("after") is not None:
+        _after(obj["after"])
     if obj["type"] == "restore":
         _entry_ref(obj, "entry_id")
     if obj["type"] in ("restore", "dedupe"):
@@ -180,6 +182,15 @@ def decode_control(raw: bytes | None) -> dict:
     if obj["type"] == "consensus":
         _consensus(obj)
     return obj
+
+
+def _after(after) -> None:
+    """A forget's optional `after` (since `credence forget` orders forgets against the other inputs): per
+    input topic (logical name), the end offset of each partition when the forget was sent."""
+    if not isinstance(after, dict) or not all(
+            isinstance(name, str) and isinstance(ends, list)
+            and all(type(end) is int and end >= 0 for end in ends) for name, ends in after.items()):
+        raise RecordError("'after' must map input topic names to lists of end offsets (integers >= 0)")
 
 
 def _consensus(obj: dict) -> None:

@@ -12,21 +12,36 @@ replay) as before.
 Nothing is applied beyond the highwater Faust measured, and each partition's offset advances only past
 what was applied, so a restore cut short (an error, a new rebalance, the time budget) leaves Faust's own
 loop to read the rest, from exactly there.
+
+Faust waits `broker_request_timeout` for the whole offset-building step (its own offsets request
+included) and, when that wait runs out, ends its recovery loop for good: every later assignment would stay
+paused while the worker keeps its partitions. So the bulk read, and the close of its consumer, end within a
+share of that wait counted from the step's start; and a recovery loop that ends anyway while the worker
+runs (a step that raised or outlived its wait) stops the worker (`on_dead`), whose partitions then go to
+workers that restore them.
+
+Before any of it, a local store that may not be brought up to date from its persisted offsets (behind the
+tombstone horizon, with no record of when it was in step, or ahead of its changelog: freshness.py) is
+discarded, so the restore reads its changelog from the beginning.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
 from faust.tables.recovery import Recovery
+from mode import Service
 
 from credence.config import Settings
 from credence.kafka import client_options
+from credence.streams.runtime.freshness import Freshness
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +54,9 @@ FETCH_BYTES, PARTITION_FETCH_BYTES = 50 * 1024 * 1024, 1024 * 1024
 # only left once the write was done, and every one of ~50 fetches waited its broker round trip (measured:
 # the read 0.80 -> 0.65 s for 100,000 records).
 FETCHER_TURNS = 4
-BUDGET_SHARE = 0.6  # of the broker request timeout Faust gives this step; the rest is Faust's loop
+# Of the broker request timeout Faust gives the offset-building step, counted from the step's start: the
+# bulk read ends by BUDGET_SHARE, the close of its consumer by BUDGET_SHARE + CLOSE_SHARE; the rest is spare.
+BUDGET_SHARE, CLOSE_SHARE = 0.6, 0.2
 
 
 class _Message:
@@ -97,6 +114,21 @@ def _write_rocksdb(store, tp, records) -> None:
     store.set_persisted_offset(tp, records[-1].offset)
 
 
+def _holds_data(store, tp) -> bool:
+    return store.persisted_offset(tp) is not None or next(store._visible_keys(
+        store._db_for_partition(tp.partition)), None) is not None
+
+
+def _discard(store, partition: int) -> None:
+    """Delete the partition's database (its persisted offset with it) and open it again, empty."""
+    db = store._dbs.pop(partition, None)
+    if db is not None:
+        db.close()
+    shutil.rmtree(store.partition_path(partition), ignore_errors=True)
+    store._key_index.clear()  # keys -> partition: the discarded keys are gone
+    store._db_for_partition(partition)
+
+
 @dataclass
 class RestoreStats:
     records: int = 0
@@ -109,13 +141,35 @@ class RestoreStats:
 class BulkRecovery(Recovery):
     """Faust's recovery service, with the active partitions' changelog spans read in bulk first."""
 
-    def __init__(self, app, tables, *, settings: Settings, bootstrap: str, **kwargs):
+    def __init__(self, app, tables, *, settings: Settings, bootstrap: str, freshness: Freshness | None = None,
+                 on_dead: Callable[[str], None] | None = None, **kwargs):
         super().__init__(app, tables, **kwargs)
-        self.settings, self.bootstrap = settings, bootstrap
+        self.settings, self.bootstrap, self.freshness = settings, bootstrap, freshness
+        self.on_dead = on_dead  # told why, when Faust's recovery loop ended while the worker runs
+        self._checked: set[int] = set()  # partitions whose stores this recovery checked (or discarded)
         self.restored = RestoreStats()
         self._applied = 0
 
+    @Service.task
+    async def _restart_recovery(self) -> None:
+        """Faust's recovery loop, which ends for good when one of its steps raises or outlives its wait."""
+        try:
+            await Recovery._restart_recovery.fun(self)
+        except BaseException as exc:
+            self._ended(f"{type(exc).__name__}: {exc}")
+            raise
+        self._ended("a step outlived Faust's wait for it")
+
+    def _ended(self, reason: str) -> None:
+        if not self.should_stop and self.on_dead is not None:
+            self.on_dead(f"Faust's table recovery stopped ({reason}); no later assignment of this worker "
+                         f"would be restored")
+
     async def _build_offsets(self, consumer, tps, destination, title: str) -> None:
+        wait = float(self.app.conf.broker_request_timeout)  # Faust's wait for this whole step
+        started = time.monotonic()
+        if title == "active":
+            self._discard_untrusted(tps, destination)
         await super()._build_offsets(consumer, tps, destination, title)
         if title != "active" or not self.settings.state.bulk_restore:
             return
@@ -125,27 +179,50 @@ class BulkRecovery(Recovery):
                  if end is not None and start is not None and end > start
                  and not self.tp_to_table[tp]._on_changelog_event}
         if spans:
-            budget = BUDGET_SHARE * float(self.app.conf.broker_request_timeout)
-            await self._bulk(spans, destination, budget)
+            await self._bulk(spans, destination, started + BUDGET_SHARE * wait,
+                             started + (BUDGET_SHARE + CLOSE_SHARE) * wait)
 
-    async def _bulk(self, spans: dict, destination, budget: float) -> None:
+    async def on_recovery_completed(self, generation_id: int = 0) -> None:
+        await super().on_recovery_completed(generation_id)  # the tables' callbacks replay the redo records
+        if self.freshness is not None:  # restored and whole: in step with their changelogs now
+            self.freshness.touch(self._checked, force=True)
+
+    def _discard_untrusted(self, tps, destination) -> None:
+        """Discard each local store that may not be brought up to date from its persisted offset; its
+        partition's restore then starts at the changelog's beginning (None: Faust takes the earliest)."""
+        self._checked = {tp.partition for tp in tps}
+        if self.freshness is None:
+            return
+        for tp in sorted(tps):
+            store = _rocksdb(getattr(self.tp_to_table[tp], "data", None))
+            if store is None or not _holds_data(store, tp):
+                continue
+            reason = self.freshness.distrust(tp.partition, store.persisted_offset(tp),
+                                             self.active_highwaters.get(tp))
+            if reason is not None:
+                log.warning("discarding the local store of %s[%d], restored from the changelog instead: %s",
+                            tp.topic, tp.partition, reason)
+                _discard(store, tp.partition)
+                destination[tp] = None
+
+    async def _bulk(self, spans: dict, destination, deadline: float, closed_by: float) -> None:
+        """Read `spans` until done or `deadline` (monotonic), the reader closed by `closed_by`."""
         started, self._applied = time.monotonic(), 0
         try:
-            # Within the budget, so never past the timeout Faust gives this step (it would go on to its
-            # own loop with this read still running); stores are written between awaits only.
-            async with asyncio.timeout(budget):
-                await self._read(spans, destination, started + budget)
+            # Stores are written between awaits only, so a cut anywhere leaves whole chunks applied.
+            async with asyncio.timeout(deadline - started):
+                await self._read(spans, destination, deadline, closed_by)
         except asyncio.CancelledError:
             raise  # a new rebalance: what was applied is in `destination`, Faust starts over
         except TimeoutError:
             log.warning("bulk changelog restore ran out of its %.1f s budget; Faust's recovery reads the rest",
-                        budget)
+                        max(0.0, deadline - started))
         except Exception as exc:  # noqa: BLE001 - Faust's own loop reads what is left
             log.warning("bulk changelog restore stopped (%s: %s); Faust's recovery reads the rest",
                         type(exc).__name__, exc)
         self._report(spans, destination, self._applied, time.monotonic() - started)
 
-    async def _read(self, spans: dict, destination, deadline: float) -> None:
+    async def _read(self, spans: dict, destination, deadline: float, closed_by: float) -> None:
         faust_tp = {TopicPartition(tp.topic, tp.partition): tp for tp in spans}
         reader = AIOKafkaConsumer(**client_options(
             self.bootstrap, self.settings.kafka, group_id=None, enable_auto_commit=False,
@@ -168,7 +245,7 @@ class BulkRecovery(Recovery):
                         destination[tp] = max(destination[tp], end)  # compaction removed the last offsets
                         del open_[ktp]
         finally:
-            await reader.stop()
+            await _close(reader, closed_by)
 
     def _apply(self, tp, records, destination) -> int:
         start, end = destination[tp], self.active_highwaters[tp]
@@ -203,10 +280,20 @@ class BulkRecovery(Recovery):
                  len(spans), seconds, rate, f"; {left} offsets left to Faust's recovery" if left else "")
 
 
-def install_bulk_recovery(app, settings: Settings, bootstrap: str) -> BulkRecovery:
+async def _close(reader: AIOKafkaConsumer, closed_by: float) -> None:
+    """Stop the reader, or give up on it at `closed_by` (monotonic): an unanswered close must not outlive
+    Faust's wait for the step."""
+    try:
+        await asyncio.wait_for(reader.stop(), max(0.0, closed_by - time.monotonic()))
+    except TimeoutError:
+        log.warning("the bulk restore's consumer did not close in time; left to the garbage collector")
+
+
+def install_bulk_recovery(app, settings: Settings, bootstrap: str, freshness: Freshness | None = None,
+                          on_dead: Callable[[str], None] | None = None) -> BulkRecovery:
     """Make the app's table manager use BulkRecovery (before anything asks it for its recovery)."""
     tables = app.tables
-    recovery = BulkRecovery(app, tables, settings=settings, bootstrap=bootstrap, beacon=tables.beacon,
-                            loop=tables.loop)
+    recovery = BulkRecovery(app, tables, settings=settings, bootstrap=bootstrap, freshness=freshness,
+                            on_dead=on_dead, beacon=tables.beacon, loop=tables.loop)
     tables._recovery = recovery
     return recovery

@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable
 from aiokafka import AIOKafkaProducer
 
 from credence.config import Settings
-from credence.errors import CredenceError
+from credence.errors import CredenceError, LLMUnavailable
 from credence.kafka import client_options, start
 from credence.streams.llm.backend import LLMBackend
 from credence.streams.llm.tasks import STAGE1, SYNTHESIS, TASKS
@@ -117,7 +117,9 @@ class Runner:
             record = head | {"type": "result", "output": await execute(self.backend, req.task, req.payload, self.encode)}
         except Exception as exc:  # noqa: BLE001 - any failure is reported to the scope, never lost
             log.warning("LLM %s for %s failed: %s", req.task, scope, exc)
-            record = head | {"type": "failed", "error": str(exc)[:500]}
+            # transient: the backend was unavailable, not refusing the request; the scope keeps its facts
+            # waiting for a later attempt instead of dead-lettering them (scope/results.py).
+            record = head | {"type": "failed", "error": str(exc)[:500], "transient": isinstance(exc, LLMUnavailable)}
         if self.observe is not None:
             self.observe(req.task, record["type"], time.perf_counter() - started)
         return record

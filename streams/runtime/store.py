@@ -151,6 +151,10 @@ class ScopeStore:
         busy = bool(s.requests) or queued > 0 or (spans["buffer"][1] if "buffer" in spans else len(s.buffer)) > 0
         return ScopeSummary(s.turns, queued, len(s.requests), not busy, s.entries_version, s.clock)
 
+    def exists(self, scope: str) -> bool:
+        """Whether the scope has state (stored, or live in this worker)."""
+        return scope in self._live or self._scopes.get(scope) is not None
+
     def scopes(self) -> Iterator[str]:
         """Scopes held by this worker (keys of its assigned partitions)."""
         yield from list(self._scopes.keys())

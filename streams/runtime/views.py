@@ -104,7 +104,8 @@ def register(credence) -> None:
                       "unreadable_scopes": sorted(store.unreadable),  # as of the last reflection count
                       "restored": asdict(credence.restored)},  # changelog records read in bulk (restore.py)
             "llm": {"backend": credence.backend.label, "stats": credence.backend.stats.as_dict(),
-                    "inflight": credence.runner.inflight},
+                    "inflight": credence.runner.inflight,
+                    "concurrency_limit": credence.backend.concurrency_limit},  # adaptive; null: unbounded
             "tokenizer": default_tokenizer_name(),
             "reflections": reflections(),  # per stored status, refreshed every few seconds
             "broker": broker_text(credence.stats.broker_unreachable_since),

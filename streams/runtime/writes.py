@@ -7,11 +7,13 @@ one by one and blocks the consumer when more than 100 wait: on a busy host a bat
 (each key on its scope's partition, encoded by the table's own serializers, so Faust's recovery reads
 them as its own), and the local store learns the persisted offset as Faust's write would tell it.
 
-A Faust table's writes are held until `flush` and reach its local store there, right after the redo
-record: a RocksDB store keeps what a killed worker wrote, so it must never hold half a batch without the
-batch's redo beside it. Nothing in a batch reads back a value it wrote itself (its steps work on live
-objects), so holding them changes no read. A plain mapping (unit tests) has no changelog and takes each
-write at once.
+A Faust table's writes are held until `flush` and reach its local store there, only once the batch's redo
+record is acknowledged, and together with it: a RocksDB store keeps what a killed worker wrote, and Faust
+later brings that store up to date by applying the changelogs past its persisted offsets, so a write the
+changelogs may never get (its redo unacknowledged) would outlive the kill in that store for good, and half
+a batch without its redo beside it could never be completed. Nothing in a batch reads back a value it
+wrote itself (its steps work on live objects), so holding them changes no read. A plain mapping (unit
+tests) has no changelog and takes each write at once.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from faust.streams import _current_event, current_event
 
 from credence.kafka import send_now
 from credence.streams.runtime import redo
+from credence.streams.runtime.freshness import Freshness
 from credence.streams.runtime.redo import Write
 
 
@@ -37,16 +40,17 @@ def logged(table) -> bool:
     return getattr(table, "changelog_topic", None) is not None
 
 
-async def enqueue(topic, key: bytes | None, value: bytes | None, partition: int | None = None):
+async def enqueue(topic, key: bytes | None, value: bytes | None, partition: int | None = None,
+                  headers: dict[str, bytes] | None = None):
     """Queue one record of bytes on a Faust topic; returns the future of its metadata. Through the app's
     producer directly: Faust's `Topic.send` adds a FutureMessage, a guarded producer lookup and callbacks
     per record (~6% of a worker's CPU on long scopes), for nothing a batch uses. A topic without an app
     (unit tests' stand-ins) takes the plain `send`."""
     producer = getattr(getattr(topic, "app", None), "producer", None)
     if producer is None:
-        return await (topic.send(key=key, value=value) if partition is None
-                      else topic.send(key=key, value=value, partition=partition))
-    return await producer.send(topic.get_topic_name(), key, value, partition, None, None)
+        extra = {k: v for k, v in (("partition", partition), ("headers", headers)) if v is not None}
+        return await topic.send(key=key, value=value, **extra)
+    return await producer.send(topic.get_topic_name(), key, value, partition, None, headers)
 
 
 @dataclass(frozen=True)
@@ -63,8 +67,10 @@ class _PartitionEvent:
 
 
 class TableWrites:
-    def __init__(self, tables: Mapping[str, object] | None = None, redo_table: str = "seen") -> None:
+    def __init__(self, tables: Mapping[str, object] | None = None, redo_table: str = "seen",
+                 freshness: Freshness | None = None) -> None:
         self._tables = dict(tables or {})
+        self._freshness = freshness  # told which partitions' stores a flush kept in step
         self._names = {id(t): name for name, t in self._tables.items()}
         self._redo = self._tables.get(redo_table)
         self._held: dict[tuple[int, str], tuple[object, str, bytes | None, int]] = {}  # the batch's last write per key
@@ -94,8 +100,9 @@ class TableWrites:
                 self._events[partition] = event
 
     async def flush(self) -> int:
-        """Make the batch durable: its redo record per partition first (written locally, sent, awaited),
-        then every write (applied locally, sent, awaited). Returns the count of writes sent."""
+        """Make the batch durable: its redo record per partition first (sent and acknowledged), then the
+        redo record and every write into the local stores, then every write (sent, awaited). Returns the
+        count of writes sent."""
         held, self._held = list(self._held.values()), {}
         events, self._events = self._events, {}
         if not held:
@@ -107,9 +114,15 @@ class TableWrites:
         for p, items in by_partition.items():
             with _current(p, events.get(p)):
                 logs[p] = self._redo_records(p, items) if self._redo is not None else []
+        acked = await self._send([r for records in logs.values() for r in records])
+        for p, items in by_partition.items():
+            with _current(p, events.get(p)):
                 _apply(logs[p] + items)
-        await self._send([r for records in logs.values() for r in records])
-        return await self._send(held)
+        _persisted(acked)  # only now: a store that says it has the redo record has it
+        _persisted(await self._send(held))
+        if self._freshness is not None:
+            self._freshness.touch(by_partition)
+        return len(held)
 
     async def replay(self, partitions: Iterable[int]) -> int:
         """After a restore: apply each partition's last whole redo record again, locally and to the
@@ -126,7 +139,7 @@ class TableWrites:
                 records = [(self._redo, redo.redo_key(p, i), raw, p) for i, raw in enumerate(raws)]
                 items = [(self._tables[w.table], w.key, w.value, p) for w in writes if w.table in self._tables]
                 _apply(items)
-            await self._send(records + items)
+            _persisted(await self._send(records + items))
             count += len(items)
         self.replayed += count
         return count
@@ -143,8 +156,9 @@ class TableWrites:
         return records
 
     @staticmethod
-    async def _send(items) -> int:
-        """Send every record, then wait for all acknowledgements and tell the stores their offsets."""
+    async def _send(items) -> dict:
+        """Send every record and wait for all acknowledgements; returns the newest offset per store and
+        changelog partition, for `_persisted` (a plain mapping, without a changelog, sends nothing)."""
         sent = []
         for table, key, value, partition in items:
             topic = getattr(table, "changelog_topic", None)
@@ -160,9 +174,13 @@ class TableWrites:
         for table, fut in sent:
             meta = await fut
             newest[(id(table), meta.topic_partition)] = (table, meta.topic_partition, meta.offset)
-        for table, tp, offset in newest.values():
-            local(table).set_persisted_offset(tp, offset)
-        return len(sent)
+        return newest
+
+
+def _persisted(newest: dict) -> None:
+    """Tell the local stores the changelog offsets they now hold (Faust resumes their restore there)."""
+    for table, tp, offset in newest.values():
+        local(table).set_persisted_offset(tp, offset)
 
 
 @contextmanager

@@ -137,5 +137,5 @@ class StepContext:
         return req
 
     def reissue(self, req: Request) -> None:
-        req.boot, req.failed = self.boot, False
+        req.boot, req.failed, req.retry_at = self.boot, False, None
         self.requests.append(req)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from credence.streams.llm import tasks
 from credence.streams.scope import quiet, restate
 from credence.streams.scope.context import StepContext
@@ -21,6 +23,7 @@ from credence.tables.lifecycle import (
 
 # Decisions the powerful-memory switch turns off: their results are dropped once it is off.
 SWITCHED_TASKS = ("stage2", "promotion")
+from credence.tables.clock import format_instant
 from credence.tables.origin import fact_origin
 from credence.tables.scope import Scope
 
@@ -43,7 +46,10 @@ def apply(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
     if kind == "failed":
         req.failures += 1
         if req.failures >= ctx.pipeline.max_request_failures:
-            _give_up(state, req, str(record.get("error", "?")), ctx)
+            if record.get("transient"):
+                _wait_for_backend(state, req, str(record.get("error", "?")), ctx)
+            else:
+                _give_up(state, req, str(record.get("error", "?")), ctx)
             return
         req.failed = True  # re-issued on the scope's next step; facts stay unprocessed, nothing advances
         ctx.log.append(f"{req.task} request {req.id} failed ({record.get('error', '?')}); will retry")
@@ -51,6 +57,9 @@ def apply(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
     del state.requests[req.id]
     HANDLERS[req.task](state, req.payload, record.get("output") or {}, ctx)
     state.trim_facts()
+    for waiting in state.requests.values():
+        if waiting.retry_at is not None:  # the backend answers again: no need to sit out the back-off
+            ctx.reissue(waiting)
     if ctx.powerful and ctx.memory.promote_blocked_retry_on_healthy_backend:
         _retry_blocked(state, ctx)
 
@@ -60,6 +69,27 @@ def _retry_blocked(state: ScopeState, ctx: StepContext) -> None:
     promotions blocked by failures get a fresh series of attempts."""
     for entry in quiet.promote_blocked(state):
         ctx.put(state, unblock_promotion(entry, ctx.now), "promotion_unblocked", "backend_healthy", entry)
+
+
+def _wait_for_backend(state: ScopeState, req, error: str, ctx: StepContext) -> None:
+    """Past max_request_failures with the backend unavailable (not refusing this request): the request
+    stays, its facts still eligible, and waits for a back-off in the scope's event time (retry_due). The
+    first time, its facts are journalled as facts_failed; the result that finally comes supersedes it."""
+    over = min(req.failures - ctx.pipeline.max_request_failures, 20)
+    wait = min(ctx.pipeline.failed_request_retry_seconds * 2 ** over, ctx.pipeline.failed_request_retry_max_seconds)
+    req.failed, req.retry_at = False, ctx.now + timedelta(seconds=wait)
+    reason = (f"{req.task} request failed {req.failures} times (max_request_failures), the backend unavailable; "
+              f"last error: {error}; retried from {format_instant(req.retry_at)} or when the backend answers")
+    waiting = [f["id"] for f in req.payload.get("facts", []) if f["id"] in state.facts]
+    if over == 0 and waiting:
+        ctx.journal_facts(state, req, "facts_failed", "max_request_failures", waiting, reason)
+    ctx.log.append(f"{req.task} request {req.id} waits: {reason}")
+
+
+def retry_due(req, now, timeless_tick: bool) -> bool:
+    """A waiting request goes out again once its back-off passed in event time, or on a tick that carries
+    no time (a replay's ticks: event time there moves only with the records, so the tick paces it)."""
+    return req.retry_at is not None and (timeless_tick or now >= req.retry_at)
 
 
 def _give_up(state: ScopeState, req, error: str, ctx: StepContext) -> None:

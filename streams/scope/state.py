@@ -26,16 +26,20 @@ class Request:
     boot: str  # the worker run that issued it: another run's request was lost with that run
     failures: int = 0
     failed: bool = False  # the backend gave up (after its retries); re-issued on the next step
+    # Past max_request_failures with the backend unavailable: waits until this event time (results.py).
+    retry_at: datetime | None = None
 
     def to_dict(self) -> dict:
         return {"id": self.id, "task": self.task, "payload": self.payload,
                 "issued_at": format_instant(self.issued_at), "boot": self.boot,
-                "failures": self.failures, "failed": self.failed}
+                "failures": self.failures, "failed": self.failed} | (
+            {"retry_at": format_instant(self.retry_at)} if self.retry_at else {})
 
     @classmethod
     def from_dict(cls, d: dict) -> "Request":
         return cls(id=d["id"], task=d["task"], payload=d["payload"], issued_at=parse_instant(d["issued_at"]),
-                   boot=d["boot"], failures=d.get("failures", 0), failed=d.get("failed", False))
+                   boot=d["boot"], failures=d.get("failures", 0), failed=d.get("failed", False),
+                   retry_at=parse_instant(d["retry_at"]) if d.get("retry_at") else None)
 
 
 @dataclass

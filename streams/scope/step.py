@@ -62,7 +62,7 @@ def _is_promotion_result(state: ScopeState, record: dict) -> bool:
 
 def step(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
     """Apply one input. `kind`: turn | feedback | usage | restore | result | failed | tick | flush."""
-    _housekeeping(state, ctx)
+    _housekeeping(state, ctx, timeless_tick=kind == "tick" and not record.get("now"))
     if kind in ("result", "failed"):
         if _is_promotion_result(state, record) and (state.blocked or state.queue):
             state.queue.append({"kind": kind, "record": record})
@@ -112,8 +112,9 @@ def _drain(state: ScopeState, ctx: StepContext) -> None:
         _run(state, kind, record, ctx)
 
 
-def _housekeeping(state: ScopeState, ctx: StepContext) -> None:
-    """Switch transitions and re-issuing requests lost with an earlier worker run or failed for good."""
+def _housekeeping(state: ScopeState, ctx: StepContext, timeless_tick: bool = False) -> None:
+    """Switch transitions and re-issuing requests lost with an earlier worker run, failed, or waiting for
+    the backend with their back-off over."""
     if state.powerful is not None and state.powerful != ctx.powerful:
         if not ctx.powerful:
             state.switched_off_at = ctx.now
@@ -128,7 +129,8 @@ def _housekeeping(state: ScopeState, ctx: StepContext) -> None:
                 fact["stage2"] = "skipped"
                 fact["synthesis"] = "pending" if fact["synthesis"] == "after_stage2" else fact["synthesis"]
     state.powerful = ctx.powerful
-    lost = [req for req in state.requests.values() if req.boot != ctx.boot or req.failed]
+    lost = [req for req in state.requests.values()
+            if req.boot != ctx.boot or req.failed or results.retry_due(req, ctx.now, timeless_tick)]
     if not lost:
         return  # every step comes here: the queue (a long scope's backlog) is only scanned when needed
     answered = {item["record"].get("request_id") for item in state.queue}  # a result waiting its turn

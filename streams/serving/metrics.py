@@ -137,6 +137,8 @@ class WorkerCollector:
         for name, value, text in (
             ("credence_busy_scopes", len(credence.busy), "Scopes with work in flight"),
             ("credence_llm_inflight", credence.runner.inflight, "LLM requests running or waiting"),
+            ("credence_llm_concurrency_limit", credence.backend.concurrency_limit or 0,
+             "Requests the LLM backend lets into flight now (adaptive; 0: unbounded, in process)"),
             ("credence_recall_index_builds", getattr(credence.recall, "builds", 0), "Recall index builds"),
             ("credence_recall_embedded_entries", getattr(credence.recall, "embedded", 0), "Entries embedded"),
         ):

@@ -4,6 +4,7 @@ import asyncio
 
 import pytest
 
+from credence.config.llm import LLMSettings
 from credence.streams.llm import make_backend
 from credence.streams.llm.models import Turn
 
@@ -47,3 +48,41 @@ def test_retries_keep_within_max_concurrency(openai_server_factory, llm_settings
     assert stats.retries > 0 and stats.failures == 0
     assert server.max_in_flight == 2
     assert server.violations == []
+
+
+def test_the_limit_settles_near_what_the_server_can_take_and_every_request_is_answered(
+    openai_server_factory, llm_settings_factory
+):
+    # A server with room for 6: a request arriving beyond that is refused with 429 at once.
+    room = 6
+    server = openai_server_factory(overload_above=room, delay_s=(0.02, 0.04))
+    settings = llm_settings_factory(server, initial_concurrency=48, max_concurrency=64, max_retries=60,
+                                    timeout_s=5.0)
+    turns = [[Turn(id=f"t{i}", role="user", text=f"I love thing {i}", ts="x")] for i in range(300)]
+
+    async def go():
+        backend = make_backend(settings)
+        try:
+            results = await asyncio.gather(*(backend.extract_facts(batch) for batch in turns))
+            return results, backend.concurrency_limit, backend.stats
+        finally:
+            await backend.aclose()
+
+    results, limit, stats = asyncio.run(go())
+    assert all(len(facts) == 1 for facts in results)  # every request answered
+    assert stats.failures == 0
+    assert room // 2 <= limit <= room + 2, limit  # settled near the server's room, far below the start
+    outcomes = server.outcomes()
+    assert outcomes["ok"] == 300
+    assert outcomes["http_429"] < 300  # refusals are a small share once the limit has settled
+
+
+def test_the_connection_pool_keeps_every_connection_the_limit_may_use_alive(llm_settings_factory):
+    from credence.streams.llm.openai_backend import OpenAIBackend
+
+    settings = LLMSettings(backend="openai", model="m", max_concurrency=128)
+    backend = OpenAIBackend(settings)
+    pool = backend._client._transport._pool
+    assert (pool._max_connections, pool._max_keepalive_connections) == (128, 128)
+    assert backend.concurrency_limit == 64  # the default start, within the maximum
+    asyncio.run(backend.aclose())

@@ -26,7 +26,8 @@ def test_thirty_percent_failures_lose_and_duplicate_nothing(
     server = openai_server_factory(failure_rate=0.3, failure_kinds=FLAKY_KINDS, seed=7)
     settings = llm_settings_factory(server, max_retries=8)
     rules = RulesBackend()
-    expected_facts = asyncio.run(rules.extract_facts(fifty_turns))
+    # Asked per batch, as the pipeline asks: one answer carries at most the wire's MAX_FACTS.
+    expected_facts = [f for b in _batches(fifty_turns, 2) for f in asyncio.run(rules.extract_facts(b))]
     expected_pairs = asyncio.run(rules.classify(expected_facts, observations))
 
     async def pipeline():
@@ -116,3 +117,29 @@ def test_retry_after_is_honoured_up_to_the_backoff_ceiling(openai_server_factory
 
     assert asyncio.run(go()) >= 2 * 0.25
     assert server.outcomes() == {"http_429": 3}
+
+
+def test_a_server_that_is_down_fails_transient_and_one_that_refuses_does_not(openai_server_factory,
+                                                                             llm_settings_factory, fifty_turns):
+    # The scope keeps a transient failure's facts waiting for the backend; a refusal is dead-lettered.
+    from credence.streams.runtime.runner import Runner
+    from credence.streams.scope.state import Request
+
+    down = openai_server_factory(down=True)
+    refusing = openai_server_factory(model="another-model")  # every request names the wrong model: 400
+    req = Request(id="r1", task="stage1", payload={"turns": [t.model_dump() for t in fifty_turns[:2]]},
+                  issued_at=None, boot="b")
+
+    async def answer(server) -> dict:
+        backend = make_backend(llm_settings_factory(server, max_retries=1) if server is down
+                               else llm_settings_factory(server, model=down.model, max_retries=1))
+        try:
+            return await Runner(backend, send=None, max_inflight=4).answer("acme/u1/aria", req)
+        finally:
+            await backend.aclose()
+
+    failed_down, failed_refused = asyncio.run(answer(down)), asyncio.run(answer(refusing))
+    assert (failed_down["type"], failed_down["transient"]) == ("failed", True)
+    assert "HTTP 503" in failed_down["error"] and down.outcomes() == {"http_503": 2}
+    assert (failed_refused["type"], failed_refused["transient"]) == ("failed", False)
+    assert "refused" in failed_refused["error"]

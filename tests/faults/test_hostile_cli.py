@@ -1,7 +1,7 @@
 """Hostile command lines and settings: `forget` and `archive query --param` arguments, and settings in
 environment variables. Each is refused with exit 2 and a message on stderr — never a traceback — and
 nothing is half-done (no forgotten-marker, no file written). No broker needed: every case fails before
-Kafka would be asked (forget runs --archive-only)."""
+Kafka would be asked (forget runs --archive-only); the s3:// root cases use the session's s3proxy."""
 
 from __future__ import annotations
 
@@ -131,3 +131,38 @@ def test_archive_query_still_reads_the_archive_views(tmp_path):
     result = cli("archive", "query", "SELECT count(*) AS n FROM archive", "--format", "csv",
                  "--root", str(tmp_path / "archive"))
     assert result.returncode == 0 and result.stdout.split() == ["n", "0"], (result.stdout, result.stderr[-800:])
+
+
+REMOTE_ESCAPES = [
+    "SELECT * FROM read_csv('{tmp}/secret.csv')",
+    "SELECT * FROM read_parquet('s3://{bucket}/outside/secret.parquet')",
+    "SELECT * FROM read_parquet('{root}/../outside/secret.parquet')",
+    "SELECT * FROM glob('s3://{bucket}/**')",
+    "SELECT * FROM read_text('/etc/hostname')",
+]
+
+
+@pytest.mark.parametrize("sql", REMOTE_ESCAPES, ids=[str(i) for i in range(len(REMOTE_ESCAPES))])
+def test_archive_query_over_s3_reads_the_archive_and_nothing_beside_it(sql, tmp_path, s3_root):
+    """An s3:// root (the session's s3proxy): the views answer, while a secret in the same bucket but outside
+    the root, or on the local disk, stays out of reach."""
+    import pyarrow as pa
+    import pyarrow.fs as pafs
+    import pyarrow.parquet as pq
+
+    from credence.config.archive import ArchiveSettings
+    from credence.sinks.schema import ARCHIVE, to_row
+    from credence.sinks.shards import open_archive, write_shards
+    from tests.unit.sinks.conftest import make_archive_record
+
+    bucket = s3_root.removeprefix("s3://").split("/")[0]
+    fs, _ = pafs.FileSystem.from_uri(s3_root)
+    pq.write_table(pa.table({"password": ["hunter2"]}), f"{bucket}/outside/secret.parquet", filesystem=fs)
+    (tmp_path / "secret.csv").write_text("password\nhunter2\n")
+    settings = ArchiveSettings(root=s3_root)
+    write_shards(open_archive(s3_root), ARCHIVE, 0, [to_row(ARCHIVE, make_archive_record(), 0, 0)], settings)
+
+    answer = cli("archive", "query", "SELECT count(*) AS n FROM archive", "--format", "csv", "--root", s3_root)
+    assert answer.returncode == 0 and answer.stdout.split() == ["n", "1"], (answer.stdout, answer.stderr[-800:])
+    err = refused(cli("archive", "query", sql.format(tmp=tmp_path, bucket=bucket, root=s3_root), "--root", s3_root))
+    assert "Permission" in err and "hunter2" not in err, err[-800:]

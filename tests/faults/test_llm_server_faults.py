@@ -24,6 +24,7 @@ from tests.support.pipeline import (
     run_pipeline,
     sample_lines,
     stage1_fact_ids,
+    topic_values,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(480)]
@@ -75,6 +76,8 @@ def test_flaky_llm_server_gives_the_same_entries_as_rules(flaky_server, settings
     injected = sum(n for kind, n in outcomes.items() if kind != "ok")
     assert injected >= 10 and {"timeout", "http_500", "bad_json", "schema_invalid"} <= set(outcomes), outcomes
     llm_stats = flaky_run.status["llm"]["stats"]
+    # Stalls past the timeout and 429s lowered the adaptive limit, never outside [1, max_concurrency].
+    assert 1 <= flaky_run.status["llm"]["concurrency_limit"] <= 8
     assert llm_stats["retries"] > 0, llm_stats
     # max_retries=2 lets some calls exhaust their retries: the runner posts "failed", the scope re-issues
     # the request on its next step (a 1 s tick), and the request still ends with exactly one result.
@@ -108,3 +111,37 @@ def test_flaky_llm_server_gives_the_same_entries_as_rules(flaky_server, settings
     rules_facts = stage1_fact_ids(kafka_bootstrap, rules)
     assert flaky_facts and {i: n for i, n in flaky_facts.items() if n > 1} == {}
     assert set(flaky_facts) == set(rules_facts)
+
+
+def test_a_server_down_for_a_stretch_of_a_replay_loses_no_fact(settings_factory, topic_prefix, kafka_bootstrap,
+                                                                tmp_path):
+    # The first 60 calls get HTTP 503: with one client retry and max_request_failures=2, the first
+    # requests of every scope fail past the limit several times over. They wait (journalled facts_failed)
+    # and are re-issued on the 1 s replay ticks until the server answers; the run then ends exactly where
+    # the rules run does, every fact processed, nothing dead-lettered.
+    scopes = SCOPES[:2]
+    lines = sample_lines(scopes)
+    pipeline = REPLAY_PIPELINE.model_copy(update={"max_request_failures": 2})
+    with OpenAICompatibleServer(down_for=60) as server:
+        llm = LLMSettings(backend="openai", base_url=server.base_url, model=server.model, timeout_s=5,
+                          max_retries=1, backoff_base_s=0.01, backoff_max_s=0.05)
+        down = settings_factory(topic_partitions=PARTITIONS, pipeline=pipeline, llm=llm)
+        rules = settings_factory(topic_partitions=PARTITIONS, pipeline=pipeline,
+                                 topic_prefix=f"{topic_prefix}r", app_id=f"{topic_prefix}r-app",
+                                 data_dir=tmp_path / "data-rules", llm=LLMSettings(inline_in_process=False))
+        with ThreadPoolExecutor(2) as pool:
+            down_f = pool.submit(run_pipeline, down, kafka_bootstrap, lines, tmp_path / "openai.log",
+                                 deadline_s=300.0)
+            rules_f = pool.submit(run_pipeline, rules, kafka_bootstrap, lines, tmp_path / "rules.log")
+            down_run, rules_run = down_f.result(), rules_f.result()
+        assert server.violations == []
+        assert server.outcomes()["http_503"] == 60
+
+    results, failed = request_outcomes(kafka_bootstrap, down)
+    assert max(failed.values()) > 2, failed  # past max_request_failures: dead-lettered before
+    # no request given up (the sample's own malformed input lines are dead-lettered in both runs)
+    assert [d for d in topic_values(kafka_bootstrap, down, "dlq") if d["topic"].startswith("request:")] == []
+    assert set(failed) <= set(results), "a failed request was never answered"
+    assert rules_run.entries and entry_digest(down_run.entries) == entry_digest(rules_run.entries), \
+        entry_diff(down_run.entries, rules_run.entries)
+    assert set(stage1_fact_ids(kafka_bootstrap, down)) == set(stage1_fact_ids(kafka_bootstrap, rules))

@@ -79,6 +79,9 @@ def test_metrics_agree_with_the_worker_and_the_journal(worker, kafka_bootstrap):
     assert sum(n for (_, outcome), n in latency.items() if outcome == "failed") == status["llm"]["stats"]["failures"]
     assert metrics["credence_dead_lettered_records"][0].value == status["stats"]["records_rejected"]
     assert all(s.labels["backend"] == "rules" for s in metrics["credence_llm_calls"])
+    # In process, nothing bounds the calls: null in /status, 0 in /metrics (a model server's is adaptive).
+    assert status["llm"]["concurrency_limit"] is None
+    assert metrics["credence_llm_concurrency_limit"][0].value == 0
 
 
 def test_consumer_lag_drains_to_zero_per_assigned_partition(worker):

@@ -1,5 +1,6 @@
-"""SIGKILL the sink at random points while records keep arriving; after a restart every record
-is in the Parquet files exactly once (the sink half of the crash-safe hand-off)."""
+"""SIGKILL the sink at random points while records keep arriving, or halfway through a shard's upload to
+object storage; after a restart every record is in the Parquet files exactly once (the sink half of the
+crash-safe hand-off)."""
 
 from __future__ import annotations
 
@@ -13,8 +14,11 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from urllib.parse import unquote
 
+import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
@@ -23,6 +27,8 @@ from credence.kafka import client_options
 from credence.config.archive import ArchiveSettings
 from credence.sinks.consumer import drain
 from credence.sinks.schema import ARCHIVE
+from credence.sinks.shards import list_shards, open_archive
+from tests.support.relay import StallingRelay
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 KILLS = 12
@@ -98,3 +104,52 @@ def test_sink_killed_at_random_points_keeps_every_record_exactly_once(kafka_boot
     assert len(seen) == produced and set(seen.values()) == {1}
     leftovers = [p for p in Path(root).rglob("*.tmp")]  # killed mid-write: invisible to readers
     assert all(p.name.startswith(".") for p in leftovers)
+
+
+def shard_bytes(root: str) -> dict[str, bytes]:
+    """Every visible archive shard under an s3:// root: its key -> its bytes, read straight from the server."""
+    archive = open_archive(root)
+    out = {}
+    for path in list_shards(archive, ARCHIVE):
+        with archive.fs.open_input_stream(path) as stream:
+            out[path] = stream.read()
+    return out
+
+
+def test_sink_killed_mid_upload_to_s3_leaves_whole_shards_and_every_record_once(kafka_bootstrap, topic_prefix,
+                                                                                 s3_root, object_store):
+    """The sink reaches the S3 server through a relay that freezes its next shard upload halfway through the
+    body; the sink is SIGKILLed there. Readers still see the previous whole shard (or none), and a restarted
+    sink lands every record exactly once, resuming from the spans committed before the kill."""
+    topic, group = f"{topic_prefix}.archive", f"{topic_prefix}-sink"
+    settings = ArchiveSettings(root=s3_root, max_rows_per_shard=64, max_bytes_per_shard=64 * 1024)
+    asyncio.run(create_topic(kafka_bootstrap, topic))
+    asyncio.run(produce(kafka_bootstrap, topic, range(0, 300)))  # ~100 per partition: a span sealed in each
+    relay = StallingRelay(object_store.port, r"/archive/archive/.*\.parquet")
+    env = os.environ | {"AWS_ENDPOINT_URL": relay.endpoint}
+    sink = subprocess.Popen([sys.executable, "-c", SINK_SCRIPT, kafka_bootstrap, topic, s3_root, group],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
+    try:
+        assert sink.stdout.readline().strip() == "up"
+        assert sink.stdout.readline().strip() == "drained"
+        before = shard_bytes(s3_root)
+        assert before, "the first drain published nothing through the relay"
+        relay.armed.set()
+        asyncio.run(produce(kafka_bootstrap, topic, range(300, 450)))
+        assert relay.stalled.wait(60), "the sink never uploaded another shard"
+    finally:
+        sink.send_signal(signal.SIGKILL)
+        sink.communicate()
+    assert shard_bytes(s3_root) == before  # mid-upload: the shard being replaced is still the old, whole one
+    relay.close()  # the server now sees the upload's connection end halfway through the body
+    assert shard_bytes(s3_root) == before
+
+    stats = asyncio.run(drain(kafka_bootstrap, topic, ARCHIVE, settings, group_id=group))
+    assert 0 < stats.records < 450  # resumed from the committed spans, not from zero
+    after = shard_bytes(s3_root)
+    key = unquote(relay.stalled_path.split("?")[0].lstrip("/"))
+    assert key in after and after[key] != before.get(key)  # the frozen upload's shard, now rewritten whole
+    entry_ids = Counter()
+    for data in after.values():
+        entry_ids.update(pq.read_table(pa.BufferReader(data), columns=["entry_id"]).column("entry_id").to_pylist())
+    assert len(entry_ids) == 450 and set(entry_ids.values()) == {1}

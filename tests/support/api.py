@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from contextlib import asynccontextmanager
 
 from credence.client import Client
 from credence.config import Settings
@@ -27,3 +28,17 @@ def turn_bodies(lines: list[bytes]) -> list[dict]:
         obj = json.loads(line)
         out.setdefault(obj.pop("tenant"), []).append(obj)
     return out
+
+
+@asynccontextmanager
+async def mcp_session(url: str, key: str | None):
+    """The MCP SDK's own client on a worker's POST /mcp, initialised, with the key as a bearer header."""
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
+
+    headers = {"Authorization": f"Bearer {key}"} if key is not None else {}
+    async with (create_mcp_http_client(headers=headers) as http,
+                streamable_http_client(url + "/mcp", http_client=http) as (read, write),
+                ClientSession(read, write) as session):
+        await session.initialize()
+        yield session

@@ -7,8 +7,6 @@ from collections.abc import Callable, Sequence
 from types import ModuleType
 from typing import Any
 
-from pydantic import BaseModel
-
 from credence.streams.llm.models import Fact, Observation, ReflectionDraft, Turn
 from credence.streams.llm.prompts import (
     candidate_rerank,
@@ -36,56 +34,54 @@ def _observations(refs: Sequence[Any]) -> list[Observation]:
                         score=getattr(r, "score", None)) for r in refs]
 
 
-def _stage1(inp: stage1_extraction.Input) -> BaseModel:
+# Answers are plain JSON, not Output models: the rules logic can say more than the wire allows (a long
+# subject, too many facts), and the server holds each answer to the request's own schema (fit_to_schema)
+# before it goes out, as a guided decoder would.
+
+def _stage1(inp: stage1_extraction.Input) -> dict:
     turns = [Turn(id=t.id, role=t.role, text=t.text, ts="") for t in inp.turns]
-    return stage1_extraction.Output(facts=[
-        stage1_extraction.ExtractedFact(
-            text=f.text, subject=f.subject, importance=f.importance, polarity=f.polarity,
-            source_turn_ids=f.source_turn_ids,
-        )
-        for f in extraction.extract_facts(turns)[:stage1_extraction.MAX_FACTS]
-    ])
+    return {"facts": [
+        {"text": f.text, "subject": f.subject, "importance": f.importance, "polarity": f.polarity,
+         "source_turn_ids": f.source_turn_ids}
+        for f in extraction.extract_facts(turns)
+    ]}
 
 
-def _stage2(inp: stage2_classification.Input) -> BaseModel:
-    return stage2_classification.Output(classifications=[
-        stage2_classification.Pair(fact_id=c.fact_id, observation_id=c.observation_id, relation=c.relation)
-        for c in matching.classify(_facts(inp.facts), _observations(inp.observations))[:stage2_classification.MAX_PAIRS]
-    ])
+def _stage2(inp: stage2_classification.Input) -> dict:
+    return {"classifications": [
+        {"fact_id": c.fact_id, "observation_id": c.observation_id, "relation": c.relation}
+        for c in matching.classify(_facts(inp.facts), _observations(inp.observations))
+    ]}
 
 
-def _rerank(inp: candidate_rerank.Input) -> BaseModel:
-    ids = matching.rerank(_facts(inp.facts), _observations(inp.observations), inp.limit)
-    return candidate_rerank.Output(observation_ids=ids)
+def _rerank(inp: candidate_rerank.Input) -> dict:
+    return {"observation_ids": matching.rerank(_facts(inp.facts), _observations(inp.observations), inp.limit)}
 
 
-def _feedback(inp: surfaced_feedback.Input) -> BaseModel:
-    return surfaced_feedback.Output(decisions=[
-        surfaced_feedback.Decision(id=d.id, decision=d.decision)
-        for d in feedback.check_feedback(inp.reply, _observations(inp.surfaced))
-    ])
+def _feedback(inp: surfaced_feedback.Input) -> dict:
+    return {"decisions": [{"id": d.id, "decision": d.decision}
+                          for d in feedback.check_feedback(inp.reply, _observations(inp.surfaced))]}
 
 
-def _target(inp: negative_keyword_target.Input) -> BaseModel:
-    ids = matching.target_check(inp.user_messages, _observations(inp.observations))
-    return negative_keyword_target.Output(target_ids=ids)
+def _target(inp: negative_keyword_target.Input) -> dict:
+    return {"target_ids": matching.target_check(inp.user_messages, _observations(inp.observations))}
 
 
-def _synthesis(inp: reflection_synthesis.Input) -> BaseModel:
-    return reflection_synthesis.Output(reflections=[
-        reflection_synthesis.Draft(text=r.text, subject=r.subject, source_fact_ids=r.source_fact_ids)
-        for r in synthesis.synthesize(_facts(inp.facts), _observations(inp.existing))[:reflection_synthesis.MAX_REFLECTIONS]
-    ])
+def _synthesis(inp: reflection_synthesis.Input) -> dict:
+    return {"reflections": [
+        {"text": r.text, "subject": r.subject, "source_fact_ids": r.source_fact_ids}
+        for r in synthesis.synthesize(_facts(inp.facts), _observations(inp.existing))
+    ]}
 
 
-def _merge(inp: merge_decision.Input) -> BaseModel:
+def _merge(inp: merge_decision.Input) -> dict:
     r = inp.reflection
     draft = ReflectionDraft(text=r.text, subject=r.subject, source_fact_ids=[], score=r.score)
     d = synthesis.merge_decision(draft, _observations(inp.persona_entries))
-    return merge_decision.Output(action=d.action, target_id=d.target_id or merge_decision.NO_TARGET, text=d.text)
+    return {"action": d.action, "target_id": d.target_id or merge_decision.NO_TARGET, "text": d.text}
 
 
-ANSWERS: dict[str, Callable[[Any], BaseModel]] = {
+ANSWERS: dict[str, Callable[[Any], dict]] = {
     stage1_extraction.NAME: _stage1,
     stage2_classification.NAME: _stage2,
     candidate_rerank.NAME: _rerank,

@@ -9,7 +9,10 @@ before the input marker), max_tokens within the task cap, and (Stage 2 and reran
 the token caps. With refuse_repeats, a byte-identical request seen before is refused too: a retry
 must change something. A request that breaks a check gets HTTP 400 and is recorded in ``violations``.
 
-On demand it fails like a real overloaded server: a seeded, order-independent choice per request
+With overload_above it refuses (429) a request that arrives while that many are already being handled;
+with down, it answers 503 to everything until down is cleared; with down_for, to the first that many
+requests (an outage, then a healthy server). On demand it also fails like a real
+overloaded server: a seeded, order-independent choice per request
 among stalling past the client timeout, HTTP 500, HTTP 429, malformed JSON, schema-invalid content
 and content naming an id the input never had. Plain stdlib server in threads, so sync and async tests
 both use it.
@@ -34,7 +37,7 @@ from pydantic import BaseModel, ValidationError
 
 from credence.streams.llm.openai_parsing import REPAIR_PREFIX, split_user_message
 from credence.streams.llm.prompts import TASKS, candidate_rerank, stage2_classification
-from credence.streams.llm.prompts.base import schema_name
+from credence.streams.llm.prompts.base import fit_to_schema, schema_name
 from credence.streams.llm.token_budget import approx_tokens
 from tests.support.openai_answers import (
     ANSWERS,
@@ -81,6 +84,9 @@ class OpenAICompatibleServer:
         delay_tasks: Sequence[str] = (),
         delay_timeout_s: float = 60.0,
         delay_s: tuple[float, float] = (0.0, 0.0),
+        overload_above: int = 0,
+        down: bool = False,
+        down_for: int = 0,
         extra_models: Sequence[str] = (),
     ) -> None:
         assert set(failure_kinds) <= set(FAILURE_KINDS), failure_kinds
@@ -106,6 +112,11 @@ class OpenAICompatibleServer:
         self.delay_timeout_s = delay_timeout_s
         self._delay_released = threading.Event()
         self.delay_s = delay_s  # every answer is late by a seeded amount in this range: a slow server
+        # A server with room for this many requests: one arriving beyond it is refused with 429 at once.
+        self.overload_above = overload_above
+        self.down = down  # while True every request is answered 503: a server that is down (set it live)
+        self.down_for = down_for  # the first this many requests are answered 503: an outage, then healthy
+        self._requests = 0
         self.records: list[RequestRecord] = []
         self.violations: list[str] = []
         self.max_in_flight = 0
@@ -178,6 +189,11 @@ class OpenAICompatibleServer:
             # Holding requests until enough overlap makes a concurrency bound observable, not luck.
             self._state.wait_for(lambda: self._released, timeout=self.hold_timeout_s)
             return self._in_flight
+
+    def _is_down(self) -> bool:
+        with self._state:
+            self._requests += 1
+            return self.down or self._requests <= self.down_for
 
     def _leave(self) -> None:
         with self._state:
@@ -267,8 +283,10 @@ class OpenAICompatibleServer:
             self._bodies.add(digest)
         return seen
 
-    def _content(self, module: ModuleType, payload: BaseModel, failure: str | None) -> str:
-        out = ANSWERS[module.NAME](payload).model_dump(mode="json")
+    def _content(self, module: ModuleType, payload: BaseModel, schema: dict[str, Any], failure: str | None) -> str:
+        # Held to the schema the request carried, as guided decoding holds a model: the rules logic may
+        # say more than the wire allows, and the answer must still be one the client accepts.
+        out = module.Output.model_validate(fit_to_schema(schema, ANSWERS[module.NAME](payload))).model_dump(mode="json")
         if failure == "bad_json":
             return json.dumps(out)[:-2] + "},"
         if failure == "schema_invalid":
@@ -331,10 +349,16 @@ class _Handler(BaseHTTPRequestHandler):
                 if server.refuse_repeats and server._repeated(raw):
                     raise _Refused("byte-identical to an earlier request: a retry must change something")
                 module, payload = server._check(body)
-            except (ValueError, _Refused) as exc:
+            except (ValueError, TypeError, AttributeError, KeyError, _Refused) as exc:  # malformed: 400
                 server._record(task, "violation", in_flight, str(exc))
                 return self._send(400, {"error": {"message": str(exc)}})
             task = module.NAME
+            if server._is_down():
+                server._record(task, "http_503", in_flight)
+                return self._send(503, {"error": {"message": "server down"}})
+            if 0 < server.overload_above < in_flight:
+                server._record(task, "http_429", in_flight)
+                return self._send(429, {"error": {"message": "over capacity"}}, {"Retry-After": server.retry_after})
             server._pause(raw)
             failure = server._failure_for(raw)
             server._record(task, failure or "ok", in_flight)
@@ -348,7 +372,11 @@ class _Handler(BaseHTTPRequestHandler):
                 return self._send(429, {"error": {"message": "injected rate limit"}}, {"Retry-After": server.retry_after})
             if task in server.delay_tasks:
                 server._delay_released.wait(server.delay_timeout_s)
-            content = server._content(module, payload, failure)
+            try:
+                content = server._content(module, payload, body["response_format"]["json_schema"]["schema"], failure)
+            except Exception as exc:  # noqa: BLE001 - a test double never dies on an input: it says why
+                server._record(task, "violation", in_flight, f"the server could not answer: {exc!r}"[:500])
+                return self._send(500, {"error": {"message": f"test server could not answer: {exc!r}"[:500]}})
             return self._send(200, server._completion(body["messages"], content))
         finally:
             server._leave()

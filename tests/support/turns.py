@@ -37,6 +37,7 @@ class Outgoing:
     turn_id: str | None = None
     kind: str | None = None  # set for invalid records: which defect it carries
     rekeyed: bool = False  # valid, but produced with a wrong key or none
+    partition: int | None = None  # None: the producer's partitioner chooses (murmur2 of the key)
 
 
 @dataclass
@@ -163,7 +164,7 @@ async def produce(bootstrap: str, topic: str, records: list[Outgoing],
                                                  max_request_size=2_000_000))
     await producer.start()
     try:
-        futures = [await producer.send(topic, r.value, key=r.key) for r in records]
+        futures = [await producer.send(topic, r.value, key=r.key, partition=r.partition) for r in records]
         return [((meta := await f).partition, meta.offset) for f in futures]
     finally:
         await producer.stop()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -87,6 +88,7 @@ def _inline(node: Any, defs: dict[str, Any]) -> Any:
     return node
 
 
+@cache  # asked for on every in-process answer; callers copy it before changing it (call_schema does)
 def static_schema(output: type[BaseModel]) -> dict[str, Any]:
     """The Output model's schema, inlined and without titles (nothing the decoder needs)."""
     raw = output.model_json_schema()
@@ -113,6 +115,48 @@ def call_schema(output: type[BaseModel], enums: dict[str, list[str]],
         node = schema["properties"][prop]
         node["maxItems"] = min(node.get("maxItems", cap), max(cap, 0))
     return schema
+
+
+# -- an answer held to its schema's bounds (the rules backend in process, the test server on the wire) ---
+
+class _Unfit(Exception):
+    """An item that no clipping makes valid (an enum value outside the enum, too few items)."""
+
+
+def fit_to_schema(schema: dict[str, Any], data: Any, *, aliases: bool = True) -> Any:
+    """data clipped to what the schema allows: strings cut to maxLength, lists to maxItems, list items
+    with a value outside an enum (or too few items of their own) dropped. aliases=False leaves id fields
+    (ALIAS_KEY) as they are: in process they carry real ids, which the call's enum would name by alias.
+    Raises ValueError when the top level itself cannot fit (a required enum value outside its enum)."""
+    try:
+        return _fit(schema, data, aliases)
+    except _Unfit as exc:
+        raise ValueError(f"answer does not fit its schema: {exc}") from exc
+
+
+def _fit(node: dict[str, Any], data: Any, aliases: bool) -> Any:
+    if not aliases and ALIAS_KEY in node:
+        return data
+    if "enum" in node and data not in node["enum"]:
+        raise _Unfit(f"{str(data)[:40]!r} is not one of {node['enum'][:6]}")
+    kind = node.get("type")
+    if kind == "string" and isinstance(data, str) and "maxLength" in node:
+        return data[:node["maxLength"]]
+    if kind == "object" and isinstance(data, dict):
+        props = node.get("properties", {})
+        return {k: _fit(props[k], v, aliases) if k in props else v for k, v in data.items()}
+    if kind == "array" and isinstance(data, list):
+        kept = []
+        for item in data:
+            try:
+                kept.append(_fit(node.get("items", {}), item, aliases))
+            except _Unfit:
+                continue  # one bad item costs that item, not the answer
+        kept = kept[:node.get("maxItems", len(kept))]
+        if len(kept) < node.get("minItems", 0):
+            raise _Unfit(f"{len(kept)} items, fewer than {node['minItems']}")
+        return kept
+    return data
 
 
 @dataclass(frozen=True)

@@ -1,27 +1,57 @@
-"""The deterministic offline backend: no network, same answers for the same input, every time."""
+"""The deterministic offline backend: no network, same answers for the same input, every time.
+
+Its answers keep to the same bounds as a model's on the wire (each task's Output schema: sentence and
+subject lengths, item counts, enums), so nothing the rules logic says in process could not have come
+from a model server; ids stay real, as the wire path's reader returns them."""
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from types import ModuleType
 
 from credence.config.memory import DEFAULT_MEMORY_SETTINGS as SEED_CAPS  # the seed's Stage-2 caps
 from credence.streams.llm.backend import LLMBackend, LLMStats
 from credence.streams.llm.models import (
     Classification,
     Fact,
+    fact_id,
     FeedbackDecision,
     MergeDecision,
     Observation,
     ReflectionDraft,
     Turn,
 )
+from credence.streams.llm.prompts import (
+    candidate_rerank,
+    merge_decision as merge_prompt,
+    negative_keyword_target,
+    reflection_synthesis,
+    stage1_extraction,
+    stage2_classification,
+    surfaced_feedback,
+)
+from credence.streams.llm.prompts.base import fit_to_schema, static_schema
 from credence.streams.llm.rules import extraction, feedback, matching, synthesis
 from credence.streams.llm.token_budget import CountTokens, approx_tokens, fit_rerank, fit_stage2
 
 log = logging.getLogger(__name__)
 
 LABEL = "rules (offline fallback — no LLM server configured)"
+
+
+def _wire(module: ModuleType, answer: dict) -> dict:
+    """The answer cut to the task's wire bounds; id fields are left alone (real ids, not aliases)."""
+    return fit_to_schema(static_schema(module.Output), answer, aliases=False)
+
+
+def _bounded_facts(facts: list[Fact]) -> list[Fact]:
+    out: dict[str, Fact] = {}
+    for d in _wire(stage1_extraction, {"facts": [f.model_dump() for f in facts]})["facts"]:
+        # The id is the content's, as the wire path's reader derives it from the (cut) text and subject.
+        fid = fact_id(d["source_turn_ids"], d["subject"], d["polarity"], d["text"])
+        out.setdefault(fid, Fact.model_validate(d | {"id": fid}))
+    return list(out.values())
 
 
 class RulesBackend(LLMBackend):
@@ -57,7 +87,7 @@ class RulesBackend(LLMBackend):
 
     async def extract_facts(self, turns: Sequence[Turn]) -> list[Fact]:
         self._count()
-        return extraction.extract_facts(turns)
+        return _bounded_facts(extraction.extract_facts(turns))
 
     async def classify(self, facts: Sequence[Fact], observations: Sequence[Observation]) -> list[Classification]:
         self._count()
@@ -66,30 +96,40 @@ class RulesBackend(LLMBackend):
             facts, observations, observation_cap=self._observation_cap,
             prompt_cap=self._prompt_cap, count_tokens=self._count_tokens,
         )
-        return matching.classify(facts, fitted)
+        pairs = [c.model_dump() for c in matching.classify(facts, fitted)]
+        return [Classification.model_validate(c)
+                for c in _wire(stage2_classification, {"classifications": pairs})["classifications"]]
 
     async def rerank(self, facts: Sequence[Fact], observations: Sequence[Observation], limit: int) -> list[str]:
         self._count()
         fitted = fit_rerank(facts, observations, limit, observation_cap=self._observation_cap,
                             prompt_cap=self._prompt_cap, count_tokens=self._count_tokens)
-        return matching.rerank(facts, fitted, limit)
+        return _wire(candidate_rerank, {"observation_ids": matching.rerank(facts, fitted, limit)})["observation_ids"]
 
     async def check_feedback(self, reply_text: str, surfaced: Sequence[Observation],
                              ai_text: str = "") -> list[FeedbackDecision]:
         self._count()
-        return feedback.check_feedback(reply_text, surfaced)
+        decisions = feedback.check_feedback(reply_text, surfaced)
+        said = _wire(surfaced_feedback, {"decisions": [d.model_dump() for d in decisions]})["decisions"]
+        # As the wire path's reader does: a reflection left out of the bounded answer was not addressed.
+        return [*(FeedbackDecision.model_validate(d) for d in said),
+                *(FeedbackDecision(id=d.id, decision="ignore") for d in decisions[len(said):])]
 
     async def target_check(self, last_user_messages: Sequence[str], observations: Sequence[Observation],
                            ai_text: str = "") -> list[str]:
         self._count()
-        return matching.target_check(last_user_messages[-3:], observations)
+        ids = matching.target_check(last_user_messages[-3:], observations)
+        return _wire(negative_keyword_target, {"target_ids": ids})["target_ids"]
 
     async def synthesize(self, facts: Sequence[Fact], related: Sequence[Observation] = ()) -> list[ReflectionDraft]:
         self._count()
-        return synthesis.synthesize(facts, related)
+        drafts = [d.model_dump() for d in synthesis.synthesize(facts, related)]
+        return [ReflectionDraft.model_validate(d)
+                for d in _wire(reflection_synthesis, {"reflections": drafts})["reflections"]]
 
     async def merge_decision(
         self, reflection: ReflectionDraft, persona_entries: Sequence[Observation]
     ) -> MergeDecision:
         self._count()
-        return synthesis.merge_decision(reflection, persona_entries)
+        decision = synthesis.merge_decision(reflection, persona_entries)
+        return MergeDecision.model_validate(_wire(merge_prompt, decision.model_dump()))

@@ -2,12 +2,16 @@ import asyncio
 import logging
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from credence.config import load_settings
 from credence.config.llm import LLMSettings
 from credence.errors import ConfigError
 from credence.streams.llm import make_backend
-from credence.streams.llm.models import Observation, ReflectionDraft
+from credence.streams.llm.models import Observation, ReflectionDraft, Turn, fact_id
+from credence.streams.llm.prompts import reflection_synthesis, stage1_extraction
+from credence.streams.llm.prompts.base import MAX_SUBJECT, MAX_TEXT
 from credence.streams.llm.rules.backend import RulesBackend
 
 
@@ -87,3 +91,49 @@ def test_rules_rerank_keeps_to_the_same_budget(turn_factory):
 
     kept = asyncio.run(run())
     assert 0 < len(kept) < 40 and kept == [f"o{i}" for i in range(len(kept))]
+
+
+# -- in process as on the wire: every answer within the task's wire bounds ---------------------------
+
+_LONG = "I love the extraordinarily magnificent incomprehensibilities of internationalization"
+_phrase = st.lists(st.text(st.characters(categories=["L"]), min_size=8, max_size=20), min_size=1, max_size=9)
+_statement = st.one_of(st.text(max_size=300), st.builds("I love {}. I hate {}".format, _phrase.map(" ".join),
+                                                        _phrase.map(" ".join)))
+
+
+def _within_wire_bounds(facts: list, drafts: list) -> None:
+    for fact in facts:
+        assert len(fact.subject) <= MAX_SUBJECT and len(fact.text) <= MAX_TEXT
+        assert fact.id == fact_id(fact.source_turn_ids, fact.subject, fact.polarity, fact.text)
+    assert len(facts) <= stage1_extraction.MAX_FACTS
+    assert all(len(d.subject) <= MAX_SUBJECT and len(d.text) <= MAX_TEXT for d in drafts)
+
+
+def test_a_long_subject_is_cut_to_the_wire_bound_in_process(turn_factory):
+    async def run():
+        backend = RulesBackend()
+        facts = await backend.extract_facts([turn_factory(_LONG)])
+        return facts, await backend.synthesize(facts)
+
+    facts, drafts = asyncio.run(run())
+    assert [len(f.subject) for f in facts] == [MAX_SUBJECT]
+    _within_wire_bounds(facts, drafts)
+    assert drafts[0].source_fact_ids == [facts[0].id]
+
+
+@settings(max_examples=60, deadline=None)
+@given(texts=st.lists(_statement, min_size=1, max_size=30))
+def test_rules_answers_keep_to_the_wire_bounds(texts):
+    turns = [Turn(id=f"t{i}", role="user", text=t, ts="2026-01-01T00:00:00Z") for i, t in enumerate(texts)]
+
+    async def run():
+        backend = RulesBackend()
+        facts = await backend.extract_facts(turns)
+        drafts = await backend.synthesize(facts)
+        merges = [await backend.merge_decision(d, []) for d in drafts]
+        return facts, drafts, merges
+
+    facts, drafts, merges = asyncio.run(run())
+    _within_wire_bounds(facts, drafts)
+    assert len(drafts) <= reflection_synthesis.MAX_REFLECTIONS
+    assert all(len(m.text) <= MAX_TEXT for m in merges)

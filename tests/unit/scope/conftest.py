@@ -91,8 +91,9 @@ class Driver:
     def result(self, req: Request, output: dict) -> StepContext:
         return self.step("result", {"request_id": req.id, "task": req.task, "output": output})
 
-    def fail(self, req: Request, error: str = "boom") -> StepContext:
-        return self.step("failed", {"request_id": req.id, "task": req.task, "error": error})
+    def fail(self, req: Request, error: str = "boom", transient: bool = False) -> StepContext:
+        record = {"request_id": req.id, "task": req.task, "error": error}
+        return self.step("failed", record | ({"transient": True} if transient else {}))
 
     # -- the pump --------------------------------------------------------------------------------------
     def pump(self) -> None:

@@ -178,7 +178,12 @@ def test_final_state_does_not_depend_on_result_latency(driver_factory, pipeline_
     assert [j["event_id"] for j in late.journal()] == [j["event_id"] for j in prompt.journal()]
 
 
-def test_a_request_failing_max_request_failures_times_is_dead_lettered_and_the_scope_moves_on(driver_factory):
+# A request the backend refused (a 4xx, a payload that does not validate: retrying cannot help) is
+# dead-lettered after max_request_failures. One that failed because the backend was unavailable (the
+# runner's "transient" failure: 429/5xx/timeouts after the client's retries) is not: it waits with a
+# back-off and is re-issued (the tests after these three).
+def test_a_refused_request_failing_max_request_failures_times_is_dead_lettered_and_the_scope_moves_on(
+        driver_factory):
     import base64
 
     d = driver_factory(auto=False).with_candidate()
@@ -242,6 +247,53 @@ def test_facts_of_a_dead_lettered_request_leave_the_state_failed_and_are_journal
     assert {f: left[f] for f in asked} == dict.fromkeys(asked, expected)
     assert all(f not in d.state.facts and d.state.knows_fact(f) for f in asked)
     assert req.id not in d.state.requests and d.step("tick", {"type": "tick"}).requests == []
+
+
+def test_a_request_failing_while_the_backend_is_unavailable_waits_and_is_retried_not_dropped(
+        driver_factory, pipeline_factory):
+    pipeline = pipeline_factory(max_request_failures=2, failed_request_retry_seconds=60, stage1_max_wait_seconds=60)
+    d = driver_factory(auto=False, pipeline=pipeline).with_candidate()
+    d.turn("I love hiking", T0)
+    d.flush()
+    d.pump_one()  # Stage-1 answered; Stage-2 in flight
+    (stage2,) = d.state.requests.values()
+    (fact_id,) = [f["id"] for f in stage2.payload["facts"]]
+    d.fail(stage2, error="HTTP 503 #1", transient=True)
+    ctx = d.fail(stage2, error="HTTP 503 #2", transient=True)
+    assert [r.id for r in ctx.requests] == [stage2.id]  # the ordinary retry before the limit
+    # past the limit: journalled as facts_failed, but nothing dead-lettered and the fact still waits
+    (failed,) = [j for j in d.journal() if j["event"] == "facts_failed"]
+    assert (failed["cause"], failed["entry"]["fact_ids"]) == ("max_request_failures", [fact_id])
+    assert [e for e in d.emits if e.topic == "dlq"] == []
+    assert stage2.id in d.state.requests and d.state.facts[fact_id]["stage2"] == "pending"
+    # it waits for its back-off in the scope's event time: a turn 30 s later does not re-issue it ...
+    assert d.turn("I like tea", T0 + timedelta(seconds=30)).requests == []
+    # ... one 60 s after it failed does
+    assert [r.id for r in d.turn("I like jazz", T0 + timedelta(seconds=61)).requests] == [stage2.id]
+    d.fail(stage2, error="HTTP 503 #3", transient=True)  # still down: the next wait is twice as long
+    assert d.turn("I like rain", T0 + timedelta(seconds=100)).requests == []
+    # a tick without a time (a replay's wall-clock pace) tries again whatever the event time
+    assert [r.id for r in d.step("tick", {"type": "tick"}).requests] == [stage2.id]
+    d.pump()  # the backend answers again: the fact is processed and the queued turns run
+    assert fact_id not in d.state.facts and d.state.knows_fact(fact_id)
+    assert d.state.queue == [] and d.state.requests == {}
+    assert {HIKING, TEA} <= set(d.state.entries)
+    assert len([j for j in d.journal() if j["event"] == "facts_failed"]) == 1  # once, superseded by the result
+
+
+def test_a_stage1_window_failing_while_the_backend_is_unavailable_keeps_its_turns(driver_factory, pipeline_factory):
+    d = driver_factory(auto=False, pipeline=pipeline_factory(max_request_failures=1))
+    d.turn("I love hiking", T0)
+    d.flush()
+    (stage1,) = d.outbox
+    ctx = d.fail(stage1, transient=True)
+    assert ctx.emits == [] and ctx.requests == []  # nothing dead-lettered, nothing re-sent at once
+    waiting = d.state.requests[stage1.id]
+    assert waiting.payload["turns"][0]["text"] == "I love hiking"
+    assert waiting.retry_at is not None and type(waiting).from_dict(waiting.to_dict()) == waiting  # saved as is
+    assert [r.id for r in d.step("tick", {"type": "tick"}).requests] == [stage1.id]
+    d.pump()
+    assert HIKING in d.state.entries
 
 
 def test_max_request_failures_is_a_setting(driver_factory, pipeline_factory):

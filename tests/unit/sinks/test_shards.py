@@ -118,3 +118,23 @@ def test_only_stale_temp_files_are_removed(archive_settings_factory):
     os.utime(old, (1, 1))
     assert remove_stale_temp_files(archive) == 1
     assert not old.exists() and young.exists()
+
+
+def test_s3_settings_connect_without_the_aws_variables(monkeypatch):
+    """Settings' S3 fields build the client themselves (no request is sent until a shard is read or written)."""
+    import pyarrow.fs as pafs
+    from pydantic import ValidationError
+
+    from credence.config.archive import ArchiveSettings
+
+    for name in ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    settings = ArchiveSettings(s3_endpoint_url="http://127.0.0.1:9", s3_access_key_id="k", s3_secret_access_key="s",
+                               s3_region="eu-west-3")
+    archive = open_archive("s3://bucket/some/prefix/", settings)
+    assert isinstance(archive.fs, pafs.S3FileSystem) and archive.base == "bucket/some/prefix"
+    assert archive.fs.region == "eu-west-3" and not archive.is_local
+    with pytest.raises(ValidationError, match="together"):
+        ArchiveSettings(s3_access_key_id="k")
+    with pytest.raises(ArchiveError, match="names no bucket"):
+        open_archive("s3://", settings)

@@ -1,0 +1,126 @@
+"""The MCP tools: each one is a /v1 route with the tenant taken from the key. The arguments are pydantic
+models (their JSON schema is the tool's input schema) and the result is the route's own response model (its
+schema is the tool's output schema), so a tool validates and answers exactly as its route does."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Callable, Literal
+
+from pydantic import BaseModel, Field, ValidationError
+
+from credence.errors import ApiError
+from credence.streams.api import models
+from credence.streams.api.http import path_parts
+from credence.streams.api.reads import TIERS
+from credence.streams.api.routes import ROUTES, Route
+from credence.streams.runtime.records import ROLES
+
+class ScopeArgs(BaseModel):
+    model_config = models.STRICT
+    user: str = Field(min_length=1, max_length=200, description="the user's id in your platform")
+    character: str = Field(min_length=1, max_length=200, description="the AI character's id")
+
+
+class RecallArgs(ScopeArgs):
+    query: str = Field(min_length=1, max_length=2000, description="what to look for in this scope's memory")
+    top_k: int = Field(default=5, ge=1, le=100, description="at most this many hits")
+
+
+class ListEntriesArgs(ScopeArgs):
+    tier: Literal[TIERS] | None = Field(default=None, description="only entries in this tier")
+
+
+class EntryArgs(ScopeArgs):
+    entry_id: str = Field(min_length=1, max_length=200, description="an entry id (from get_prompt, recall or "
+                                                                    "list_entries)")
+
+
+class FeedbackArgs(EntryArgs):
+    kind: Literal["confirm", "deny"] = Field(description="confirm: the memory is right; deny: it is wrong")
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    route: str  # the /v1 route's name
+    description: str
+    args: type[BaseModel]
+    read_only: bool
+    body: Callable[[BaseModel], BaseModel | None] = lambda args: None
+    query: Callable[[BaseModel], dict[str, str]] = lambda args: {}
+
+    @property
+    def v1(self) -> Route:
+        return next(r for r in ROUTES if r.name == self.route)
+
+
+TOOLS: tuple[Tool, ...] = (
+    Tool("add_turns", "post_turns", "Send conversation turns to memory. Each turn: user, character, turn_id, "
+         f"role ({'|'.join(ROLES)}), text, ts (ISO-8601 with offset)[, surfaced_ids]; the tenant comes from your "
+         "key. "
+         "Each turn is validated on its own: the result lists rejected ones with the reason. Memory is built "
+         "from them asynchronously by the stream.", models.TurnsRequest, False, body=lambda a: a),
+    Tool("get_prompt", "get_prompt", "The memory block to put in the character's prompt for this user: text, "
+         "the entries it shows, token counts and what was left out.", ScopeArgs, True),
+    Tool("recall", "post_recall", "Search this user's memory with this character (BM25, plus cosine when "
+         "embeddings are on). Hits count as usage: they reinforce the recalled memories.", RecallArgs, False,
+         body=lambda a: models.RecallRequest(query=a.query, top_k=a.top_k)),
+    Tool("list_entries", "get_entries", "Every memory entry of this user with this character, with tier and "
+         "score.", ListEntriesArgs, True, query=lambda a: {"tier": a.tier} if a.tier else {}),
+    Tool("get_entry", "get_entry", "One memory entry and the ordered signals (history) that made its score.",
+         EntryArgs, True),
+    Tool("give_feedback", "post_feedback", "Confirm or deny one memory entry, as the user said; the stream "
+         "applies it in order.", FeedbackArgs, False,
+         body=lambda a: models.FeedbackRequest(entry_id=a.entry_id, kind=a.kind)),
+)
+BY_NAME = {t.name: t for t in TOOLS}
+
+
+def parse_args(tool: Tool, arguments: dict | None) -> BaseModel:
+    """The tool's arguments, or ApiError 422 naming every field that is wrong (as the route's body check)."""
+    try:
+        return tool.args.model_validate(arguments or {})
+    except ValidationError as exc:
+        reasons = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in exc.errors())
+        raise ApiError(422, f"invalid arguments for {tool.name}: {reasons}") from None
+
+
+async def run(api, caller, authorization: str, name: str, arguments: dict | None) -> dict:
+    """What the tool's /v1 route answers for `caller`, as JSON; ApiError when the route refuses. A scope's
+    reads and writes are answered by its owner, through the same forwarding as /v1."""
+    tool = BY_NAME.get(name)
+    if tool is None:
+        raise ApiError(404, f"no tool {name!r}; the tools are {', '.join(BY_NAME)}")
+    args = parse_args(tool, arguments)
+    route = tool.v1
+    params = path_parts({"tenant": caller.name, **{k: getattr(args, k) for k in ("user", "character", "entry_id")
+                                                   if "{" + k + "}" in route.path}})
+    body, query = tool.body(args), tool.query(args)
+    if route.scope:
+        raw = body.model_dump_json(exclude_none=True).encode() if body is not None else None
+        scope = f"{params['tenant']}/{params['user']}/{params['character']}"
+        owned = await api.router.ask(scope, route.method, route.path.format(**params), query, authorization, raw)
+        if owned is not None:
+            return _owner_answer(*owned)
+    status, result = await api.answer(route, caller, params, body, query)
+    return result.model_dump(mode="json")
+
+
+def _owner_answer(status: int, payload: bytes) -> dict:
+    try:
+        answer = json.loads(payload)
+    except ValueError:
+        raise ApiError(502, f"the scope's owner answered {status} with a body that is not JSON") from None
+    if status >= 400:
+        raise ApiError(status, answer.get("error", "refused") if isinstance(answer, dict) else "refused")
+    return answer
+
+
+def output_schema(tool: Tool) -> dict:
+    return tool.v1.response.model_json_schema(mode="serialization")
+
+
+def input_schema(tool: Tool) -> dict:
+    return tool.args.model_json_schema()

@@ -1,0 +1,112 @@
+"""Forgets ordered against every input of the user.
+
+`credence forget` sends one forget record per partition on `control`, naming the end offsets every input
+topic had on every partition when it was sent (`after`: logical topic -> end offset by partition). The
+user's records queued before it on the other topics (turns, feedback, facts, usage) may still be read
+after it: a worker reads its topics side by side, in no order between them. So the forget is applied as
+soon as it is read (the user's keys on the partition deleted at once), and it stays, as a filter, until the
+partition's applied positions have passed those offsets on every input topic. Meanwhile a record of the
+user below its topic's offset was queued before the forget: it is dropped, never applied (it would bring
+the user back, with the duplicate marks gone). A record at or past it was produced after the forget:
+new data, applied as usual. A forwarded copy (a record that arrived on another partition than its
+scope's) is judged by the record it was made from, whose partition's offsets the forget names too.
+
+Why not hold the forget until the positions pass and apply it then: the user's data would stay readable
+for as long as the slowest input's backlog, every record of the user between would be applied only to be
+deleted, and records produced after the forget but read in the same batch would be deleted with them. Why
+not a forget marker on every input topic: it would put control records into the platforms' own topics,
+which every other consumer of them would then have to skip.
+
+A partition's filters are one key of the `seen` table (`forget␟partition`), written with the forget's own
+deletions (one redo record: all or nothing) and rewritten with the batch that prunes them, so a worker
+that crashes, or a partition that moves, keeps them. A forget without `after` (an older `credence forget`)
+is applied alone, as before.
+
+Not covered: a record produced after the forget but read before it (its topic read ahead of `control`) is
+deleted with the user, the forget cannot tell it apart; a record of the user that arrived on another
+partition and is forwarded only after this partition has pruned its filter is applied as new data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Final
+
+import orjson
+
+from credence.streams.runtime import codec
+from credence.streams.runtime.writes import TableWrites
+
+KIND: Final = "forget"  # a `seen` key's first part: kind␟partition
+Expected = Callable[[str, int], int | None]  # (topic, partition) -> the next offset to apply (Positions)
+
+
+def forget_key(partition: int) -> str:
+    return f"{KIND}{codec.SEP}{partition}"
+
+
+def is_forget_key(key: str) -> bool:
+    return key.startswith(KIND + codec.SEP)
+
+
+class Forgets:
+    def __init__(self, table, writes: TableWrites, topic: Callable[[str], str]) -> None:
+        self._table, self._writes, self._topic = table, writes, topic  # topic: logical name -> topic name
+        self._held: dict[int, dict[str, dict[str, list[int]]]] = {}  # partition -> user prefix -> after
+        self._dirty: set[int] = set()
+
+    def _of(self, partition: int) -> dict[str, dict[str, list[int]]]:
+        """The partition's filters, read from the table on first use (a record of it is the current event)."""
+        held = self._held.get(partition)
+        if held is None:
+            raw = self._table.get(forget_key(partition))
+            held = self._held[partition] = orjson.loads(raw)["users"] if raw is not None else {}
+        return held
+
+    def hold(self, prefix: str, partition: int, after: dict[str, list[int]]) -> None:
+        """The forget of `prefix` was applied on `partition`: drop what was queued before it from now on. A
+        later forget of the same user names later offsets, so it replaces the earlier one."""
+        self._of(partition)[prefix] = after
+        self._dirty.add(partition)
+
+    def queued_before(self, scope: str, partition: int, origin: tuple[str, int, int]) -> bool:
+        """Whether a record of `scope` read on `partition` was queued before a forget of its user held
+        there. `origin`: (logical topic, partition, offset) of the record, or of the one a forwarded copy
+        was made from."""
+        held = self._of(partition)
+        if not held:
+            return False
+        after = held.get(scope[:scope.rindex("/") + 1])  # the user's prefix, `tenant/user/`
+        if after is None:
+            return False
+        topic, at_partition, offset = origin
+        ends = after.get(topic, ())
+        return at_partition < len(ends) and offset < ends[at_partition]
+
+    def write(self, partition: int, expected: Expected) -> None:
+        """Prune the partition's filters whose offsets its positions have passed on every input topic,
+        and write them if they changed (a record of the partition is the current event)."""
+        held = self._of(partition)
+        for prefix in [p for p, after in held.items() if self._passed(after, partition, expected)]:
+            del held[prefix]
+            self._dirty.add(partition)
+        if partition not in self._dirty:
+            return
+        self._dirty.discard(partition)
+        if held:
+            self._writes.put(self._table, forget_key(partition), orjson.dumps({"v": 1, "users": held}), partition)
+        else:
+            self._writes.delete(self._table, forget_key(partition), partition)
+
+    def _passed(self, after: dict[str, list[int]], partition: int, expected: Expected) -> bool:
+        for name, ends in after.items():
+            end = ends[partition] if partition < len(ends) else 0
+            position = expected(self._topic(name), partition)
+            if end > 0 and (position is None or position < end):
+                return False
+        return True
+
+    def reset(self) -> None:
+        """Partitions moved: read the filters from the table again when next needed."""
+        self._held.clear()
+        self._dirty.clear()

@@ -1,0 +1,159 @@
+"""The archive on object storage: the sink, `archive query`/`report` and `forget` against the project's own
+S3-compatible server (s3proxy, the `object_store` fixture), credentials from the standard AWS variables or
+from settings. Every result is compared with a run of the same input into a local folder."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+from aiokafka import AIOKafkaProducer
+
+from credence.config.archive import ArchiveSettings
+from credence.kafka import client_options
+from credence.sinks.consumer import drain
+from credence.sinks.schema import ARCHIVE, EVIDENCE, TABLES
+from credence.sinks.shards import list_shards, open_archive
+from tests.integration.test_sink_archive import archive_record, create_topics
+from tests.integration.test_sink_evidence import journal
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+RECORDS = 60
+SHARD_ROWS = 16
+AWS_NAMES = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION")
+
+
+def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("CREDENCE_")}
+    result = subprocess.run([sys.executable, "-m", "credence.streams.ops.cli", *args], env={**base, **(env or {})},
+                            capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    return result
+
+
+def ok(result: subprocess.CompletedProcess) -> str:
+    assert result.returncode == 0, (result.returncode, result.stdout[-500:], result.stderr[-2000:])
+    return result.stdout
+
+
+async def produce(bootstrap: str, topic: str, records: list[dict]) -> None:
+    producer = AIOKafkaProducer(**client_options(bootstrap, acks="all", enable_idempotence=True))
+    await producer.start()
+    try:
+        for record in records:
+            await producer.send(topic, json.dumps(record).encode(),
+                                key=f"{record['tenant']}/{record['user']}/{record['character']}".encode())
+        await producer.flush()
+    finally:
+        await producer.stop()
+
+
+def sink_both(bootstrap: str, prefix: str, local: str, remote: str) -> tuple[str, str]:
+    """The same archive and evidence topics sunk into a local folder and into an s3:// root."""
+    topics = {ARCHIVE: f"{prefix}.archive", EVIDENCE: f"{prefix}.evidence"}
+
+    async def scenario():
+        await create_topics(bootstrap, *topics.values())
+        await produce(bootstrap, topics[ARCHIVE], [archive_record(i) for i in range(RECORDS)])
+        await produce(bootstrap, topics[EVIDENCE], journal())
+        for name, root in (("local", local), ("s3", remote)):
+            settings = ArchiveSettings(root=root, max_rows_per_shard=SHARD_ROWS)
+            for table, topic in topics.items():
+                stats = await drain(bootstrap, topic, table, settings, group_id=f"{prefix}-{name}.{table}")
+                assert stats.rows > 0 and stats.dead_lettered == 0
+
+    asyncio.run(scenario())
+    return local, remote
+
+
+@pytest.fixture(scope="module")
+def sunk(kafka_bootstrap, object_store, tmp_path_factory) -> tuple[str, str]:
+    """Sunk once for the module's read-only tests (the AWS variables stay set while they run)."""
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in object_store.env().items():
+            patch.setenv(name, value)
+        remote = object_store.create_bucket(f"credence-{uuid.uuid4().hex[:12]}") + "/archive"
+        prefix = f"t{uuid.uuid4().hex[:10]}"
+        yield sink_both(kafka_bootstrap, prefix, str(tmp_path_factory.mktemp("local") / "archive"), remote)
+
+
+def shard_digests(root: str) -> dict[str, str]:
+    """Every shard of both tables: its path under the root -> the SHA-256 of its bytes."""
+    archive = open_archive(root)
+    digests = {}
+    for table in TABLES:
+        for path in list_shards(archive, table):
+            with archive.fs.open_input_stream(path) as stream:
+                digests[path[len(archive.base) + 1:]] = hashlib.sha256(stream.read()).hexdigest()
+    return digests
+
+
+def test_the_sink_writes_byte_identical_shards_to_s3(sunk, object_store):
+    local, remote = sunk
+    remote_shards = shard_digests(remote)
+    assert remote_shards == shard_digests(local)
+    assert len(remote_shards) > 2 * RECORDS // SHARD_ROWS
+    bucket, prefix = remote.removeprefix("s3://").split("/", 1)
+    on_server = {str(p.relative_to(object_store.data_dir / "blobs" / bucket / prefix))
+                 for p in (object_store.data_dir / "blobs" / bucket / prefix).rglob("*.parquet")}
+    assert on_server == set(remote_shards)  # really stored by the S3 server, nothing else visible
+
+
+QUERIES = [
+    "SELECT count(*) AS n, count(DISTINCT entry_id) AS ids FROM archive",
+    'SELECT tenant, kind, "date", "user", count(*) AS n, sum(importance) AS i FROM archive GROUP BY ALL ORDER BY ALL',
+    'SELECT * FROM archive ORDER BY topic_partition, "offset"',
+    'SELECT * EXCLUDE (snapshot_json) FROM evidence ORDER BY topic_partition, "offset"',
+    "SELECT * FROM entry_versions ORDER BY ALL",
+]
+
+
+@pytest.mark.parametrize("sql", QUERIES, ids=[str(i) for i in range(len(QUERIES))])
+def test_archive_query_over_s3_equals_the_local_run(sunk, sql):
+    local, remote = sunk
+    answer = ok(cli("archive", "query", sql, "--format", "json", "--root", remote))
+    assert json.loads(answer), "no rows: the comparison would prove nothing"
+    assert answer == ok(cli("archive", "query", sql, "--format", "json", "--root", local))
+
+
+def test_archive_report_over_s3_equals_the_local_run(sunk, tmp_path):
+    local, remote = sunk
+    answer = ok(cli("archive", "report", "--root", remote, "--png", str(tmp_path / "funnel.png")))
+    assert "(0 rows)" not in answer and (tmp_path / "funnel.png").stat().st_size > 0
+    assert answer.replace(str(tmp_path / "funnel.png"), "") == ok(cli("archive", "report", "--root", local)) + "chart written to \n"
+
+
+def test_credentials_come_from_settings_when_the_aws_variables_are_unset(sunk, object_store):
+    _, remote = sunk
+    env = {name: "" for name in AWS_NAMES}
+    settings = {"CREDENCE_ARCHIVE__S3_ENDPOINT_URL": object_store.endpoint,
+                "CREDENCE_ARCHIVE__S3_ACCESS_KEY_ID": object_store.access_key,
+                "CREDENCE_ARCHIVE__S3_REGION": object_store.region}
+    sql = "SELECT count(*) AS n FROM archive"
+    wrong = cli("archive", "query", sql, "--root", remote,
+                env=env | settings | {"CREDENCE_ARCHIVE__S3_SECRET_ACCESS_KEY": "not-the-secret"})
+    assert wrong.returncode == 2 and "credence: error" in wrong.stderr, wrong.stderr[-1500:]
+    right = cli("archive", "query", sql, "--format", "csv", "--root", remote,
+                env=env | settings | {"CREDENCE_ARCHIVE__S3_SECRET_ACCESS_KEY": object_store.secret_key})
+    assert ok(right).split() == ["n", str(RECORDS)]
+
+
+def test_forget_removes_the_user_from_the_remote_shards(kafka_bootstrap, topic_prefix, tmp_path, s3_root):
+    local, remote = sink_both(kafka_bootstrap, topic_prefix, str(tmp_path / "archive"), s3_root)
+    tenant, user = "tenant-1", "user 3"  # archive_record(i): tenant-{i % 3}, user {i % 5}
+    said = ok(cli("forget", tenant, user, "--archive-only", "--root", remote))
+    assert said == ok(cli("forget", tenant, user, "--archive-only", "--root", local))
+    assert "removed 4 rows" in said  # i in 0..59 with i % 15 == 13
+    assert shard_digests(remote) == shard_digests(local)
+    left = 'SELECT count(*) AS n FROM archive WHERE tenant = ? AND "user" = ?'
+    assert ok(cli("archive", "query", left, "--param", tenant, "--param", user, "--format", "csv",
+                  "--root", remote)).split() == ["n", "0"]
+    assert "removed 0 rows" in ok(cli("forget", tenant, user, "--archive-only", "--root", remote))
+    assert Path(local, "_forgotten").is_dir()
