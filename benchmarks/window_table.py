@@ -16,8 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.production_path import dialogue_lines, pct  # noqa: E402
-from benchmarks.production_path import _instant as instant  # noqa: E402
+from benchmarks.production_path import dialogue_lines, instant, pct  # noqa: E402
 from benchmarks.report import Row  # noqa: E402
 from credence.config.pipeline import PipelineSettings  # noqa: E402
 
