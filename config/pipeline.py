@@ -13,7 +13,7 @@ class PipelineSettings(BaseModel):
     # conversation, not per minute.
     stage1_max_batch: int = Field(default=16, ge=1)
     stage1_quiet_seconds: float = Field(default=600.0, ge=0)
-    stage1_max_wait_seconds: float = Field(default=1800.0, ge=0)
+    stage1_max_wait_seconds: float = Field(default=3600.0, ge=0)
     # Facts accumulate per scope before a reflection synthesis call.
     synthesis_min_facts: int = Field(default=1, ge=1)
     # Wall-clock ticks per owned scope (flush windows, sweep, fallback, retries); 0 disables them
