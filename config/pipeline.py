@@ -6,9 +6,14 @@ from pydantic import BaseModel, ConfigDict, Field
 class PipelineSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
-    # Stage-1 window per scope: extract when this many user turns wait, or when the oldest waited this long.
-    stage1_max_batch: int = Field(default=8, ge=1)
-    stage1_max_wait_seconds: float = Field(default=60.0, ge=0)
+    # Stage-1 window per scope (streams/scope/window.py), in event time: extract when this many user turns
+    # wait, when the conversation was quiet this long (between two turns, or since the last one when a tick
+    # moves the clock), or when the window is this old.
+    # Defaults from the measured table of calls per 100 turns against time to memory (README): a window per
+    # conversation, not per minute.
+    stage1_max_batch: int = Field(default=16, ge=1)
+    stage1_quiet_seconds: float = Field(default=600.0, ge=0)
+    stage1_max_wait_seconds: float = Field(default=3600.0, ge=0)
     # Facts accumulate per scope before a reflection synthesis call.
     synthesis_min_facts: int = Field(default=1, ge=1)
     # Wall-clock ticks per owned scope (flush windows, sweep, fallback, retries); 0 disables them

@@ -28,6 +28,7 @@ from credence.streams.scope.requests import (
     synthesis_payload,
 )
 from credence.streams.scope.state import ScopeState
+from credence.streams.scope.window import remaining_started, stage1_cut
 from credence.tables.clock import parse_instant
 from credence.tables.fallback import fallback_tick
 from credence.tables.lifecycle import (
@@ -280,32 +281,24 @@ def _settle(state: ScopeState, ctx: StepContext, flush: bool = False) -> None:
         _score_transitions(state, ctx)
     if state.blocked:
         return
-    if _stage1_due(state, ctx, flush):
-        ctx.request(state, "stage1", {"turns": state.buffer})
-        state.buffer, state.window_started_at = [], None
+    cut = stage1_cut(state.buffer, state.window_started_at, ctx.now, ctx.pipeline, powerful=ctx.powerful,
+                     flush=flush)
+    if cut:
+        ctx.request(state, "stage1", {"turns": state.buffer[:cut]})
+        state.buffer = state.buffer[cut:]
+        state.window_started_at = remaining_started(state.buffer)
         return
     if ctx.powerful:
         facts = stage2_batch(state, ctx)
-        if facts:
-            ctx.request(state, "stage2", stage2_payload(state, ctx, facts))
+        payload = stage2_payload(state, ctx, facts) if facts else None
+        if payload and payload["observations"]:
+            ctx.request(state, "stage2", payload)
             return
+        if payload:
+            results.without_candidates(state, payload, ctx)  # nothing to compare: no call
     pending = [f["fact"] for f in state.facts.values() if f["synthesis"] == "pending"]
     if len(pending) >= ctx.pipeline.synthesis_min_facts or (pending and flush):
         ctx.request(state, "synthesis", synthesis_payload(state, ctx, pending))
-
-
-def _stage1_due(state: ScopeState, ctx: StepContext, flush: bool) -> bool:
-    if not state.buffer:
-        return False
-    user_turns = sum(1 for t in state.buffer if t["role"] == "user")
-    if flush or user_turns >= ctx.pipeline.stage1_max_batch:
-        return True
-    if not ctx.powerful:
-        # Powerful memory off: the per-turn baseline extracts each user turn as it comes (a window left
-        # open when the switch went off closes at once). Back on, windows start from the current cursor.
-        return user_turns > 0
-    waited = ctx.now - state.window_started_at if state.window_started_at else timedelta(0)
-    return user_turns > 0 and waited >= timedelta(seconds=ctx.pipeline.stage1_max_wait_seconds)
 
 
 def _score_transitions(state: ScopeState, ctx: StepContext) -> None:
