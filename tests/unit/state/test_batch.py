@@ -50,10 +50,15 @@ def test_rebuild_gives_the_state_of_the_records_before_the_failure(tables, owner
 def test_a_facts_event_goes_through_the_batch_and_leaves_no_key_behind(tables, ownership):
     # Facts events share the journal's envelope (docs/records.md) but name no entry: the store must not
     # keep an entry or history under their id.
+    from credence.tables.entries import new_persona_entry
+    from credence.tables.scope import Scope
     from tests.unit.scope.conftest import run_request
 
     store = store_over(tables, ownership)
     work = ScopeWork(store.live(SCOPE), partition=0)
+    # an unrelated persona entry, so Stage-2 has a candidate to compare (with none the step skips the call)
+    candidate = new_persona_entry("p-candidate", Scope.parse(SCOPE), "The user's name is Kim.", T0, subject="name")
+    work.live.state.entries[candidate.id] = candidate
     [stage1] = apply(work, Applied("turn", turn(1, "I love hiking"), T0, True, "turns:0", 0, True),
                      make_context).requests
     result = {"type": "result", "request_id": stage1.id, "task": "stage1", "output": run_request(stage1)}
