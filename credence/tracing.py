@@ -134,6 +134,15 @@ def http_context(headers: Mapping[str, str]) -> otel_context.Context | None:
     return _PROPAGATOR.extract({k: headers[k] for k in ("traceparent", "tracestate") if k in headers})
 
 
+def http_headers(headers: dict[str, str]) -> dict[str, str]:
+    """`headers` plus the current span's `traceparent`, for an HTTP request this process makes."""
+    if not active() or not trace.get_current_span().get_span_context().is_valid:
+        return headers
+    carrier: dict[str, str] = {}
+    _PROPAGATOR.inject(carrier)
+    return headers | carrier
+
+
 # -- spans ----------------------------------------------------------------------------------------
 
 def span(name: str, kind: SpanKind = INTERNAL, parent: otel_context.Context | None = None,

@@ -26,6 +26,7 @@ import orjson
 from faust.streams import _current_event
 from faust.types import TP
 
+from credence import tracing
 from credence.config import Settings
 from credence.deadletter import dead_letter
 from credence.errors import RecordError
@@ -40,6 +41,7 @@ from credence.streams.runtime.records import Turn, decode_control, decode_feedba
 from credence.streams.runtime.store import ScopeStore
 from credence.streams.runtime.switch import PowerSwitch
 from credence.streams.runtime.topics import Topics
+from credence.streams.runtime.traces import emit_span, step_span, traced
 from credence.streams.runtime.writes import TableWrites, enqueue
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.step import event_now
@@ -281,6 +283,18 @@ class ScopeAgent:
         applied = Applied(item.kind, item.record, event_now(state, item.at) or datetime.now(UTC),
                           self.powerful(item.scope.split("/")[0]), position, msg.offset,
                           item.name == "turns")
+        if not tracing.active():
+            await self.step(work, sends, event, item, applied)
+            return
+        with step_span(event, item):
+            emitted = len(scope_work.emits)
+            await self.step(work, sends, event, item, applied)
+            traced(work.get(item.scope), emitted, tracing.current())
+
+    async def step(self, work: dict[str, ScopeWork], sends: Sends, event, item: Input, applied: Applied) -> None:
+        """Apply one record to its scope's work (and an in-process backend's answers); a record the step
+        refuses is dead-lettered and the scope rebuilt without it."""
+        msg, scope_work = event.message, work[item.scope]
         try:
             if is_idle_tick(scope_work, applied, self.context):  # it runs the step: a refused tick is dead-lettered
                 return
@@ -295,7 +309,7 @@ class ScopeAgent:
             request_id = item.record.get("request_id", "")
             if item.kind in ("result", "failed") and request_id in scope_work.live.state.requests:
                 apply(scope_work, Applied(RELEASE, {"request_id": request_id}, applied.now, applied.powerful,
-                                          position, msg.offset, False), self.context)
+                                          applied.position, msg.offset, False), self.context)
             return
         self.stats.turns_accepted += applied.turn
         if self.runner is not None and self.runner.inline:
@@ -357,8 +371,7 @@ class ScopeAgent:
                         for topic, key, value, partition, origin in sends.forwards]
             for scope, scope_work in work.items():
                 key = scope.encode()
-                futures += [await enqueue(getattr(self.topics, e.topic), key, encode_record(e.record))
-                            for e in scope_work.emits]
+                futures += [await self.emit(key, e, scope_work.traced.get(id(e))) for e in scope_work.emits]
             if futures:
                 send_now(getattr(self.topics.turns, "app", None))
             for fut in futures:
@@ -378,7 +391,16 @@ class ScopeAgent:
             for line in scope_work.log:
                 log.info("%s: %s", scope, line)
             for req in scope_work.requests:
-                self.runner.submit(scope, req)
+                self.runner.submit(scope, req, scope_work.traced.get(id(req)))
+
+    async def emit(self, key: bytes, made, context):
+        """Queue one record a step emitted; with its step's trace context, in a span of its own whose
+        context the record's headers carry (the journal event of a turn is a span of the turn's trace)."""
+        topic = getattr(self.topics, made.topic)
+        if context is None:
+            return await enqueue(topic, key, encode_record(made.record))
+        with emit_span(topic, made, context):
+            return await enqueue(topic, key, encode_record(made.record))
 
     def save(self, scope: str, scope_work: ScopeWork) -> None:
         if not scope_work.applied and not scope_work.live.unsaved:

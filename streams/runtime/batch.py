@@ -45,6 +45,8 @@ class ScopeWork:
     log: list[str] = field(default_factory=list)
     changed: set[str] = field(default_factory=set)  # entry ids written or deleted
     refused: dict[str, int] = field(default_factory=dict)  # statements refused by stage:reason (/metrics)
+    # id of an emit or request -> the trace context of the step that made it (only while tracing is on)
+    traced: dict[int, object] = field(default_factory=dict)
 
     @property
     def journal(self) -> list[dict]:

@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 
 from aiokafka import AIOKafkaProducer
 
+from credence import tracing
 from credence.config import Settings
 from credence.errors import CredenceError, LLMUnavailable
 from credence.kafka import client_options, start
@@ -49,8 +50,9 @@ class ResultSender:
 
     async def __call__(self, topic: str, scope: str, record: dict) -> None:
         producer = self._producer or await self._start()
+        # the current span's trace context rides along: the step applying the result continues the trace
         fut = await producer.send(self._settings.topic(topic), key=scope.encode(), value=self._encode(record),
-                                  partition=self._partition_of(scope))
+                                  partition=self._partition_of(scope), headers=tracing.aiokafka_headers())
         await fut
 
     async def _start(self) -> AIOKafkaProducer:
@@ -102,8 +104,9 @@ class Runner:
     def inflight(self) -> int:
         return len(self.tasks)
 
-    def submit(self, scope: str, req: Request) -> None:
-        task = asyncio.ensure_future(self._run(scope, req))
+    def submit(self, scope: str, req: Request, context=None) -> None:
+        """Run the request in the background; `context`: the trace context of the step that asked."""
+        task = asyncio.ensure_future(self._run(scope, req, context))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
@@ -113,20 +116,32 @@ class Runner:
         head = {"v": 1, "tenant": tenant, "user": user, "character": character,
                 "request_id": req.id, "task": req.task}
         started = time.perf_counter()
-        try:
-            record = head | {"type": "result", "output": await execute(self.backend, req.task, req.payload, self.encode)}
-        except Exception as exc:  # noqa: BLE001 - any failure is reported to the scope, never lost
-            log.warning("LLM %s for %s failed: %s", req.task, scope, exc)
-            # transient: the backend was unavailable, not refusing the request; the scope keeps its facts
-            # waiting for a later attempt instead of dead-lettering them (scope/results.py).
-            record = head | {"type": "failed", "error": str(exc)[:500], "transient": isinstance(exc, LLMUnavailable)}
+        with tracing.span(f"credence.llm {req.task}", attributes={
+                "credence.llm.task": req.task, "credence.tenant": tenant,
+                "credence.llm.in_process": self.backend.in_process}) as span:
+            try:
+                record = head | {"type": "result",
+                                 "output": await execute(self.backend, req.task, req.payload, self.encode)}
+            except Exception as exc:  # noqa: BLE001 - any failure is reported to the scope, never lost
+                log.warning("LLM %s for %s failed: %s", req.task, scope, exc)
+                # transient: the backend was unavailable, not refusing the request; the scope keeps its facts
+                # waiting for a later attempt instead of dead-lettering them (scope/results.py).
+                record = head | {"type": "failed", "error": str(exc)[:500],
+                                 "transient": isinstance(exc, LLMUnavailable)}
+                tracing.failed(span, exc)
+            if span is not None:
+                span.set_attribute("credence.llm.outcome", record["type"])
         if self.observe is not None:
             self.observe(req.task, record["type"], time.perf_counter() - started)
         return record
 
-    async def _run(self, scope: str, req: Request) -> None:
-        async with self.slots:  # the call's latency is measured inside the slot, not the queueing
-            record = await self.answer(scope, req)
+    async def _run(self, scope: str, req: Request, context=None) -> None:
+        with tracing.attached(context):
+            async with self.slots:  # the call's latency is measured inside the slot, not the queueing
+                record = await self.answer(scope, req)
+            await self._post(scope, req, record)
+
+    async def _post(self, scope: str, req: Request, record: dict) -> None:
         topic = "facts" if req.task == STAGE1 and record["type"] == "result" else "control"
         try:
             await self.send(topic, scope, record)
