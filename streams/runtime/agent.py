@@ -391,7 +391,8 @@ class ScopeAgent:
             for line in scope_work.log:
                 log.info("%s: %s", scope, line)
             for req in scope_work.requests:
-                self.runner.submit(scope, req, scope_work.traced.get(id(req)))
+                with tracing.attached(scope_work.traced.get(id(req))):  # the runner's task inherits it
+                    self.runner.submit(scope, req)
 
     async def emit(self, key: bytes, made, context):
         """Queue one record a step emitted; with its step's trace context, in a span of its own whose

@@ -104,9 +104,9 @@ class Runner:
     def inflight(self) -> int:
         return len(self.tasks)
 
-    def submit(self, scope: str, req: Request, context=None) -> None:
-        """Run the request in the background; `context`: the trace context of the step that asked."""
-        task = asyncio.ensure_future(self._run(scope, req, context))
+    def submit(self, scope: str, req: Request) -> None:
+        # the task runs in a copy of the caller's context: the trace of the step that asked, if any
+        task = asyncio.ensure_future(self._run(scope, req))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
@@ -135,13 +135,9 @@ class Runner:
             self.observe(req.task, record["type"], time.perf_counter() - started)
         return record
 
-    async def _run(self, scope: str, req: Request, context=None) -> None:
-        with tracing.attached(context):
-            async with self.slots:  # the call's latency is measured inside the slot, not the queueing
-                record = await self.answer(scope, req)
-            await self._post(scope, req, record)
-
-    async def _post(self, scope: str, req: Request, record: dict) -> None:
+    async def _run(self, scope: str, req: Request) -> None:
+        async with self.slots:  # the call's latency is measured inside the slot, not the queueing
+            record = await self.answer(scope, req)
         topic = "facts" if req.task == STAGE1 and record["type"] == "result" else "control"
         try:
             await self.send(topic, scope, record)
