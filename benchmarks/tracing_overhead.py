@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import sys
 import time
@@ -141,12 +142,13 @@ def _on():
 
 def measure(turns: int, scopes: int, runs: int) -> dict[str, float]:
     """Seconds per turn of each variant, best of `runs` interleaved repetitions (after one warm-up)."""
-    variants = {"off": nullcontext, "removed": _removed, "on": _on}
-    best = {name: float("inf") for name in variants}
+    variants = [("off", nullcontext), ("removed", _removed), ("on", _on)]
+    best = {name: float("inf") for name, _ in variants}
     _time_once(turns, scopes)
-    for _ in range(runs):
-        for name, make in variants.items():
+    for i in range(runs):
+        for name, make in variants[i % 3:] + variants[:i % 3]:  # each variant first, second and last in turn
             with make():
+                gc.collect()  # the previous run's garbage is not this one's cost
                 best[name] = min(best[name], _time_once(turns, scopes) / turns)
     return best
 
