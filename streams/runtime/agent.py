@@ -41,7 +41,7 @@ from credence.streams.runtime.records import Turn, decode_control, decode_feedba
 from credence.streams.runtime.store import ScopeStore
 from credence.streams.runtime.switch import PowerSwitch
 from credence.streams.runtime.topics import Topics
-from credence.streams.runtime.traces import emit_span, step_span, traced
+from credence.streams.runtime.traces import carried, emit_span, step_span, traced
 from credence.streams.runtime.writes import TableWrites, enqueue
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.step import event_now
@@ -214,7 +214,8 @@ class ScopeAgent:
         """Send a record that arrived on a partition other than its scope's, or under another key, on to
         its scope's partition (forwards.py); never apply it here: this partition's store does not hold the
         scope, and the scope's keys belong to another changelog partition (a second writer)."""
-        sends.forward(item.name, item.scope.encode(), event.value, home, origin_of(event, item.name))
+        sends.forward(item.name, item.scope.encode(), event.value, home, origin_of(event, item.name),
+                      carried(event))
         self.stats.records_forwarded += 1
         self.stats.turns_rekeyed += item.name == "turns" and event.key != item.scope.encode()
 
@@ -367,8 +368,8 @@ class ScopeAgent:
         """Send and await every record of the batch, then write each changed key once."""
         try:
             futures = [await enqueue(getattr(self.topics, topic), key, value) for topic, key, value in sends.items]
-            futures += [await enqueue(getattr(self.topics, topic), key, value, partition, header(origin))
-                        for topic, key, value, partition, origin in sends.forwards]
+            futures += [await enqueue(getattr(self.topics, topic), key, value, partition, header(origin) | trace)
+                        for topic, key, value, partition, origin, trace in sends.forwards]
             for scope, scope_work in work.items():
                 key = scope.encode()
                 futures += [await self.emit(key, e, scope_work.traced.get(id(e))) for e in scope_work.emits]

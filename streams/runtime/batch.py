@@ -58,14 +58,16 @@ class Sends:
     """Records that are not a scope's effects (dead letters, forwarded inputs), sent with the batch."""
 
     items: list[tuple[str, bytes | None, bytes]] = field(default_factory=list)  # (logical topic, key, value)
-    # input records sent on to their scope's partition: (logical topic, key, value, partition, origin)
-    forwards: list[tuple[str, bytes, bytes, int, tuple]] = field(default_factory=list)
+    # input records sent on to their scope's partition: (logical topic, key, value, partition, origin, the
+    # record's trace context headers)
+    forwards: list[tuple[str, bytes, bytes, int, tuple, dict]] = field(default_factory=list)
 
     def add(self, topic: str, key: bytes | None, value: bytes) -> None:
         self.items.append((topic, key, value))
 
-    def forward(self, topic: str, key: bytes, value: bytes, partition: int, origin: tuple) -> None:
-        self.forwards.append((topic, key, value, partition, origin))
+    def forward(self, topic: str, key: bytes, value: bytes, partition: int, origin: tuple,
+                trace: dict | None = None) -> None:
+        self.forwards.append((topic, key, value, partition, origin, trace or {}))
 
 
 MakeContext = Callable[[str, datetime, bool], StepContext]  # (scope, now, powerful)

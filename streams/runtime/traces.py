@@ -35,3 +35,11 @@ def emit_span(topic, made, context):
     return tracing.span(f"credence.emit {made.topic}", tracing.PRODUCER, context, {
         "messaging.system": "kafka", "messaging.operation.type": "send", "messaging.destination.name": name,
         "credence.event": str(made.record.get("event") or made.record.get("type") or "")})
+
+
+def carried(event) -> dict | None:
+    """The trace context headers of an input record, for its forwarded copy (None when tracing is off)."""
+    headers = getattr(event, "headers", None)
+    if not headers or not tracing.active():
+        return None
+    return {k: v for k, v in headers.items() if k in ("traceparent", "tracestate")}

@@ -26,7 +26,7 @@ class Channel:
     def __init__(self, name: str, sent: list) -> None:
         self.name, self.sent = name, sent
 
-    async def send(self, key, value, headers=None):
+    async def send(self, key, value, partition=None, headers=None):
         self.sent.append((self.name, value, headers))
         done = asyncio.get_running_loop().create_future()
         done.set_result(None)
@@ -83,3 +83,17 @@ def test_off_no_span_and_no_header():
     worker, topics, p = agent()
     asyncio.run(worker.batch([Event("turns", p, 0, turn(0, TALK[0], T0))]))
     assert topics.sent and all(h is None for _, _, h in topics.sent)
+
+
+def test_a_forwarded_copy_keeps_the_records_trace():
+    with in_memory_spans():
+        worker, topics, home = agent()
+        worker.ownership.held = set(range(4))
+        with tracing.span("produced") as producer:
+            headers = tracing.record_headers()
+        event = Event("turns", (home + 1) % 4, 0, turn(0, TALK[0], T0))  # on a partition not its scope's
+        event.headers = headers
+        asyncio.run(worker.batch([event]))
+    (forwarded,) = [h for name, _, h in topics.sent if name == "turns"]
+    assert forwarded["traceparent"] == headers["traceparent"] and "credence-forwarded-from" in forwarded
+    assert producer.get_span_context().is_valid
