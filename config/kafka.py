@@ -44,6 +44,12 @@ class KafkaSettings(BaseModel):
     # The worker's producer (changelogs, journal, results): a batch of one flush holds many similar JSON
     # values (one scope's control value per batch is most of the changelog), which lz4 shrinks cheaply.
     compression_type: Literal["none", "gzip", "lz4", "zstd"] = "lz4"
+    # The largest record credence produces (key and value, uncompressed): the broker's limit
+    # (`max.message.bytes`, the producer's `max.request.size`, 1 MiB by default) less headroom for the
+    # batch and record framing. A record over it is never sent: the input that would produce it is
+    # dead-lettered with the reason instead, and the scope and its partition go on. At least 512 KiB: a
+    # dead letter keeps up to 256 kB of its original, base64-encoded (credence.deadletter).
+    max_record_bytes: int = Field(default=1024 * 1024 - 16 * 1024, ge=512 * 1024)
 
     @model_validator(mode="after")
     def _consistent(self) -> "KafkaSettings":

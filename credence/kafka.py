@@ -83,7 +83,11 @@ def send_now(app) -> None:
     flush before a transaction commit does, without waiting: the records queued together still share
     their produce requests (and their compression). Faust has no public call for it, so this reaches into
     aiokafka (pinned <0.15; tests/unit/test_kafka.py checks it still works)."""
-    producer = getattr(getattr(app, "producer", None), "_producer", None)
+    release(getattr(getattr(app, "producer", None), "_producer", None))
+
+
+def release(producer) -> None:
+    """`send_now` for an aiokafka producer (None, or not started yet: nothing to do)."""
     accumulator = getattr(producer, "_message_accumulator", None)
     if accumulator is None:
         return  # not started yet: nothing is queued

@@ -26,7 +26,7 @@ from tenacity.wait import wait_random_exponential
 from credence import tracing
 from credence.config.llm import LLMSettings
 from credence.config.memory import DEFAULT_MEMORY_SETTINGS as SEED_CAPS  # the seed's Stage-2 caps
-from credence.errors import LLMError, LLMUnavailable
+from credence.errors import ConfigError, LLMError, LLMUnavailable
 from credence.streams.llm.aliases import Reader
 from credence.streams.llm.backend import LLMBackend, LLMStats
 from credence.streams.llm.concurrency import NEUTRAL, OK, OVERLOAD, AdaptiveGate, AIMDLimit
@@ -46,6 +46,7 @@ from credence.streams.llm.openai_parsing import (
     repair_hint,
 )
 from credence.streams.llm.prompts import (
+    TASKS,
     candidate_rerank,
     merge_decision,
     negative_keyword_target,
@@ -83,6 +84,9 @@ class OpenAIBackend(LLMBackend):
     def __init__(self, settings: LLMSettings, *, count_tokens: CountTokens = approx_tokens,
                  observation_cap: int = SEED_CAPS.stage2_observation_max_tokens,
                  prompt_cap: int = SEED_CAPS.stage2_max_prompt_tokens) -> None:
+        unknown = sorted(set(settings.models) - set(TASKS))
+        if unknown:
+            raise ConfigError(f"CREDENCE_LLM__MODELS names unknown tasks {unknown}; the tasks are {sorted(TASKS)}")
         self._settings = settings
         self._count_tokens = count_tokens
         self._observation_cap = observation_cap
@@ -105,7 +109,8 @@ class OpenAIBackend(LLMBackend):
 
     @property
     def label(self) -> str:
-        return f"openai-compatible ({self._settings.model} at {self._settings.base_url})"
+        tiers = "".join(f", {task}: {model}" for task, model in sorted(self._settings.models.items()))
+        return f"openai-compatible ({self._settings.model}{tiers} at {self._settings.base_url})"
 
     @property
     def stats(self) -> LLMStats:
@@ -125,7 +130,7 @@ class OpenAIBackend(LLMBackend):
         # unusable content with a repair hint (a deterministic server would return the same answer).
         retry = {"seed": attempt} if attempt > 1 else {}
         return retry | {
-            "model": self._settings.model,
+            "model": self._settings.models.get(module.NAME, self._settings.model),
             "messages": [
                 {"role": "system", "content": module.SYSTEM},
                 {"role": "user", "content": repair_hint(failure) + module.render_user(call.payload)},

@@ -15,7 +15,8 @@ from aiokafka.errors import KafkaConnectionError, NodeNotReadyError, RequestTime
 from credence.config import Settings
 from credence.errors import BrokerError
 from credence.kafka import client_options, start
-from credence.streams.runtime.topics import CHANGELOG_CONFIGS, TABLES, TOPICS
+from credence.streams.runtime.topics import TABLES, TOPICS
+from credence.streams.runtime.topics import changelog_configs as table_changelog_configs
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +31,7 @@ def topic_configs(settings: Settings, name: str) -> dict[str, str]:
 
 
 def changelog_configs(settings: Settings) -> dict[str, str]:
-    return CHANGELOG_CONFIGS | {"min.insync.replicas": str(settings.topic_min_insync_replicas)}
+    return table_changelog_configs(settings) | {"min.insync.replicas": str(settings.topic_min_insync_replicas)}
 
 
 def changelog_topic(settings: Settings, table: str) -> str:

@@ -19,7 +19,6 @@ import os
 import time
 import uuid
 import weakref
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import orjson
@@ -31,21 +30,21 @@ from credence.config import Settings
 from credence.deadletter import dead_letter
 from credence.errors import RecordError
 from credence.kafka import send_now
-from credence.streams.runtime.batch import RELEASE, Applied, ScopeWork, Sends, apply, is_idle_tick, rebuild
+from credence.streams.runtime.batch import (RELEASE, Applied, ScopeWork, Sends, apply, apply_within, is_idle_tick,
+                                           rebuild)
 from credence.streams.runtime.forgets import Forgets
 from credence.streams.runtime.forwards import duplicate_id, header, origin_of
 from credence.streams.runtime.marks import Marks, received_at
 from credence.streams.runtime.ownership import Ownership
 from credence.streams.runtime.positions import ASK, GAP, SEEN, Positions
-from credence.streams.runtime.records import Turn, decode_control, decode_feedback, decode_turn, decode_usage
+from credence.streams.runtime.records import decode_control, decode_input
 from credence.streams.runtime.store import ScopeStore
 from credence.streams.runtime.switch import PowerSwitch
 from credence.streams.runtime.topics import Topics
-from credence.streams.runtime.traces import carried, emit_span, step_span, traced
+from credence.streams.runtime.traces import carried, emit, stepped
 from credence.streams.runtime.writes import TableWrites, enqueue
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.step import event_now
-from credence.tables.clock import parse_instant
 
 log = logging.getLogger(__name__)
 INPUTS = ("turns", "feedback", "facts", "control", "usage")
@@ -58,36 +57,6 @@ MAX_INLINE_ANSWERS = 64
 
 def encode_record(record: dict) -> bytes:
     return orjson.dumps(record)
-
-
-@dataclass(frozen=True)
-class Input:
-    """One decoded input record."""
-
-    name: str  # logical topic
-    scope: str
-    kind: str
-    record: dict
-    at: datetime | None  # event time, if the record carries one
-
-
-def decode_input(name: str, raw: bytes) -> Input:
-    if name == "turns":
-        turn: Turn = decode_turn(raw)
-        return Input(name, turn.scope, "turn", turn.to_dict(), turn.ts)
-    if name == "feedback":
-        fb = decode_feedback(raw)
-        return Input(name, f"{fb['tenant']}/{fb['user']}/{fb['character']}", "feedback", fb,
-                     parse_instant(fb["ts"]))
-    if name == "usage":
-        hit = decode_usage(raw)
-        return Input(name, f"{hit['tenant']}/{hit['user']}/{hit['character']}", "usage", hit,
-                     parse_instant(hit["ts"]))
-    ctl = decode_control(raw)
-    if ctl["type"] == "forget":
-        return Input(name, f"{ctl['tenant']}/{ctl['user']}/", "forget", ctl, None)
-    at = parse_instant(ctl.get("now") if ctl["type"] == "tick" else ctl.get("ts"))
-    return Input(name, f"{ctl['tenant']}/{ctl['user']}/{ctl['character']}", ctl["type"], ctl, at)
 
 
 def set_current_event(event) -> None:
@@ -284,13 +253,7 @@ class ScopeAgent:
         applied = Applied(item.kind, item.record, event_now(state, item.at) or datetime.now(UTC),
                           self.powerful(item.scope.split("/")[0]), position, msg.offset,
                           item.name == "turns")
-        if not tracing.active():
-            await self.step(work, sends, event, item, applied)
-            return
-        with step_span(event, item):
-            emitted = len(scope_work.emits)
-            await self.step(work, sends, event, item, applied)
-            traced(work.get(item.scope), emitted, tracing.current())
+        await stepped(self.step(work, sends, event, item, applied), work, event, item)
 
     async def step(self, work: dict[str, ScopeWork], sends: Sends, event, item: Input, applied: Applied) -> None:
         """Apply one record to its scope's work (and an in-process backend's answers); a record the step
@@ -299,7 +262,7 @@ class ScopeAgent:
         try:
             if is_idle_tick(scope_work, applied, self.context):  # it runs the step: a refused tick is dead-lettered
                 return
-            apply(scope_work, applied, self.context)
+            apply_within(scope_work, applied, self.context, self.settings.kafka.max_record_bytes)
         except Exception as exc:  # noqa: BLE001
             # A record the domain refuses (or a bug) must not stop the partition: the scope keeps the
             # state it had before this record, and the record goes whole to the DLQ with the reason. A
@@ -334,7 +297,7 @@ class ScopeAgent:
             answer = Applied(record["type"], record, event_now(state, None) or asked.now, asked.powerful,
                              asked.position, asked.offset, False)
             try:
-                apply(scope_work, answer, self.context)
+                apply_within(scope_work, answer, self.context, self.settings.kafka.max_record_bytes)
             except Exception as exc:  # noqa: BLE001 - as for a result read from the log: DLQ, release
                 log.exception("step failed for %s on an in-process %s answer", scope, req.task)
                 self.dead_letter(sends, self.settings.topic("control"), scope_work.partition, asked.offset,
@@ -344,6 +307,18 @@ class ScopeAgent:
                 apply(scope_work, Applied(RELEASE, {"request_id": req.id}, answer.now, answer.powerful,
                                           asked.position, asked.offset, False), self.context)
         return scope_work
+
+    def bounded(self, topic: str, key: bytes | None, value: bytes) -> tuple[str, bytes | None, bytes]:
+        """A record the batch sends beside the scopes' effects, or its dead letter (the original cut to
+        what the envelope holds) when the broker would refuse it."""
+        size = len(key or b"") + len(value)
+        if size <= self.settings.kafka.max_record_bytes:
+            return topic, key, value
+        reason = f"a {size}-byte record, over the record limit (CREDENCE_KAFKA__MAX_RECORD_BYTES)"
+        log.warning("record for %s not sent: %s", topic, reason)
+        self.stats.records_rejected += 1
+        return "dlq", key, dead_letter(topic=self.settings.topic(topic), partition=-1, offset=-1, reason=reason,
+                                       original=value, at=datetime.now(UTC))
 
     def powerful(self, tenant: str) -> bool:
         enabled = self._powerful.get(tenant)
@@ -367,12 +342,14 @@ class ScopeAgent:
     async def commit(self, work: dict[str, ScopeWork], sends: Sends, last: dict) -> None:
         """Send and await every record of the batch, then write each changed key once."""
         try:
-            futures = [await enqueue(getattr(self.topics, topic), key, value) for topic, key, value in sends.items]
+            futures = [await enqueue(getattr(self.topics, topic), key, value)
+                       for topic, key, value in (self.bounded(*item) for item in sends.items)]
             futures += [await enqueue(getattr(self.topics, topic), key, value, partition, header(origin) | trace)
                         for topic, key, value, partition, origin, trace in sends.forwards]
             for scope, scope_work in work.items():
                 key = scope.encode()
-                futures += [await self.emit(key, e, scope_work.traced.get(id(e))) for e in scope_work.emits]
+                futures += [await emit(getattr(self.topics, e.topic), key, encode_record(e.record), e,
+                                       scope_work.traced.get(id(e))) for e in scope_work.emits]
             if futures:
                 send_now(getattr(self.topics.turns, "app", None))
             for fut in futures:
@@ -394,15 +371,6 @@ class ScopeAgent:
             for req in scope_work.requests:
                 with tracing.attached(scope_work.traced.get(id(req))):  # the runner's task inherits it
                     self.runner.submit(scope, req)
-
-    async def emit(self, key: bytes, made, context):
-        """Queue one record a step emitted; with its step's trace context, in a span of its own whose
-        context the record's headers carry (the journal event of a turn is a span of the turn's trace)."""
-        topic = getattr(self.topics, made.topic)
-        if context is None:
-            return await enqueue(topic, key, encode_record(made.record))
-        with emit_span(topic, made, context):
-            return await enqueue(topic, key, encode_record(made.record))
 
     def save(self, scope: str, scope_work: ScopeWork) -> None:
         if not scope_work.applied and not scope_work.live.unsaved:

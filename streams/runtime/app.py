@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import faust
 
@@ -12,7 +13,9 @@ from credence.streams.llm.backend import LLMBackend
 from credence.streams.llm.factory import make_backend
 from credence.streams.runtime import timers, views
 from credence.streams.runtime.agent import INPUTS, ScopeAgent, encode_record, halt
+from credence.streams.runtime.fence import Fence
 from credence.streams.runtime.forgets import Forgets
+from credence.streams.runtime.freshness import Freshness
 from credence.streams.runtime.marks import Marks
 from credence.streams.runtime.positions import Positions
 from credence.streams.runtime.probe import OffsetProbe
@@ -21,7 +24,7 @@ from credence.streams.runtime.restore import RestoreStats, install_bulk_recovery
 from credence.streams.runtime.runner import ResultSender, Runner
 from credence.streams.runtime.store import ScopeStore, StateTables
 from credence.streams.runtime.switch import PowerSwitch
-from credence.streams.runtime.topics import CHANGELOG_CONFIGS, TABLES, Topics, declare_topics
+from credence.streams.runtime.topics import TABLES, Topics, changelog_configs, declare_topics
 from credence.streams.runtime.transport import read_committed
 from credence.streams.runtime.writes import TableWrites
 from credence.tables.tokens import default_token_counter
@@ -133,19 +136,25 @@ def faust_app(settings: Settings, bootstrap: str) -> faust.App:
         broker_heartbeat_interval=max(1.0, settings.kafka_session_timeout_s / 4),
         table_standby_replicas=0,
     )
-    read_committed(app)  # an aborted upstream transaction's records are never applied
+    # never applied: an aborted upstream transaction's records, a fenced owner's changelog writes (fence.py)
+    read_committed(app)
     return app
 
 
 def create_app(settings: Settings, bootstrap: str) -> Credence:
     app = faust_app(settings, bootstrap)
-    restored = install_bulk_recovery(app, settings, bootstrap).restored
+    # When each partition's stores were last in step with the changelogs (RocksDB: they outlive the process)
+    freshness = Freshness(Path(app.conf.tabledir) if settings.table_store == "rocksdb" else None,
+                          settings.state.changelog_tombstone_seconds)
+    fence = _fence(app, settings, bootstrap)
+    restored = install_bulk_recovery(app, settings, bootstrap, freshness, on_dead=halt,
+                                     before_restore=fence and _fencing(fence)).restored
     topics = declare_topics(app, settings)
-    changelog = {k: v for k, v in CHANGELOG_CONFIGS.items() if k != "cleanup.policy"}
+    changelog = {k: v for k, v in changelog_configs(settings).items() if k != "cleanup.policy"}
     # Values are bytes we encode once ourselves (streams/runtime/codec.py), stored and changelogged as is.
     tables = StateTables(**{name: raw_table(app, name, settings.topic_partitions, changelog) for name in TABLES})
     ownership = Ownership(settings.topic_partitions, settings.topic("turns"))
-    writes = TableWrites({name: tables[name] for name in TABLES})
+    writes = TableWrites({name: tables[name] for name in TABLES}, freshness=freshness, fence=fence)
     store = ScopeStore(tables, settings.state, ownership.partition_of, writes)
     marks = Marks(tables.seen, settings.state.seen_horizon_days, ownership.partition_of, writes)
     positions = Positions(tables.seen, writes)
@@ -159,18 +168,8 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
     ownership.on_moved(store.drop_partitions)
     ownership.on_moved(reread)
 
-    async def recovered() -> None:
-        # Before any input is read: the last batch of each held partition is whole in the tables again.
-        try:
-            replayed = await writes.replay(set(ownership.held))
-        except BaseException as exc:  # noqa: BLE001 - a half-written batch must never be read as state
-            halt(f"the last batches could not be written again after a restore: {type(exc).__name__}: {exc}")
-        if replayed:
-            log.info("applied the last batch of partitions %s again (%d writes)", sorted(ownership.held), replayed)
-        store.recovered()
-        reread()
-
-    tables.entries.on_recover(recovered)  # every table has been read by then (one recovery for all)
+    # every table has been read by then (one recovery for all)
+    tables.entries.on_recover(_on_recovered(writes, store, ownership, reread))
     switch = PowerSwitch(settings.core_config_path)
     backend = make_backend(settings.llm, count_tokens=default_token_counter(), memory=settings.memory)
     stats = Stats()
@@ -197,11 +196,48 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
     return credence
 
 
+def _on_recovered(writes: TableWrites, store: ScopeStore, ownership: Ownership, reread):
+    """The tables' recovery callback: before any input is read, the last batch of each held partition is
+    whole in the tables again, and what is cached of them is read anew."""
+    async def recovered() -> None:
+        try:
+            replayed = await writes.replay(set(ownership.held))
+        except BaseException as exc:  # noqa: BLE001 - a half-written batch must never be read as state
+            halt(f"the last batches could not be written again after a restore: {type(exc).__name__}: {exc}")
+        if replayed:
+            log.info("applied the last batch of partitions %s again (%d writes)", sorted(ownership.held), replayed)
+        store.recovered()
+        reread()
+    return recovered
+
+
 def stop_with(client):
     """A shutdown receiver that stops `client`."""
     async def stop(sender, **kwargs) -> None:
         await client.stop()
     return stop
+
+
+def _fence(app: faust.App, settings: Settings, bootstrap: str) -> Fence | None:
+    """The changelogs' transactional writers (fence.py), stopped with the app; None when switched off."""
+    if not settings.state.transactions:
+        return None
+    fence = Fence(settings, bootstrap)
+    app.on_before_shutdown.connect(stop_with(fence))
+    return fence
+
+
+def _fencing(fence: Fence):
+    """The restore's first step: own the assigned partitions' writers, which fences their earlier holders."""
+
+    async def before_restore(partitions: set[int]) -> None:
+        try:
+            await fence.hold(partitions)
+        except Exception as exc:  # noqa: BLE001 - unfenced, another owner could still write: never restore
+            halt(f"could not fence the earlier holders of partitions {sorted(partitions)}: "
+                 f"{type(exc).__name__}: {exc}")
+
+    return before_restore
 
 
 def _runner(app: faust.App, settings: Settings, bootstrap: str, backend: LLMBackend,
@@ -219,7 +255,8 @@ def _runner(app: faust.App, settings: Settings, bootstrap: str, backend: LLMBack
     async def stop_results(sender, **kwargs) -> None:
         await results.stop()
 
-    return Runner(backend, results, settings.llm.max_concurrency, encode, settings.llm.inline_in_process)
+    return Runner(backend, results, settings.llm.max_concurrency, encode, settings.llm.inline_in_process,
+                  settings.kafka.max_record_bytes)
 
 
 def raw_table(app: faust.App, name: str, partitions: int, changelog: dict) -> faust.Table:

@@ -13,6 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+import orjson
+
+from credence.errors import RecordError
 from credence.streams.runtime import codec
 from credence.streams.runtime.store import Live, ScopeStore
 from credence.streams.scope.context import FACTS_KIND, Emit, StepContext
@@ -98,6 +101,24 @@ def apply(work: ScopeWork, item: Applied, make_context: MakeContext) -> StepCont
     # A facts event (stage2_dropped, facts_failed) names no entry: nothing to write or delete for it.
     work.changed.update(e.record["entry_id"] for e in ctx.emits
                         if e.topic == "evidence" and e.record.get("entry_kind") != FACTS_KIND)
+    return ctx
+
+
+def apply_within(work: ScopeWork, item: Applied, make_context: MakeContext, limit: int) -> StepContext:
+    """`apply`, or RecordError when the item made a record over `limit` bytes (the broker's): the scope's
+    control value or a record its step emitted. Raised like a step that fails, so the caller rebuilds
+    the scope without the item and dead-letters it with the reason before anything of it is sent (sent, it
+    would halt the partition on every restart)."""
+    start = len(work.emits)
+    ctx = apply(work, item, make_context)
+    key = len(work.live.state.scope.encode())
+    sizes = [("the scope's state", key + len(codec.encode_control(work.live.state)))]
+    sizes += [(f"its {e.topic} record", key + len(orjson.dumps(e.record))) for e in work.emits[start:]]
+    over = next(((what, size) for what, size in sizes if size > limit), None)
+    if over is not None:
+        work.applied.pop()  # a rebuild must not apply it again
+        raise RecordError(f"{over[0]} would be a {over[1]}-byte record, over the {limit}-byte record limit "
+                          "(CREDENCE_KAFKA__MAX_RECORD_BYTES)")
     return ctx
 
 

@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from credence.errors import DomainError, RecordError
-from credence.tables.clock import format_instant
+from credence.tables.clock import format_instant, parse_instant
 from credence.tables.scope import MAX_PART, check_part
 
 MAX_TEXT = 32_000
@@ -261,3 +261,33 @@ def dedupe_record(scope: str, by: str, at: datetime) -> dict:
     tenant, user, character = scope.split("/")
     return {"v": 1, "type": "dedupe", "tenant": tenant, "user": user, "character": character, "by": by,
             "ts": format_instant(at)}
+
+
+@dataclass(frozen=True)
+class Input:
+    """One decoded input record."""
+
+    name: str  # logical topic
+    scope: str
+    kind: str
+    record: dict
+    at: datetime | None  # event time, if the record carries one
+
+
+def decode_input(name: str, raw: bytes) -> Input:
+    if name == "turns":
+        turn: Turn = decode_turn(raw)
+        return Input(name, turn.scope, "turn", turn.to_dict(), turn.ts)
+    if name == "feedback":
+        fb = decode_feedback(raw)
+        return Input(name, f"{fb['tenant']}/{fb['user']}/{fb['character']}", "feedback", fb,
+                     parse_instant(fb["ts"]))
+    if name == "usage":
+        hit = decode_usage(raw)
+        return Input(name, f"{hit['tenant']}/{hit['user']}/{hit['character']}", "usage", hit,
+                     parse_instant(hit["ts"]))
+    ctl = decode_control(raw)
+    if ctl["type"] == "forget":
+        return Input(name, f"{ctl['tenant']}/{ctl['user']}/", "forget", ctl, None)
+    at = parse_instant(ctl.get("now") if ctl["type"] == "tick" else ctl.get("ts"))
+    return Input(name, f"{ctl['tenant']}/{ctl['user']}/{ctl['character']}", ctl["type"], ctl, at)

@@ -12,21 +12,42 @@ replay) as before.
 Nothing is applied beyond the highwater Faust measured, and each partition's offset advances only past
 what was applied, so a restore cut short (an error, a new rebalance, the time budget) leaves Faust's own
 loop to read the rest, from exactly there.
+
+Faust waits `broker_request_timeout` for the whole offset-building step (its own offsets request
+included) and, when that wait runs out, ends its recovery loop for good: every later assignment would stay
+paused while the worker keeps its partitions. So the bulk read, and the close of its consumer, end within a
+share of that wait counted from the step's start; and a recovery loop that ends anyway while the worker
+runs (a step that raised or outlived its wait) stops the worker (`on_dead`), whose partitions then go to
+workers that restore them.
+
+With fencing (fence.py), the partitions' transactional producers are started before the changelogs'
+ends are measured (that fences their earlier holders and settles their open transactions), and every
+read is `read_committed`. Transaction markers occupy offsets no reader is given, the last one included:
+a partition whose read was not finished here gets as its end the offset of its last committed record, or
+Faust's loop would wait forever for the marker (`_settle_tails`).
+
+Before any of it, a local store that may not be brought up to date from its persisted offsets (behind the
+tombstone horizon, with no record of when it was in step, or ahead of its changelog: freshness.py) is
+discarded, so the restore reads its changelog from the beginning.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition
 from faust.tables.recovery import Recovery
+from mode import Service
 
 from credence.config import Settings
 from credence.kafka import client_options
+from credence.streams.runtime.freshness import Freshness
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +60,10 @@ FETCH_BYTES, PARTITION_FETCH_BYTES = 50 * 1024 * 1024, 1024 * 1024
 # only left once the write was done, and every one of ~50 fetches waited its broker round trip (measured:
 # the read 0.80 -> 0.65 s for 100,000 records).
 FETCHER_TURNS = 4
-BUDGET_SHARE = 0.6  # of the broker request timeout Faust gives this step; the rest is Faust's loop
+# Of the broker request timeout Faust gives the offset-building step, counted from the step's start: the
+# bulk read ends by BUDGET_SHARE, the close of its consumer by BUDGET_SHARE + CLOSE_SHARE; the rest is spare.
+BUDGET_SHARE, CLOSE_SHARE = 0.6, 0.2
+TAIL_WINDOW = 1_000  # offsets read back from a partition's end to find its last committed record, at first
 
 
 class _Message:
@@ -97,6 +121,21 @@ def _write_rocksdb(store, tp, records) -> None:
     store.set_persisted_offset(tp, records[-1].offset)
 
 
+def _holds_data(store, tp) -> bool:
+    return store.persisted_offset(tp) is not None or next(store._visible_keys(
+        store._db_for_partition(tp.partition)), None) is not None
+
+
+def _discard(store, partition: int) -> None:
+    """Delete the partition's database (its persisted offset with it) and open it again, empty."""
+    db = store._dbs.pop(partition, None)
+    if db is not None:
+        db.close()
+    shutil.rmtree(store.partition_path(partition), ignore_errors=True)
+    store._key_index.clear()  # keys -> partition: the discarded keys are gone
+    store._db_for_partition(partition)
+
+
 @dataclass
 class RestoreStats:
     records: int = 0
@@ -109,47 +148,124 @@ class RestoreStats:
 class BulkRecovery(Recovery):
     """Faust's recovery service, with the active partitions' changelog spans read in bulk first."""
 
-    def __init__(self, app, tables, *, settings: Settings, bootstrap: str, **kwargs):
+    def __init__(self, app, tables, *, settings: Settings, bootstrap: str, freshness: Freshness | None = None,
+                 on_dead: Callable[[str], None] | None = None,
+                 before_restore: Callable[[set[int]], Awaitable[None]] | None = None, **kwargs):
         super().__init__(app, tables, **kwargs)
-        self.settings, self.bootstrap = settings, bootstrap
+        self.settings, self.bootstrap, self.freshness = settings, bootstrap, freshness
+        self.before_restore = before_restore  # (partitions) -> fence their earlier holders (fence.py)
+        self.on_dead = on_dead  # told why, when Faust's recovery loop ended while the worker runs
+        self._checked: set[int] = set()  # partitions whose stores this recovery checked (or discarded)
         self.restored = RestoreStats()
         self._applied = 0
 
+    @Service.task
+    async def _restart_recovery(self) -> None:
+        """Faust's recovery loop, which ends for good when one of its steps raises or outlives its wait."""
+        try:
+            await Recovery._restart_recovery.fun(self)
+        except BaseException as exc:
+            self._ended(f"{type(exc).__name__}: {exc}")
+            raise
+        self._ended("a step outlived Faust's wait for it")
+
+    def _ended(self, reason: str) -> None:
+        if not self.should_stop and self.on_dead is not None:
+            self.on_dead(f"Faust's table recovery stopped ({reason}); no later assignment of this worker "
+                         f"would be restored")
+
+    async def _build_highwaters(self, consumer, tps, destination, title: str) -> None:
+        if title == "active" and self.before_restore is not None:
+            await self.before_restore({tp.partition for tp in tps})  # before the ends are measured
+        await super()._build_highwaters(consumer, tps, destination, title)
+
     async def _build_offsets(self, consumer, tps, destination, title: str) -> None:
+        wait = float(self.app.conf.broker_request_timeout)  # Faust's wait for this whole step
+        started = time.monotonic()
+        if title == "active":
+            self._discard_untrusted(tps, destination)
         await super()._build_offsets(consumer, tps, destination, title)
-        if title != "active" or not self.settings.state.bulk_restore:
+        if title != "active":
             return
         spans = {tp: (destination[tp], self.active_highwaters.get(tp)) for tp in tps}
-        # A table with an on_changelog_event callback wants each record through Faust's loop.
         spans = {tp: (start, end) for tp, (start, end) in spans.items()
-                 if end is not None and start is not None and end > start
-                 and not self.tp_to_table[tp]._on_changelog_event}
-        if spans:
-            budget = BUDGET_SHARE * float(self.app.conf.broker_request_timeout)
-            await self._bulk(spans, destination, budget)
+                 if end is not None and start is not None and end > start}
+        # A table with an on_changelog_event callback wants each record through Faust's loop.
+        bulk = {tp: span for tp, span in spans.items() if not self.tp_to_table[tp]._on_changelog_event}
+        if bulk and self.settings.state.bulk_restore:
+            await self._bulk(bulk, destination, started + BUDGET_SHARE * wait,
+                             started + (BUDGET_SHARE + CLOSE_SHARE) * wait)
+        left = {tp: span for tp, span in spans.items() if destination[tp] < span[1]}
+        if left and self.before_restore is not None:  # within the spare share of Faust's wait
+            await self._settle_tails(left, started + (BUDGET_SHARE + CLOSE_SHARE + 0.1) * wait,
+                                     started + (BUDGET_SHARE + CLOSE_SHARE + 0.15) * wait)
 
-    async def _bulk(self, spans: dict, destination, budget: float) -> None:
+    async def _settle_tails(self, spans: dict, deadline: float, closed_by: float) -> None:
+        """Lower each partition's end to the offset of its last committed record, the one Faust's loop
+        will see last (a transaction marker, or an aborted record, is never delivered)."""
+        faust_tp = {TopicPartition(tp.topic, tp.partition): tp for tp in spans}
+        reader = self._reader()
+        try:
+            await reader.start()
+            reader.assign(list(faust_tp))
+            async with asyncio.timeout(max(0.1, deadline - time.monotonic())):
+                for ktp, tp in faust_tp.items():
+                    self.active_highwaters[tp] = await _last_committed(reader, ktp, *spans[tp])
+        except TimeoutError:
+            log.warning("the last committed records of %s were not found in time; Faust's recovery may wait "
+                        "for a transaction marker", sorted(spans))
+        finally:
+            await _close(reader, closed_by)
+
+    def _reader(self) -> AIOKafkaConsumer:
+        return AIOKafkaConsumer(**client_options(
+            self.bootstrap, self.settings.kafka, group_id=None, enable_auto_commit=False,
+            auto_offset_reset="earliest", isolation_level="read_committed", fetch_max_bytes=FETCH_BYTES,
+            max_partition_fetch_bytes=PARTITION_FETCH_BYTES))
+
+    async def on_recovery_completed(self, generation_id: int = 0) -> None:
+        await super().on_recovery_completed(generation_id)  # the tables' callbacks replay the redo records
+        if self.freshness is not None:  # restored and whole: in step with their changelogs now
+            self.freshness.touch(self._checked, force=True)
+
+    def _discard_untrusted(self, tps, destination) -> None:
+        """Discard each local store that may not be brought up to date from its persisted offset; its
+        partition's restore then starts at the changelog's beginning (None: Faust takes the earliest)."""
+        self._checked = {tp.partition for tp in tps}
+        if self.freshness is None:
+            return
+        for tp in sorted(tps):
+            store = _rocksdb(getattr(self.tp_to_table[tp], "data", None))
+            if store is None or not _holds_data(store, tp):
+                continue
+            reason = self.freshness.distrust(tp.partition, store.persisted_offset(tp),
+                                             self.active_highwaters.get(tp))
+            if reason is not None:
+                log.warning("discarding the local store of %s[%d], restored from the changelog instead: %s",
+                            tp.topic, tp.partition, reason)
+                _discard(store, tp.partition)
+                destination[tp] = None
+
+    async def _bulk(self, spans: dict, destination, deadline: float, closed_by: float) -> None:
+        """Read `spans` until done or `deadline` (monotonic), the reader closed by `closed_by`."""
         started, self._applied = time.monotonic(), 0
         try:
-            # Within the budget, so never past the timeout Faust gives this step (it would go on to its
-            # own loop with this read still running); stores are written between awaits only.
-            async with asyncio.timeout(budget):
-                await self._read(spans, destination, started + budget)
+            # Stores are written between awaits only, so a cut anywhere leaves whole chunks applied.
+            async with asyncio.timeout(deadline - started):
+                await self._read(spans, destination, deadline, closed_by)
         except asyncio.CancelledError:
             raise  # a new rebalance: what was applied is in `destination`, Faust starts over
         except TimeoutError:
             log.warning("bulk changelog restore ran out of its %.1f s budget; Faust's recovery reads the rest",
-                        budget)
+                        max(0.0, deadline - started))
         except Exception as exc:  # noqa: BLE001 - Faust's own loop reads what is left
             log.warning("bulk changelog restore stopped (%s: %s); Faust's recovery reads the rest",
                         type(exc).__name__, exc)
         self._report(spans, destination, self._applied, time.monotonic() - started)
 
-    async def _read(self, spans: dict, destination, deadline: float) -> None:
+    async def _read(self, spans: dict, destination, deadline: float, closed_by: float) -> None:
         faust_tp = {TopicPartition(tp.topic, tp.partition): tp for tp in spans}
-        reader = AIOKafkaConsumer(**client_options(
-            self.bootstrap, self.settings.kafka, group_id=None, enable_auto_commit=False,
-            auto_offset_reset="earliest", fetch_max_bytes=FETCH_BYTES, max_partition_fetch_bytes=PARTITION_FETCH_BYTES))
+        reader = self._reader()
         try:
             await reader.start()
             reader.assign(list(faust_tp))
@@ -168,7 +284,7 @@ class BulkRecovery(Recovery):
                         destination[tp] = max(destination[tp], end)  # compaction removed the last offsets
                         del open_[ktp]
         finally:
-            await reader.stop()
+            await _close(reader, closed_by)
 
     def _apply(self, tp, records, destination) -> int:
         start, end = destination[tp], self.active_highwaters[tp]
@@ -203,10 +319,44 @@ class BulkRecovery(Recovery):
                  len(spans), seconds, rate, f"; {left} offsets left to Faust's recovery" if left else "")
 
 
-def install_bulk_recovery(app, settings: Settings, bootstrap: str) -> BulkRecovery:
+async def _close(reader: AIOKafkaConsumer, closed_by: float) -> None:
+    """Stop the reader, or give up on it at `closed_by` (monotonic): an unanswered close must not outlive
+    Faust's wait for the step."""
+    try:
+        await asyncio.wait_for(reader.stop(), max(0.0, closed_by - time.monotonic()))
+    except TimeoutError:
+        log.warning("the bulk restore's consumer did not close in time; left to the garbage collector")
+
+
+async def _last_committed(reader: AIOKafkaConsumer, ktp, start: int, end: int) -> int:
+    """The offset of the last record `reader` is given in (start, end]; `start` if there is none. Read back
+    from the end in growing windows: aborted records and markers can fill the last ones."""
+    window = TAIL_WINDOW
+    while True:
+        low = max(start + 1, end - window + 1)
+        last = await _last_offset(reader, ktp, low, end)
+        if last is not None or low == start + 1:
+            return last if last is not None else start
+        window *= 8
+
+
+async def _last_offset(reader: AIOKafkaConsumer, ktp, low: int, end: int) -> int | None:
+    """The offset of the last record `reader` is given in [low, end], None if there is none."""
+    reader.seek(ktp, low)
+    last = None
+    while await reader.position(ktp) <= end:
+        fetched = await reader.getmany(ktp, timeout_ms=500)
+        last = max((r.offset for r in fetched.get(ktp, []) if r.offset <= end), default=last)
+    return last
+
+
+def install_bulk_recovery(app, settings: Settings, bootstrap: str, freshness: Freshness | None = None,
+                          on_dead: Callable[[str], None] | None = None,
+                          before_restore: Callable[[set[int]], Awaitable[None]] | None = None) -> BulkRecovery:
     """Make the app's table manager use BulkRecovery (before anything asks it for its recovery)."""
     tables = app.tables
-    recovery = BulkRecovery(app, tables, settings=settings, bootstrap=bootstrap, beacon=tables.beacon,
+    recovery = BulkRecovery(app, tables, settings=settings, bootstrap=bootstrap, freshness=freshness,
+                            on_dead=on_dead, before_restore=before_restore, beacon=tables.beacon,
                             loop=tables.loop)
     tables._recovery = recovery
     return recovery

@@ -19,7 +19,9 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import nullcontext
 
+import orjson
 from aiokafka import AIOKafkaProducer
 
 from credence import tracing
@@ -88,8 +90,10 @@ async def execute(backend: LLMBackend, task: str, p: dict, encode=None) -> dict:
 
 
 class Runner:
-    def __init__(self, backend: LLMBackend, send: Send, max_inflight: int, encode=None, inline: bool = False):
+    def __init__(self, backend: LLMBackend, send: Send, max_inflight: int, encode=None, inline: bool = False,
+                 max_record_bytes: int | None = None):
         self.backend = backend
+        self.max_record_bytes = max_record_bytes  # a larger result is reported as a failure, never sent
         self.encode = encode
         self.send = send
         self.slots = asyncio.Semaphore(max_inflight)
@@ -116,9 +120,7 @@ class Runner:
         head = {"v": 1, "tenant": tenant, "user": user, "character": character,
                 "request_id": req.id, "task": req.task}
         started = time.perf_counter()
-        with tracing.span(f"credence.llm {req.task}", attributes={
-                "credence.llm.task": req.task, "credence.tenant": tenant,
-                "credence.llm.in_process": self.backend.in_process}) as span:
+        with self._span(req.task, tenant) as span:
             try:
                 record = head | {"type": "result",
                                  "output": await execute(self.backend, req.task, req.payload, self.encode)}
@@ -129,11 +131,25 @@ class Runner:
                 record = head | {"type": "failed", "error": str(exc)[:500],
                                  "transient": isinstance(exc, LLMUnavailable)}
                 tracing.failed(span, exc)
+            size = len(orjson.dumps(record)) if self.max_record_bytes else 0
+            if size > (self.max_record_bytes or 0):
+                # Failed like a call that raised: retried, then dead-lettered with this reason by the scope.
+                log.warning("LLM %s for %s: a %d-byte result, over the record limit", req.task, scope, size)
+                record = head | {"type": "failed", "error": f"the result is a {size}-byte record, over the "
+                                                            "record limit (CREDENCE_KAFKA__MAX_RECORD_BYTES)"}
             if span is not None:
                 span.set_attribute("credence.llm.outcome", record["type"])
         if self.observe is not None:
             self.observe(req.task, record["type"], time.perf_counter() - started)
         return record
+
+    def _span(self, task: str, tenant: str):
+        """The span of one request's LLM work (in process or not); a null context when tracing is off."""
+        if not tracing.active():
+            return nullcontext()
+        return tracing.span(f"credence.llm {task}", attributes={
+            "credence.llm.task": task, "credence.tenant": tenant,
+            "credence.llm.in_process": bool(getattr(self.backend, "in_process", False))})
 
     async def _run(self, scope: str, req: Request) -> None:
         async with self.slots:  # the call's latency is measured inside the slot, not the queueing

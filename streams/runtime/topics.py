@@ -31,8 +31,16 @@ CHANGELOG_CONFIGS = {
     # Each batch rewrites the keys it changed, so the changelog must compact often or recovery replays
     # every historical version: roll segments every 10 minutes and clean at 10% dirty.
     "cleanup.policy": "compact", "segment.ms": "600000", "min.cleanable.dirty.ratio": "0.1",
-    "delete.retention.ms": "86400000",
 }
+
+
+def changelog_configs(settings: Settings) -> dict[str, str]:
+    """The table changelogs' topic configs: tombstones kept as long as the state settings say (a local store
+    out of step for longer is not trusted, streams/runtime/freshness.py)."""
+    retention_ms = round(settings.state.changelog_tombstone_seconds * 1000)
+    return CHANGELOG_CONFIGS | {"delete.retention.ms": str(retention_ms)}
+
+
 # scopes: control values; entries: one key per entry; lists: long lists of a scope's state, one key per
 # item (queued inputs, processed fact ids); history: entries' journal events; seen: duplicate marks
 TABLES = ("scopes", "entries", "lists", "history", "seen")

@@ -5,6 +5,7 @@ record's place, kind and tenant, never its key or text."""
 from __future__ import annotations
 
 from credence import tracing
+from credence.streams.runtime.writes import enqueue
 
 
 def step_span(event, item):
@@ -43,3 +44,23 @@ def carried(event) -> dict | None:
     if not headers or not tracing.active():
         return None
     return {k: v for k, v in headers.items() if k in ("traceparent", "tracestate")}
+
+
+async def stepped(step, work: dict, event, item) -> None:
+    """Await `step` (the agent's step on `event`); with tracing on, in the record's step span, and what the
+    step made (emits, requests) remembers that span's context."""
+    if not tracing.active():
+        return await step
+    with step_span(event, item):
+        emitted = len(work[item.scope].emits)
+        await step
+        traced(work.get(item.scope), emitted, tracing.current())
+
+
+async def emit(topic, key: bytes, value: bytes, made, context):
+    """Queue one record a step emitted (`made`); with its step's trace context, in a span of its own whose
+    context the record's headers carry (the journal event of a turn is a span of the turn's trace)."""
+    if context is None:
+        return await enqueue(topic, key, value)
+    with emit_span(topic, made, context):
+        return await enqueue(topic, key, value)

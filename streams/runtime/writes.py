@@ -7,26 +7,39 @@ one by one and blocks the consumer when more than 100 wait: on a busy host a bat
 (each key on its scope's partition, encoded by the table's own serializers, so Faust's recovery reads
 them as its own), and the local store learns the persisted offset as Faust's write would tell it.
 
-A Faust table's writes are held until `flush` and reach its local store there, right after the redo
-record: a RocksDB store keeps what a killed worker wrote, so it must never hold half a batch without the
-batch's redo beside it. Nothing in a batch reads back a value it wrote itself (its steps work on live
-objects), so holding them changes no read. A plain mapping (unit tests) has no changelog and takes each
-write at once.
+A Faust table's writes are held until `flush` and reach its local store there, only once the batch's redo
+record is acknowledged, and together with it: a RocksDB store keeps what a killed worker wrote, and Faust
+later brings that store up to date by applying the changelogs past its persisted offsets, so a write the
+changelogs may never get (its redo unacknowledged) would outlive the kill in that store for good, and half
+a batch without its redo beside it could never be completed. Nothing in a batch reads back a value it
+wrote itself (its steps work on live objects), so holding them changes no read. A plain mapping (unit
+tests) has no changelog and takes each write at once.
+
+With a fence (fence.py), each partition's redo record and writes go in one Kafka transaction on that
+partition's own producer, which a newer owner of the partition fences (a worker that lost the partition
+can no longer write into the changelogs its new owner restored), and they reach the local store once the
+transaction is committed.
 """
 
 from __future__ import annotations
 
+import asyncio
 import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from faust.streams import _current_event, current_event
 
 from credence import tracing
 from credence.kafka import send_now
 from credence.streams.runtime import redo
+from credence.streams.runtime.freshness import Freshness
 from credence.streams.runtime.redo import Write
+
+if TYPE_CHECKING:
+    from credence.streams.runtime.fence import Fence
 
 
 def local(table):
@@ -67,8 +80,11 @@ class _PartitionEvent:
 
 
 class TableWrites:
-    def __init__(self, tables: Mapping[str, object] | None = None, redo_table: str = "seen") -> None:
+    def __init__(self, tables: Mapping[str, object] | None = None, redo_table: str = "seen",
+                 freshness: Freshness | None = None, fence: Fence | None = None) -> None:
         self._tables = dict(tables or {})
+        self._freshness = freshness  # told which partitions' stores a flush kept in step
+        self._fence = fence  # None: through the app's producer, unfenced (unit tests, transactions off)
         self._names = {id(t): name for name, t in self._tables.items()}
         self._redo = self._tables.get(redo_table)
         self._held: dict[tuple[int, str], tuple[object, str, bytes | None, int]] = {}  # the batch's last write per key
@@ -98,8 +114,9 @@ class TableWrites:
                 self._events[partition] = event
 
     async def flush(self) -> int:
-        """Make the batch durable: its redo record per partition first (written locally, sent, awaited),
-        then every write (applied locally, sent, awaited). Returns the count of writes sent."""
+        """Make the batch durable: its redo record per partition first (sent and acknowledged), then the
+        redo record and every write into the local stores, then every write (sent, awaited). Returns the
+        count of writes sent."""
         held, self._held = list(self._held.values()), {}
         events, self._events = self._events, {}
         if not held:
@@ -111,9 +128,18 @@ class TableWrites:
         for p, items in by_partition.items():
             with _current(p, events.get(p)):
                 logs[p] = self._redo_records(p, items) if self._redo is not None else []
+        redo_records = [r for records in logs.values() for r in records]
+        # with a fence, one transaction per partition (its redo record and writes) committed before them
+        acked = await self._send(redo_records + held if self._fence is not None else redo_records)
+        for p, items in by_partition.items():
+            with _current(p, events.get(p)):
                 _apply(logs[p] + items)
-        await self._send([r for records in logs.values() for r in records])
-        return await self._send(held)
+        _persisted(acked)  # only now: a store that says it has the redo record has it
+        if self._fence is None:
+            _persisted(await self._send(held))
+        if self._freshness is not None:
+            self._freshness.touch(by_partition)
+        return len(held)
 
     async def replay(self, partitions: Iterable[int]) -> int:
         """After a restore: apply each partition's last whole redo record again, locally and to the
@@ -130,7 +156,7 @@ class TableWrites:
                 records = [(self._redo, redo.redo_key(p, i), raw, p) for i, raw in enumerate(raws)]
                 items = [(self._tables[w.table], w.key, w.value, p) for w in writes if w.table in self._tables]
                 _apply(items)
-            await self._send(records + items)
+            _persisted(await self._send(records + items))
             count += len(items)
         self.replayed += count
         return count
@@ -146,9 +172,11 @@ class TableWrites:
             stale += 1
         return records
 
-    @staticmethod
-    async def _send(items) -> int:
-        """Send every record, then wait for all acknowledgements and tell the stores their offsets."""
+    async def _send(self, items) -> dict:
+        """Send every record and wait for all acknowledgements; returns the newest offset per store and
+        changelog partition, for `_persisted` (a plain mapping, without a changelog, sends nothing)."""
+        if self._fence is not None:
+            return await self._send_fenced(items)
         sent = []
         for table, key, value, partition in items:
             topic = getattr(table, "changelog_topic", None)
@@ -164,9 +192,29 @@ class TableWrites:
         for table, fut in sent:
             meta = await fut
             newest[(id(table), meta.topic_partition)] = (table, meta.topic_partition, meta.offset)
-        for table, tp, offset in newest.values():
-            local(table).set_persisted_offset(tp, offset)
-        return len(sent)
+        return newest
+
+    async def _send_fenced(self, items) -> dict:
+        """`_send` through the fence: each partition's records in one transaction, the partitions at once."""
+        by_partition: dict[int, list] = {}
+        for table, key, value, partition in items:
+            topic = getattr(table, "changelog_topic", None)
+            if topic is not None:
+                raw_key, _ = topic.prepare_key(key, table.key_serializer)
+                by_partition.setdefault(partition, []).append((table, topic.get_topic_name(), raw_key, value))
+        parts = sorted(by_partition)
+        metas = await asyncio.gather(*(self._fence.send(p, [r[1:] for r in by_partition[p]]) for p in parts))
+        newest: dict = {}
+        for p, partition_metas in zip(parts, metas):
+            for (table, *_), meta in zip(by_partition[p], partition_metas):
+                newest[(id(table), meta.topic_partition)] = (table, meta.topic_partition, meta.offset)
+        return newest
+
+
+def _persisted(newest: dict) -> None:
+    """Tell the local stores the changelog offsets they now hold (Faust resumes their restore there)."""
+    for table, tp, offset in newest.values():
+        local(table).set_persisted_offset(tp, offset)
 
 
 @contextmanager

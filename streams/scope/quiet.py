@@ -9,7 +9,8 @@ dropped for other settings) starts from every entry.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import bisect
+from collections.abc import Callable, Iterator
 
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.state import ScopeState
@@ -25,7 +26,7 @@ def transition_marks(state: ScopeState, ctx: StepContext) -> tuple[dict, dict]:
     marks = state.quiet
     at = marks.get("at")
     if at is None or at[1] is not ctx.memory or ctx.now < at[0]:
-        marks.update({"at": (ctx.now, ctx.memory), "instant": {}, "still": {}})
+        marks.update({"at": (ctx.now, ctx.memory), "instant": {}, "still": {}, "waiting": ({}, [])})
         marks.pop(_UNSETTLED + "transitions", None)  # what was settled under the old marks is not now
     elif ctx.now != at[0]:
         marks["at"], marks["instant"] = (ctx.now, ctx.memory), {}
@@ -35,8 +36,32 @@ def transition_marks(state: ScopeState, ctx: StepContext) -> tuple[dict, dict]:
 def due_reflections(state: ScopeState, ctx: StepContext) -> tuple[list[Entry], dict, dict]:
     """The reflections a score-transition pass must look at (any order), with the marks it keeps."""
     instant, still = transition_marks(state, ctx)
-    moving = unsettled(state, "transitions", lambda e: e.kind != "reflection" or still.get(e.id) is e)
+    waiting = state.quiet["waiting"][0]
+    moving = unsettled(state, "transitions",
+                       lambda e: e.kind != "reflection" or still.get(e.id) is e or waiting.get(e.id) is e)
     return [e for e in moving if instant.get(e.id) is not e], instant, still
+
+
+def wait_for_place(state: ScopeState, entry: Entry) -> None:
+    """A reflection due for promotion while the scope's promotions in flight are at their cap: left out of
+    later passes (as the object it is) until `waiting_in_order` hands it back for a freed place."""
+    waiting, order = state.quiet["waiting"]
+    if entry.id not in waiting:
+        bisect.insort(order, entry.id)
+    waiting[entry.id] = entry
+
+
+def waiting_in_order(state: ScopeState, has_place: Callable[[], bool]) -> Iterator[Entry]:
+    """The waiting reflections, by id, while `has_place()`: with the fresh ones merged in by id, a pass
+    asks the same reflections a pass over every entry would (the first due ones by id). One that changed
+    meanwhile is not handed back: it is fresh (touched) again."""
+    waiting, order = state.quiet["waiting"]
+    looked_at = state.quiet[_UNSETTLED + "transitions"]
+    while order and has_place():
+        entry = waiting.pop(order.pop(0))
+        looked_at.add(entry.id)  # no longer settled as waiting: later passes look at it again
+        if state.entries.get(entry.id) is entry:
+            yield entry
 
 
 def sweep_marks(state: ScopeState, ctx: StepContext) -> dict:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from functools import lru_cache
 
 from rank_bm25 import BM25Okapi
 
@@ -10,6 +11,7 @@ from credence.streams.scope.context import StepContext
 from credence.streams.scope.state import ScopeState
 from credence.tables.entries import Entry
 from credence.tables.mentions import is_suppressed
+from credence.tables.tokens import approximate_tokens
 
 # A promote_blocked reflection is still a confirmed observation: it keeps collecting evidence.
 CANDIDATE_STATUSES = {"reflection": {"pending", "confirmed", "promote_blocked"}, "persona": {"active"}}
@@ -43,7 +45,13 @@ def candidate_pool(state: ScopeState, ctx: StepContext) -> list[Entry]:
 
 
 def _words(text: str) -> list[str]:
-    return [w for w in "".join(c.lower() if c.isalnum() else " " for c in text).split() if len(w) > 2]
+    return list(_word_tuple(text))
+
+
+@lru_cache(maxsize=65_536)
+def _word_tuple(text: str) -> tuple[str, ...]:
+    # Cached: every Stage-2 batch and promotion pre-ranks the scope's pool, whose texts rarely change.
+    return tuple(w for w in "".join(c.lower() if c.isalnum() else " " for c in text).split() if len(w) > 2)
 
 
 def pre_rank(pool: list[Entry], facts: list[dict]) -> list[Entry]:
@@ -64,8 +72,20 @@ def stage2_batch(state: ScopeState, ctx: StepContext) -> list[dict]:
     return [fact for _, fact in pending[: ctx.memory.stage2_max_facts_per_batch]]
 
 
+def within_prompt_cap(ranked: list[Entry], ctx: StepContext) -> list[Entry]:
+    """The best-ranked candidates whose texts, each trimmed to the observation cap, fit the prompt cap
+    together: no later one can be in the rendered prompt (the backend's fit keeps a prefix of what it is
+    given), so the request, kept in the scope's state until answered, is bounded like the prompt."""
+    budget, cap = ctx.memory.stage2_max_prompt_tokens, ctx.memory.stage2_observation_max_tokens
+    for n, entry in enumerate(ranked):
+        budget -= min(approximate_tokens(entry.text), cap) + 1  # at least its id's token beside the text
+        if budget < 0:
+            return ranked[:n]
+    return ranked
+
+
 def stage2_payload(state: ScopeState, ctx: StepContext, facts: list[dict]) -> dict:
-    ranked = pre_rank(candidate_pool(state, ctx), facts)
+    ranked = within_prompt_cap(pre_rank(candidate_pool(state, ctx), facts), ctx)
     limit = ctx.memory.stage2_rerank_above_candidates
     return {"facts": facts, "observations": [observation(e) for e in ranked],
             "rerank_limit": limit if len(ranked) > limit else None}
@@ -86,9 +106,13 @@ def reflection_id(scope: str, text: str) -> str:
 
 
 def promotion_payload(state: ScopeState, reflection: Entry, ctx: StepContext) -> dict:
-    """Scores ride along: merge rejects a contradiction only against stronger evidence."""
-    personas = [scored(e, ctx) for e in state.entries.values()
-                if e.kind == "persona" and e.status == "active" and not e.protected]
+    """Scores ride along: merge rejects a contradiction only against stronger evidence. Only the active
+    persona entries most relevant to the reflection (pre-ranked like Stage-2's pool) ride along, so the
+    request stays small however many entries the scope holds."""
+    active = sorted((e for e in state.entries.values()
+                     if e.kind == "persona" and e.status == "active" and not e.protected), key=lambda e: e.id)
+    ranked = pre_rank(active, [{"subject": reflection.subject, "text": reflection.text}])
+    personas = [scored(e, ctx) for e in ranked[: ctx.pipeline.promotion_max_personas]]
     return {"entry_id": reflection.id,
             "reflection": {"text": reflection.text, "subject": reflection.subject,
                            "source_fact_ids": list(reflection.source_fact_ids),

@@ -186,6 +186,12 @@ def _stage2(state: ScopeState, payload: dict, output: dict, ctx: StepContext) ->
             fact["synthesis"] = "done" if fact_id in matched else "pending"
 
 
+def without_candidates(state: ScopeState, payload: dict, ctx: StepContext) -> None:
+    """A Stage-2 batch with no candidate to compare: what any answer over an empty pool decides (every
+    fact is a new observation, on to synthesis), without asking."""
+    _stage2(state, payload, {}, ctx)
+
+
 def _synthesis(state: ScopeState, payload: dict, output: dict, ctx: StepContext) -> None:
     facts = {f["id"]: f for f in payload["facts"]}
     scope = Scope.parse(state.scope)

@@ -13,6 +13,7 @@ any input: a surfaced reply or rebuttal asked about before it is decided before 
 
 from __future__ import annotations
 
+import heapq
 from datetime import datetime, timedelta
 
 from credence.streams.scope import dedupe, quiet, results, usage
@@ -27,6 +28,7 @@ from credence.streams.scope.requests import (
     synthesis_payload,
 )
 from credence.streams.scope.state import ScopeState
+from credence.streams.scope.window import remaining_started, stage1_cut
 from credence.tables.clock import parse_instant
 from credence.tables.fallback import fallback_tick
 from credence.tables.lifecycle import (
@@ -279,38 +281,32 @@ def _settle(state: ScopeState, ctx: StepContext, flush: bool = False) -> None:
         _score_transitions(state, ctx)
     if state.blocked:
         return
-    if _stage1_due(state, ctx, flush):
-        ctx.request(state, "stage1", {"turns": state.buffer})
-        state.buffer, state.window_started_at = [], None
+    cut = stage1_cut(state.buffer, state.window_started_at, ctx.now, ctx.pipeline, powerful=ctx.powerful,
+                     flush=flush)
+    if cut:
+        ctx.request(state, "stage1", {"turns": state.buffer[:cut]})
+        state.buffer = state.buffer[cut:]
+        state.window_started_at = remaining_started(state.buffer)
         return
     if ctx.powerful:
         facts = stage2_batch(state, ctx)
-        if facts:
-            ctx.request(state, "stage2", stage2_payload(state, ctx, facts))
+        payload = stage2_payload(state, ctx, facts) if facts else None
+        if payload and payload["observations"]:
+            ctx.request(state, "stage2", payload)
             return
+        if payload:
+            results.without_candidates(state, payload, ctx)  # nothing to compare: no call
     pending = [f["fact"] for f in state.facts.values() if f["synthesis"] == "pending"]
     if len(pending) >= ctx.pipeline.synthesis_min_facts or (pending and flush):
         ctx.request(state, "synthesis", synthesis_payload(state, ctx, pending))
 
 
-def _stage1_due(state: ScopeState, ctx: StepContext, flush: bool) -> bool:
-    if not state.buffer:
-        return False
-    user_turns = sum(1 for t in state.buffer if t["role"] == "user")
-    if flush or user_turns >= ctx.pipeline.stage1_max_batch:
-        return True
-    if not ctx.powerful:
-        # Powerful memory off: the per-turn baseline extracts each user turn as it comes (a window left
-        # open when the switch went off closes at once). Back on, windows start from the current cursor.
-        return user_turns > 0
-    waited = ctx.now - state.window_started_at if state.window_started_at else timedelta(0)
-    return user_turns > 0 and waited >= timedelta(seconds=ctx.pipeline.stage1_max_wait_seconds)
-
-
 def _score_transitions(state: ScopeState, ctx: StepContext) -> None:
     in_flight = {r.payload.get("entry_id") for r in state.pending_tasks("promotion")}
     due, instant, still = quiet.due_reflections(state, ctx)
-    for entry in sorted(due, key=lambda e: e.id):
+    cap = ctx.pipeline.promotion_max_in_flight
+    waiting = quiet.waiting_in_order(state, lambda: len(in_flight) < cap)
+    for entry in heapq.merge(sorted(due, key=lambda e: e.id), waiting, key=lambda e: e.id):
         confirmed = confirm_by_score(entry, ctx.now, settings=ctx.memory)
         if confirmed is not None:
             ctx.put(state, confirmed, "transition", "threshold", entry)
@@ -329,7 +325,11 @@ def _score_transitions(state: ScopeState, ctx: StepContext) -> None:
                 instant[entry.id] = entry  # nothing to do at this instant until the entry changes
         if decision == BLOCK:
             ctx.put(state, block_promotion(entry, ctx.now), "transition", "promote_attempts_exhausted", entry)
+        elif decision == ATTEMPT and len(in_flight) >= cap:
+            # Asked once an answer frees a place: the state holds a bounded number of promotion payloads.
+            quiet.wait_for_place(state, entry)
         elif decision == ATTEMPT:
+            in_flight.add(entry.id)
             attempted, ticket = record_promote_attempt(entry, ctx.now)
             ctx.put(state, attempted, "promote_attempt", "threshold", entry)
             payload = promotion_payload(state, attempted, ctx)

@@ -35,14 +35,20 @@ SCOPES = scopes_of(LINES)
 
 
 async def changelog_records(bootstrap: str, settings) -> int:
-    """Records on the table changelogs (no segment is compacted within a test: they roll after 10 min)."""
-    consumer = AIOKafkaConsumer(**client_options(bootstrap, settings.kafka, enable_auto_commit=False))
+    """Committed records on the table changelogs (no segment is compacted within a test: they roll after
+    10 min). Counted by reading them: transaction markers occupy offsets too."""
+    consumer = AIOKafkaConsumer(**client_options(bootstrap, settings.kafka, enable_auto_commit=False,
+                                                 isolation_level="read_committed"))
     await consumer.start()
     try:
         tps = [TopicPartition(changelog_topic(settings, t), p) for t in TABLES
                for p in range(settings.topic_partitions)]
-        end, start = await consumer.end_offsets(tps), await consumer.beginning_offsets(tps)
-        return sum(end[tp] - start[tp] for tp in tps)
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        end, count = await consumer.end_offsets(tps), 0
+        while [tp for tp in tps if await consumer.position(tp) < end[tp]]:
+            count += sum(len(records) for records in (await consumer.getmany(timeout_ms=1000)).values())
+        return count
     finally:
         await consumer.stop()
 

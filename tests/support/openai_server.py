@@ -87,9 +87,13 @@ class OpenAICompatibleServer:
         overload_above: int = 0,
         down: bool = False,
         down_for: int = 0,
+        extra_models: Sequence[str] = (),
     ) -> None:
         assert set(failure_kinds) <= set(FAILURE_KINDS), failure_kinds
         self.model = model
+        self.extra_models = frozenset(extra_models)  # served too: a platform's model tiers
+        self.models_seen: Counter[tuple[str, str]] = Counter()  # (task, model) of every accepted request
+        self.first_attempts: Counter[str] = Counter()  # per task, requests that are no retry (no "seed")
         self.failure_rate = failure_rate
         self.failure_kinds = tuple(failure_kinds)
         self.seed = seed
@@ -222,8 +226,8 @@ class OpenAICompatibleServer:
     def _check(self, body: Any) -> tuple[ModuleType, BaseModel]:
         if not isinstance(body, dict):
             raise _Refused("body is not a JSON object")
-        if body.get("model") != self.model:
-            raise _Refused(f"model {body.get('model')!r} != {self.model!r}")
+        if body.get("model") != self.model and body.get("model") not in self.extra_models:
+            raise _Refused(f"model {body.get('model')!r} is not served ({self.model!r}, {sorted(self.extra_models)})")
         messages = body.get("messages")
         if not (isinstance(messages, list) and len(messages) == 2
                 and [m.get("role") for m in messages] == ["system", "user"]):
@@ -259,6 +263,9 @@ class OpenAICompatibleServer:
             raise _Refused("; ".join(problems[:4]))
         if module in (stage2_classification, candidate_rerank):
             self._check_caps(module, messages[1]["content"], payload)
+        with self._state:
+            self.models_seen[(module.NAME, body["model"])] += 1
+            self.first_attempts[module.NAME] += "seed" not in body
         return module, payload
 
     def _check_caps(self, module: ModuleType, user: str, payload: Any) -> None:

@@ -20,9 +20,12 @@ from credence.streams.scope.context import Emit, StepContext
 from credence.streams.scope.state import Request, ScopeState
 from credence.streams.scope.step import event_now, step
 from credence.tables.clock import format_instant
+from credence.tables.entries import new_persona_entry
+from credence.tables.scope import Scope
 
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 SCOPE_KEY = "acme/u1/aria"
+CANDIDATE_ID = "p-candidate"
 
 _LOOP = asyncio.new_event_loop()
 _BACKEND = RulesBackend()
@@ -121,6 +124,14 @@ class Driver:
         return req
 
     # -- looking at what came out ----------------------------------------------------------------------
+    def with_candidate(self) -> "Driver":
+        """An unrelated active persona entry held before the first turn, so Stage-2 has a candidate to
+        compare (with none, the step skips the call) and tests of the Stage-2 request see one issued."""
+        entry = new_persona_entry(CANDIDATE_ID, Scope.parse(self.state.scope), "The user's name is Kim.", T0,
+                                  subject="name")
+        self.state.entries[entry.id] = entry
+        return self
+
     def journal(self) -> list[dict]:
         return [e.record for e in self.emits if e.topic == "evidence"]
 

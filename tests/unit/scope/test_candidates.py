@@ -44,7 +44,7 @@ def test_stage2_is_offered_only_active_non_negative_unsuppressed_candidates(driv
 
 
 def test_repeated_ai_mentions_suppress_without_adding_evidence(driver_factory):
-    d = driver_factory()
+    d = driver_factory().with_candidate()
     d.turn("I love hiking", T0)
     d.flush()
     d.feedback(HIKING, "confirm", T0 + timedelta(minutes=1))  # confirmed reflections count mentions

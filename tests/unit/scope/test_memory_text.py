@@ -48,7 +48,7 @@ def _synthesis_request(d, facts):
 
 
 def test_a_model_reflection_that_is_not_self_contained_is_never_created(driver_factory):
-    d = driver_factory(auto=False)
+    d = driver_factory(auto=False).with_candidate()
     req = _synthesis_request(d, [fact("f1", "The user has two dogs.", "dog")])
     ctx = d.result(req, {"drafts": [
         {"text": "The user loves them.", "subject": "dog", "source_fact_ids": ["f1"]},

@@ -74,7 +74,7 @@ def test_a_result_applied_twice_is_stale_the_second_time(driver_factory):
 
 
 def test_failed_result_keeps_the_request_and_the_next_step_reissues_it(driver_factory):
-    d = driver_factory(auto=False)
+    d = driver_factory(auto=False).with_candidate()
     d.turn("I love hiking", T0)
     d.flush()
     d.pump_one()  # stage1 answered; stage2 is in flight now
@@ -186,7 +186,7 @@ def test_a_refused_request_failing_max_request_failures_times_is_dead_lettered_a
         driver_factory):
     import base64
 
-    d = driver_factory(auto=False)
+    d = driver_factory(auto=False).with_candidate()
     d.turn("I love hiking", T0)
     d.flush()
     d.pump_one()  # Stage-1 answered; Stage-2 in flight
@@ -216,7 +216,7 @@ def test_a_refused_request_failing_max_request_failures_times_is_dead_lettered_a
 @pytest.mark.parametrize("task", ["stage2", "synthesis"])
 def test_facts_of_a_dead_lettered_request_leave_the_state_failed_and_are_journalled(driver_factory, pipeline_factory,
                                                                                     monkeypatch, task):
-    d = driver_factory(auto=False, powerful=task == "stage2", pipeline=pipeline_factory(max_request_failures=2))
+    d = driver_factory(auto=False, powerful=task == "stage2", pipeline=pipeline_factory(max_request_failures=2)).with_candidate()
     d.turn("I love hiking and I like tea", T0)
     d.flush()
     d.pump_one()  # Stage-1 answered: its facts wait for the task
@@ -251,8 +251,8 @@ def test_facts_of_a_dead_lettered_request_leave_the_state_failed_and_are_journal
 
 def test_a_request_failing_while_the_backend_is_unavailable_waits_and_is_retried_not_dropped(
         driver_factory, pipeline_factory):
-    pipeline = pipeline_factory(max_request_failures=2, failed_request_retry_seconds=60)
-    d = driver_factory(auto=False, pipeline=pipeline)
+    pipeline = pipeline_factory(max_request_failures=2, failed_request_retry_seconds=60, stage1_max_wait_seconds=60)
+    d = driver_factory(auto=False, pipeline=pipeline).with_candidate()
     d.turn("I love hiking", T0)
     d.flush()
     d.pump_one()  # Stage-1 answered; Stage-2 in flight

@@ -48,7 +48,7 @@ def test_ai_origin_facts_are_not_synthesized_with_powerful_memory_off(driver_fac
 
 
 def test_stage2_batches_at_most_20_facts_by_importance_then_age(driver_factory):
-    d = driver_factory(auto=False)
+    d = driver_factory(auto=False).with_candidate()
     importances = [5, 9, 5, 7, 9, 3, 10, 5, 6, 6, 8, 1, 2, 9, 4, 4, 7, 5, 6, 10, 3, 8, 2, 1, 9]
     facts = [fact(f"f{i:02d}", imp) for i, imp in enumerate(importances)]
     answer_stage1(d, facts)
@@ -120,7 +120,7 @@ def test_seed_uses_the_highest_source_importance(driver_factory, pipeline_factor
 
 
 def test_stage2_classification_of_an_observation_not_offered_is_ignored(driver_factory):
-    d = driver_factory()
+    d = driver_factory().with_candidate()
     d.turn("I love hiking", T0)
     d.flush()
     d.feedback(HIKING, "deny", T0 + timedelta(minutes=1))  # denied: no longer a Stage-2 candidate
@@ -131,7 +131,7 @@ def test_stage2_classification_of_an_observation_not_offered_is_ignored(driver_f
     d.pump_one()  # stage1
     (req,) = d.outbox
     d.outbox.clear()
-    assert req.task == "stage2" and req.payload["observations"] == []
+    assert req.task == "stage2" and HIKING not in [o["id"] for o in req.payload["observations"]]
     (f,) = req.payload["facts"]
     d.result(req, {"classifications": [{"fact_id": f["id"], "observation_id": HIKING, "relation": "reinforce"}]})
     assert d.state.entries[HIKING] == denied
@@ -155,3 +155,19 @@ def test_fact_origin_comes_from_the_cited_turns(driver_factory):
     assert sorted(d.state.facts) == ["f-hiking", "f-tea"] and d.state.knows_fact("f-rowing")
     (stage2,) = d.outbox
     assert [f["id"] for f in stage2.payload["facts"]] == ["f-hiking", "f-tea"]
+
+
+def test_no_stage2_call_when_no_candidate_exists_and_the_facts_go_on_to_synthesis(driver_factory):
+    """Nothing to compare: any Stage-2 answer over an empty pool is ignored (it can name no offered
+    observation), so the step decides what that answer would and asks nothing."""
+    d = driver_factory(auto=False)
+    d.turn("I love hiking and I like tea", T0)
+    d.flush()
+    d.pump_one()  # stage1
+    assert [r.task for r in d.outbox] == ["synthesis"] and d.requests_of("stage2") == []
+    facts = list(d.state.facts.values())
+    assert len(facts) == 2 and all(f["stage2"] == "done" and f["synthesis"] == "pending" for f in facts)
+    (synthesis,) = d.outbox
+    assert sorted(f["id"] for f in synthesis.payload["facts"]) == sorted(d.state.facts)
+    d.pump()
+    assert HIKING in d.state.entries

@@ -122,7 +122,7 @@ def test_switching_off_restarts_the_confirmed_clock(driver_factory):
 
 
 def test_facts_waiting_for_stage2_when_switched_off_go_to_synthesis(driver_factory):
-    d = driver_factory(auto=False)
+    d = driver_factory(auto=False).with_candidate()
     d.turn("I love hiking", T0)
     d.flush()
     stage1 = d.outbox.pop(0)
@@ -189,7 +189,7 @@ def test_a_stage2_result_arriving_after_the_switch_went_off_is_dropped(driver_fa
 
 
 def test_a_stage2_request_lost_or_failed_while_off_is_not_re_sent(driver_factory):
-    d = driver_factory(auto=False)
+    d = driver_factory(auto=False).with_candidate()
     d.turn("I love hiking", T0)
     d.flush()
     d.pump_one()
@@ -205,7 +205,7 @@ def test_a_stage2_request_lost_or_failed_while_off_is_not_re_sent(driver_factory
 
 @pytest.mark.parametrize("ending", ["result", "failed", "lost with the worker"])
 def test_a_dropped_stage2_request_is_journalled_with_the_facts_that_took_the_off_path(driver_factory, ending):
-    d = driver_factory(auto=False)
+    d = driver_factory(auto=False).with_candidate()
     d.turn("I love hiking and I like tea", T0)
     d.flush()
     d.pump_one()  # Stage-1: its facts wait for Stage-2
@@ -233,7 +233,7 @@ def test_a_dropped_stage2_request_is_journalled_with_the_facts_that_took_the_off
     (synthesis,) = [r for r in d.outbox if r.task == "synthesis"]
     assert [f["id"] for f in synthesis.payload["facts"]] == asked
     # a replay of the same inputs journals the same event (the sink keeps one copy per event id)
-    again = driver_factory(auto=False)
+    again = driver_factory(auto=False).with_candidate()
     again.turn("I love hiking and I like tea", T0)
     again.flush()
     again.pump_one()
@@ -244,7 +244,7 @@ def test_a_dropped_stage2_request_is_journalled_with_the_facts_that_took_the_off
 
 
 def test_a_stage2_result_applied_while_on_journals_no_drop(driver_factory):
-    d = driver_factory()
+    d = driver_factory().with_candidate()
     d.turn("I love hiking", T0)
     d.flush()
     d.turn("I really love hiking", T0 + MIN)

@@ -29,7 +29,8 @@ def test_user_turns_wait_until_the_batch_is_full(driver_factory, pipeline_factor
 
 
 def test_window_closes_after_max_wait_of_event_time(driver_factory, pipeline_factory):
-    d = driver_factory(pipeline=pipeline_factory(stage1_max_batch=8, stage1_max_wait_seconds=60), auto=False)
+    d = driver_factory(pipeline=pipeline_factory(stage1_max_batch=8, stage1_max_wait_seconds=60,
+                                                 stage1_quiet_seconds=3600), auto=False)
     d.turn("I love hiking", T0)
     d.turn("I like tea", T0 + 59 * SEC)
     assert d.requests_of("stage1") == []
@@ -38,7 +39,8 @@ def test_window_closes_after_max_wait_of_event_time(driver_factory, pipeline_fac
 
 
 def test_window_wait_is_counted_from_the_first_turn_of_the_window(driver_factory, pipeline_factory):
-    d = driver_factory(pipeline=pipeline_factory(stage1_max_batch=8, stage1_max_wait_seconds=60))
+    d = driver_factory(pipeline=pipeline_factory(stage1_max_batch=8, stage1_max_wait_seconds=60,
+                                                 stage1_quiet_seconds=3600))
     d.turn("I love hiking", T0)
     d.turn("I like tea", T0 + 61 * SEC)  # closes the first window, itself included
     d.turn("I have a dog", T0 + 100 * SEC)  # a new window starts here
@@ -78,6 +80,42 @@ def test_turns_arriving_while_stage1_runs_wait_in_the_queue(driver_factory):
     assert d.state.queue == []
 
 
+def test_a_quiet_gap_closes_the_window_before_the_turn_after_it(driver_factory, pipeline_factory):
+    d = driver_factory(pipeline=pipeline_factory(stage1_max_batch=8, stage1_quiet_seconds=300,
+                                                 stage1_max_wait_seconds=3600), auto=False)
+    d.turn("I love hiking", T0)
+    d.turn("nice!", T0 + 10 * SEC, role="ai")
+    d.turn("I like tea", T0 + 200 * SEC)
+    d.turn("tea is great", T0 + 210 * SEC, role="ai")
+    assert d.requests_of("stage1") == []  # 200 s between turns is still one conversation
+    d.turn("I have a dog", T0 + 510 * SEC)  # 300 s of quiet before it: a new conversation
+    assert stage1_turn_ids(d) == [["t1", "t2", "t3", "t4"]]
+    assert [t["id"] for t in d.state.buffer] == ["t5"] and d.state.window_started_at == T0 + 510 * SEC
+
+
+def test_a_tick_after_the_quiet_time_closes_the_window(driver_factory, pipeline_factory):
+    """Live traffic: the wall clock reaches the scope as a tick record, so going idle closes the window
+    in the scope's order like any other input."""
+    d = driver_factory(pipeline=pipeline_factory(stage1_max_batch=8, stage1_quiet_seconds=300,
+                                                 stage1_max_wait_seconds=3600), auto=False)
+    d.turn("I love hiking", T0)
+    d.turn("nice!", T0 + 20 * SEC, role="ai")
+    d.tick(T0 + 319 * SEC)
+    assert d.requests_of("stage1") == []
+    d.tick(T0 + 320 * SEC)
+    assert stage1_turn_ids(d) == [["t1", "t2"]]
+
+
+def test_a_window_closes_at_its_max_age_while_the_conversation_goes_on(driver_factory, pipeline_factory):
+    d = driver_factory(pipeline=pipeline_factory(stage1_max_batch=100, stage1_quiet_seconds=300,
+                                                 stage1_max_wait_seconds=600), auto=False)
+    for n in range(6):
+        d.turn("I like tea", T0 + n * 100 * SEC)
+    assert d.requests_of("stage1") == []
+    d.turn("I have a dog", T0 + 600 * SEC)
+    assert stage1_turn_ids(d) == [[f"t{n}" for n in range(1, 8)]]
+
+
 TEXTS = ["I love hiking", "I like tea", "hello", "I have a dog", "My name is Sam", "yes, exactly"]
 
 ops = st.lists(
@@ -91,10 +129,11 @@ ops = st.lists(
 
 
 @FIXTURES_OK
-@given(ops=ops, batch=st.integers(1, 4), wait=st.integers(0, 120), auto=st.booleans())
+@given(ops=ops, batch=st.integers(1, 4), wait=st.integers(0, 120), quiet=st.integers(0, 600), auto=st.booleans())
 def test_every_turn_ends_up_in_exactly_one_stage1_request_in_order(driver_factory, pipeline_factory, ops, batch,
-                                                                   wait, auto):
-    d = driver_factory(pipeline=pipeline_factory(stage1_max_batch=batch, stage1_max_wait_seconds=wait), auto=auto)
+                                                                   wait, quiet, auto):
+    d = driver_factory(pipeline=pipeline_factory(stage1_max_batch=batch, stage1_max_wait_seconds=wait,
+                                                 stage1_quiet_seconds=quiet), auto=auto)
     at, sent, users = T0, [], []
     for kind, gap, text in ops:
         at += gap * SEC

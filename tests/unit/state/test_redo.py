@@ -212,3 +212,47 @@ def test_a_batch_missing_a_part_is_not_applied(monkeypatch) -> None:
 def test_a_damaged_redo_record_is_a_state_error(raw: bytes) -> None:
     with pytest.raises(StateError):
         redo.complete(lambda i: raw if i == 0 else None)
+
+
+THIRD = [("scopes", "a/b/c", b"control-3"), ("seen", "position\x1fturns\x1f0", b"next-3")]
+
+
+def catch_up(tables: dict[str, Table], broker: Broker) -> None:
+    """A worker given its partition back on the store it kept: Faust applies each changelog's records past
+    the store's persisted offset (the broker's offsets here are positions in its one log)."""
+    for name, table in tables.items():
+        start = getattr(table.data, "persisted", (None, 0))[1]
+        for offset, (topic, _, key, value) in enumerate(broker.log, start=1):
+            if topic == name and offset > start:
+                if value is None:
+                    table.data.pop(key, None)
+                else:
+                    table.data[key] = value
+
+
+@pytest.mark.parametrize("budget", range(total_sends() + 1))
+def test_a_store_kept_through_a_kill_holds_nothing_the_changelogs_miss(budget: int) -> None:
+    """Killed anywhere in a batch, a worker keeps its store on disk; the partition moves on (another worker
+    restores it, applies the last redo record again and writes a batch), then comes back to that store:
+    after the changelogs' tail and the redo record it holds exactly what a fresh restore holds, no key
+    written only into the killed worker's store."""
+    broker = Broker(budget)
+    kept = tables_on(broker)
+    writes = TableWrites(kept)
+    try:
+        for batch in (FIRST, SECOND):
+            write_batch(writes, kept, batch)
+            asyncio.run(writes.flush())
+    except Killed:
+        pass
+    broker.budget = None
+    other = tables_on(broker, restored=broker)
+    asyncio.run(TableWrites(other).replay({0}))
+    moved_on = TableWrites(other)
+    write_batch(moved_on, other, THIRD)
+    asyncio.run(moved_on.flush())
+
+    catch_up(kept, broker)
+    asyncio.run(TableWrites(kept).replay({0}))
+    fresh, _ = restored_state(broker)
+    assert contents(kept) == fresh

@@ -1,0 +1,131 @@
+"""Faust's recovery service around the bulk restore (streams/runtime/restore.py): Faust waits
+`broker_request_timeout` for its whole offset-building step and ends its recovery loop for good when the
+wait runs out, so the bulk read must end within it, whatever the broker does; and a worker whose recovery
+loop ended anyway (a step that raised or outlived its wait) is told to stop, instead of holding
+partitions whose later assignments nobody restores."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+
+import faust
+from faust.types import TP
+
+from credence.config import load_settings
+from credence.kafka import faust_options
+from credence.streams.runtime import restore
+
+TIMEOUT = 1.0  # the app's broker_request_timeout: Faust's wait for each recovery step
+
+
+class SlowBroker:
+    """Answers the offsets request late, and never a fetch: the bulk reader's getmany and stop hang."""
+
+    def __init__(self, answer_after: float) -> None:
+        self.answer_after = answer_after
+
+    async def earliest_offsets(self, *tps):
+        await asyncio.sleep(self.answer_after)
+        return {tp: 0 for tp in tps}
+
+
+class HangingReader:
+    def __init__(self, **_options) -> None:
+        pass
+
+    async def start(self) -> None:
+        pass
+
+    def assign(self, tps) -> None:
+        pass
+
+    def seek(self, tp, offset) -> None:
+        pass
+
+    async def getmany(self, *tps, **_options):
+        await asyncio.Event().wait()
+
+    async def position(self, tp) -> int:
+        return 0
+
+    async def stop(self) -> None:
+        await asyncio.Event().wait()
+
+
+def recovery_for(tmp_path, **options) -> tuple[restore.BulkRecovery, TP]:
+    settings = load_settings(kafka_bootstrap="127.0.0.1:1", data_dir=tmp_path / "data",
+                             kafka={"request_timeout_ms": round(TIMEOUT * 1000)})
+    app = faust.App("recovery-test", **faust_options("127.0.0.1:1", settings.kafka), store="memory://",
+                    autodiscover=False, datadir=str(tmp_path / "worker"))
+    assert app.conf.broker_request_timeout == TIMEOUT
+    recovery = restore.install_bulk_recovery(app, settings, "127.0.0.1:1", **options)
+    table = app.Table("entries", partitions=1)
+    tp = TP(table.changelog_topic.get_topic_name(), 0)
+    recovery.tp_to_table[tp] = table
+    recovery.active_highwaters[tp] = 1_000
+    return recovery, tp
+
+
+def test_the_bulk_read_ends_within_fausts_wait_for_the_step(tmp_path, monkeypatch):
+    """The broker took most of the budget to answer Faust's own offsets request, then never answers a fetch
+    nor the reader's close: the step still returns before Faust's wait runs out, the offsets left where
+    they were for Faust's own loop to read from."""
+    monkeypatch.setattr(restore, "AIOKafkaConsumer", HangingReader)
+
+    async def step() -> tuple[restore.BulkRecovery, TP, Counter]:
+        recovery, tp = recovery_for(tmp_path)  # on the running loop, as the worker's services are
+        destination = Counter({tp: None})
+        await recovery._wait(recovery._build_offsets(SlowBroker(0.45 * TIMEOUT), {tp}, destination, "active"),
+                             timeout=TIMEOUT)  # exactly as Faust's recovery loop waits for it
+        return recovery, tp, destination
+
+    recovery, tp, destination = asyncio.run(step())  # Faust's wait running out raises ServiceStopped here
+    assert destination[tp] == -1
+    assert recovery.restored.last["left"] == 1_001  # offsets 0..1,000, all left to Faust
+
+
+def run_loop(tmp_path, step=None, stop: bool = False) -> list[str]:
+    """Faust's recovery loop (as its service task runs it) after an assignment, its highwaters step
+    replaced by `step`, or stopped at once with `stop`; returns the reasons given to `on_dead`."""
+    died: list[str] = []
+
+    async def main() -> None:
+        recovery, _ = recovery_for(tmp_path, on_dead=died.append)
+        if step is not None:
+            recovery._build_highwaters = step
+        recovery.signal_recovery_start.set()
+        loop = asyncio.ensure_future(recovery._restart_recovery.fun(recovery))
+        if stop:
+            await asyncio.sleep(0)
+            recovery._stopped.set()
+        await asyncio.wait_for(loop, 10 * TIMEOUT)
+
+    try:
+        asyncio.run(main())
+    except RuntimeError as exc:  # the step's own error, re-raised by the loop after `on_dead`
+        assert died, exc
+    return died
+
+
+def test_a_recovery_loop_ended_by_a_step_that_outlived_its_wait_stops_the_worker(tmp_path):
+    async def never(*_args) -> None:
+        await asyncio.Event().wait()
+
+    died = run_loop(tmp_path, never)
+    assert len(died) == 1 and "outlived" in died[0]
+
+
+def test_a_recovery_loop_ended_by_an_error_stops_the_worker(tmp_path):
+    async def fails(*_args) -> None:
+        raise RuntimeError("persisted offset ahead of the highwater")
+
+    died = run_loop(tmp_path, fails)
+    assert len(died) == 1 and "persisted offset ahead of the highwater" in died[0]
+
+
+def test_a_stopped_recovery_service_does_not_stop_the_worker(tmp_path):
+    async def never(*_args) -> None:
+        await asyncio.Event().wait()
+
+    assert run_loop(tmp_path, never, stop=True) == []
