@@ -157,9 +157,10 @@ class OpenAIBackend(LLMBackend):
             return await self._call_with_retries(module, call)
         # OpenTelemetry's GenAI conventions: the model, the task, tokens in and out, the outcome and the
         # retries; never the prompt or the answer (they hold users' words)
-        with tracing.span(f"chat {self._settings.model}", tracing.CLIENT, attributes={
+        model = self._settings.models.get(module.NAME, self._settings.model)  # the task's tier
+        with tracing.span(f"chat {model}", tracing.CLIENT, attributes={
                 "gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai",
-                "gen_ai.request.model": self._settings.model, "credence.llm.task": module.NAME}) as span:
+                "gen_ai.request.model": model, "credence.llm.task": module.NAME}) as span:
             usage = [0, 0, 0]  # this call's tokens in, out and retries (the stats are shared by every call)
             token = _CALL_USAGE.set(usage)
             outcome = "ok"

@@ -47,3 +47,10 @@ def test_an_unavailable_server_is_an_error_span(openai_server_factory, llm_setti
     assert isinstance(results[0], LLMUnavailable)
     assert span.attributes["credence.llm.outcome"] == "unavailable" and span.attributes["credence.llm.retries"] == 1
     assert span.attributes["error.type"] == "LLMUnavailable" and not span.status.is_ok
+
+
+def test_the_span_names_the_tasks_model_tier(openai_server_factory, llm_settings_factory, fifty_turns):
+    server = openai_server_factory(extra_models=["small-model"])
+    settings = llm_settings_factory(server, models={"stage1_extraction": "small-model"})
+    _, (span,) = _spans(settings, [fifty_turns[:2]])
+    assert span.name == "chat small-model" and span.attributes["gen_ai.request.model"] == "small-model"
