@@ -11,6 +11,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime, timezone
 
+from credence import tracing
 from credence.errors import ApiError, RecordError
 from credence.streams.api import memory_ops, models, reads
 from credence.streams.api.cards import Card, card_key, check_card_entries
@@ -63,7 +64,8 @@ class Handlers:
 
     async def _send(self, topic: str, key: str, value: bytes, partition: int | None = None):
         try:
-            fut = await getattr(self.credence.topics, topic).send(key=key.encode(), value=value, partition=partition)
+            fut = await getattr(self.credence.topics, topic).send(key=key.encode(), value=value, partition=partition,
+                                                                  headers=tracing.record_headers())
             return await fut
         except Exception as exc:  # noqa: BLE001 - any producer failure: nothing was acknowledged
             raise ApiError(503, f"could not write to the {topic} topic ({type(exc).__name__}); retry") from None
@@ -74,7 +76,8 @@ class Handlers:
         recall hit whose usage record the broker then refuses, or a worker killed within the producer's
         linger), never a memory; a refused record is logged and counted."""
         try:
-            fut = await getattr(self.credence.topics, topic).send(key=key.encode(), value=value)
+            fut = await getattr(self.credence.topics, topic).send(key=key.encode(), value=value,
+                                                                  headers=tracing.record_headers())
         except Exception as exc:  # noqa: BLE001 - the answer stands; the hit is not reinforced
             self._unsent(topic, exc)
             return
@@ -105,8 +108,10 @@ class Handlers:
             accepted.append(turn)
         futures = []
         try:
+            headers = tracing.record_headers()  # each turn's step continues the request's trace
             for turn in accepted:
-                futures.append(await self.credence.topics.turns.send(key=turn.scope.encode(), value=turn.encode()))
+                futures.append(await self.credence.topics.turns.send(key=turn.scope.encode(), value=turn.encode(),
+                                                                     headers=headers))
             await asyncio.gather(*futures)
         except Exception as exc:  # noqa: BLE001
             raise ApiError(503, f"could not write turns ({type(exc).__name__}); retry, turn ids make it safe") from None

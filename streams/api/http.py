@@ -9,6 +9,7 @@ from typing import TypeVar
 from aiohttp import web
 from pydantic import BaseModel, ValidationError
 
+from credence import tracing
 from credence.errors import ApiError, DomainError
 from credence.tables.scope import check_part
 
@@ -65,3 +66,9 @@ def path_parts(params: dict[str, str]) -> dict[str, str]:
     return params
 
 
+def server_span(request, route: str):
+    """An HTTP route's server span, continuing the caller's `traceparent` (route and method only: the
+    path's values name users, the headers hold keys)."""
+    return tracing.span(f"{request.method} {route}", tracing.SERVER, tracing.http_context(request.headers),
+                        {"http.request.method": request.method, "http.route": route,
+                         "url.scheme": request.scheme})

@@ -18,10 +18,10 @@ from faust.web import View
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
-from credence import __version__
+from credence import __version__, tracing
 from credence.errors import ApiError
 from credence.streams.api import asgi, mcp_tools
-from credence.streams.api.http import error_response, read_body
+from credence.streams.api.http import error_response, read_body, server_span
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +68,14 @@ class McpEndpoint:
             await asyncio.Event().wait()
 
     async def handle(self, request):
+        if not tracing.active():
+            return await self._handle(request)
+        with server_span(request, PATH) as span:
+            response = await self._handle(request)
+            span.set_attribute("http.response.status_code", response.status)
+            return response
+
+    async def _handle(self, request):
         try:
             caller = self.api.authenticate(request)
             limit = caller.settings.max_body_bytes or self.api.credence.settings.api.max_body_bytes
@@ -84,6 +92,10 @@ class McpEndpoint:
 
     async def call_tool(self, ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
         state = ctx.request.scope["state"]
+        with tracing.span(f"credence.mcp {params.name}", attributes={"credence.mcp.tool": params.name}):
+            return await self._call_tool(state, params)
+
+    async def _call_tool(self, state, params: types.CallToolRequestParams) -> types.CallToolResult:
         try:
             result = await mcp_tools.run(self.api, state["caller"], state["authorization"], params.name,
                                          params.arguments)

@@ -19,6 +19,7 @@ from aiohttp import web
 from aiokafka.partitioner import DefaultPartitioner
 from yarl import URL
 
+from credence import tracing
 from credence.errors import ApiError
 
 FORWARDED_HEADER = "X-Credence-Forwarded"
@@ -82,7 +83,7 @@ class OwnerRouter:
         return status, payload
 
     async def _send(self, method: str, url: URL, headers: dict[str, str], body: bytes | None, scope: str):
-        headers = {**headers, FORWARDED_HEADER: "1"}
+        headers = tracing.http_headers({**headers, FORWARDED_HEADER: "1"})  # the owner continues the trace
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=self.timeout)
         try:

@@ -8,11 +8,13 @@ import logging
 
 from faust.web import View
 
+from credence import tracing
 from credence.errors import ApiError
 from credence.streams.api.auth import RateLimits, authenticate
 from credence.streams.api.directory import Directory, follow
 from credence.streams.api.handlers import Call, Handlers
-from credence.streams.api.http import error_response, json_response, parse_body, path_parts, read_body
+from credence.streams.api.http import (error_response, json_response, parse_body, path_parts, read_body,
+                                       server_span)
 from credence.streams.api.routes import ROUTES, Route
 from credence.streams.api.routing import OwnerRouter
 from credence.streams.runtime.views import is_ready
@@ -58,6 +60,14 @@ class Api:
         return authenticate(request, tenant, directory=self.directory, limits=self.limits)
 
     async def dispatch(self, route: Route, request, params: dict[str, str]):
+        if not tracing.active():
+            return await self._dispatch(route, request, params)
+        with server_span(request, route.path) as span:
+            response = await self._dispatch(route, request, params)
+            span.set_attribute("http.response.status_code", response.status)
+            return response
+
+    async def _dispatch(self, route: Route, request, params: dict[str, str]):
         try:
             caller = self.authenticate(request, params.get("tenant"))
             path_parts(params)

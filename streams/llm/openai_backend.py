@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+from contextvars import ContextVar
 from collections.abc import Sequence
 from types import ModuleType
 from typing import Any
@@ -22,6 +23,7 @@ from pydantic import ValidationError
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 from tenacity.wait import wait_random_exponential
 
+from credence import tracing
 from credence.config.llm import LLMSettings
 from credence.config.memory import DEFAULT_MEMORY_SETTINGS as SEED_CAPS  # the seed's Stage-2 caps
 from credence.errors import ConfigError, LLMError, LLMUnavailable
@@ -146,10 +148,38 @@ class OpenAIBackend(LLMBackend):
 
     def _before_sleep(self, state: RetryCallState) -> None:
         self._stats.retries += 1
+        _count(2, 1)
         exc = state.outcome.exception() if state.outcome else None
         log.info("LLM attempt %d failed (%s); retrying", state.attempt_number, exc)
 
     async def _call(self, module: ModuleType, call: Call) -> Any:
+        if not tracing.active():
+            return await self._call_with_retries(module, call)
+        # OpenTelemetry's GenAI conventions: the model, the task, tokens in and out, the outcome and the
+        # retries; never the prompt or the answer (they hold users' words)
+        model = self._settings.models.get(module.NAME, self._settings.model)  # the task's tier
+        with tracing.span(f"chat {model}", tracing.CLIENT, attributes={
+                "gen_ai.operation.name": "chat", "gen_ai.provider.name": "openai",
+                "gen_ai.request.model": model, "credence.llm.task": module.NAME}) as span:
+            usage = [0, 0, 0]  # this call's tokens in, out and retries (the stats are shared by every call)
+            token = _CALL_USAGE.set(usage)
+            outcome = "ok"
+            try:
+                return await self._call_with_retries(module, call)
+            except LLMUnavailable as exc:
+                outcome = "unavailable"
+                tracing.failed(span, exc)
+                raise
+            except Exception as exc:
+                outcome = "refused" if isinstance(exc, LLMError) else "error"
+                tracing.failed(span, exc)
+                raise
+            finally:
+                _CALL_USAGE.reset(token)
+                span.set_attributes({"gen_ai.usage.input_tokens": usage[0], "gen_ai.usage.output_tokens": usage[1],
+                                     "credence.llm.retries": usage[2], "credence.llm.outcome": outcome})
+
+    async def _call_with_retries(self, module: ModuleType, call: Call) -> Any:
         self._stats.calls += 1
         retrying = AsyncRetrying(
             stop=stop_after_attempt(self._settings.max_retries + 1),
@@ -220,6 +250,8 @@ class OpenAIBackend(LLMBackend):
             usage = data.get("usage") or {}
             self._stats.prompt_tokens += int(usage.get("prompt_tokens") or 0)
             self._stats.completion_tokens += int(usage.get("completion_tokens") or 0)
+            _count(0, int(usage.get("prompt_tokens") or 0))
+            _count(1, int(usage.get("completion_tokens") or 0))
             content = message_content(data)
         except (ValueError, KeyError, IndexError, TypeError, AttributeError) as exc:
             raise TransientFailure(f"malformed response envelope: {exc!r}") from exc
@@ -274,6 +306,16 @@ class OpenAIBackend(LLMBackend):
         self, reflection: ReflectionDraft, persona_entries: Sequence[Observation]
     ) -> MergeDecision:
         return await self._call(merge_decision, merge_decision.build(reflection, persona_entries))
+
+
+# The traced call's own counts (tokens in, out, retries), while tracing is on: the span reports them.
+_CALL_USAGE: ContextVar[list[int] | None] = ContextVar("credence_llm_call_usage", default=None)
+
+
+def _count(which: int, n: int) -> None:
+    usage = _CALL_USAGE.get()
+    if usage is not None:
+        usage[which] += n
 
 
 def _not_json(content: str | None) -> bool:

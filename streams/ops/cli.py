@@ -62,11 +62,13 @@ def cmd_worker(args) -> int:
 
 
 def cmd_replay(args) -> int:
+    from credence import tracing
     from credence.streams.ops.replay import replay
     from credence.streams.ops.worker import bootstrap_for
 
     settings = _settings(args)
     bootstrap = args.bootstrap or bootstrap_for(settings)
+    tracing.setup("credence-replay")  # off unless the OTEL_* variables ask for export
     sent = asyncio.run(replay(Path(args.file), bootstrap, settings, progress=not args.quiet))
     print(f"replayed {sent} records to {settings.topic('turns')} on {bootstrap}")
     return 0

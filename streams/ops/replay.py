@@ -10,6 +10,7 @@ from datetime import datetime, timezone
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
+from credence import tracing
 from credence.config import Settings
 from credence.deadletter import dead_letter
 from credence.errors import CredenceError, DomainError
@@ -71,21 +72,29 @@ async def replay(path: Path, bootstrap: str, settings: Settings, progress: bool 
     producer = AIOKafkaProducer(**client_options(bootstrap, settings.kafka, acks="all", linger_ms=5))
     await start(producer, bootstrap, settings.kafka)
     try:
-        topic = settings.topic("turns")
-        futures = []
-        sent = 0
-        for i, line in enumerate(lines, 1):
-            if len(line) > MAX_RECORD_BYTES:
-                futures.append(await producer.send(settings.topic("dlq"), _too_large(line, topic, i)))
-                continue
-            sent += 1
-            futures.append(await producer.send(topic, line, key=key_of(line)))
-            if progress and (i % 50 == 0 or i == len(lines)):
-                _progress(i, len(lines))
-        for fut in futures:
-            await fut  # every record acknowledged by the broker before we report success
+        with tracing.span("credence.replay", tracing.PRODUCER, attributes={"credence.replay.lines": len(lines)}):
+            return await _produce(producer, lines, settings, progress)
     finally:
         await producer.stop()
+
+
+async def _produce(producer: AIOKafkaProducer, lines: list[bytes], settings: Settings, progress: bool) -> int:
+    """Send the lines (each turn with the replay's trace context, when tracing is on); returns the count
+    sent to turns."""
+    headers = tracing.aiokafka_headers()
+    topic = settings.topic("turns")
+    futures = []
+    sent = 0
+    for i, line in enumerate(lines, 1):
+        if len(line) > MAX_RECORD_BYTES:
+            futures.append(await producer.send(settings.topic("dlq"), _too_large(line, topic, i)))
+            continue
+        sent += 1
+        futures.append(await producer.send(topic, line, key=key_of(line), headers=headers))
+        if progress and (i % 50 == 0 or i == len(lines)):
+            _progress(i, len(lines))
+    for fut in futures:
+        await fut  # every record acknowledged by the broker before we report success
     if sent < len(lines):
         print(f"replay: {len(lines) - sent} line(s) too large for Kafka went to {settings.topic('dlq')}",
               file=sys.stderr)

@@ -6,6 +6,7 @@ import asyncio
 import logging
 from pathlib import Path
 
+from credence import tracing
 from credence.config import Settings
 from credence.errors import BrokerError
 from credence.kafka import diagnose
@@ -37,6 +38,7 @@ def run_worker(settings: Settings, loglevel: str = "INFO") -> None:
     from credence.streams.runtime.app import create_app
 
     bootstrap = bootstrap_for(settings)
+    tracing.setup("credence-worker")  # off unless the OTEL_* variables ask for export
     # Declare (and check) the topics before Faust subscribes: a consumer that joins before its source
     # topics exist is left with no assignment until the next rebalance.
     asyncio.run(ensure_topics(bootstrap, settings, changelogs=True))

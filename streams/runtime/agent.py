@@ -25,6 +25,7 @@ import orjson
 from faust.streams import _current_event
 from faust.types import TP
 
+from credence import tracing
 from credence.config import Settings
 from credence.deadletter import dead_letter
 from credence.errors import RecordError
@@ -40,6 +41,7 @@ from credence.streams.runtime.records import decode_control, decode_input
 from credence.streams.runtime.store import ScopeStore
 from credence.streams.runtime.switch import PowerSwitch
 from credence.streams.runtime.topics import Topics
+from credence.streams.runtime.traces import carried, emit, stepped
 from credence.streams.runtime.writes import TableWrites, enqueue
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.step import event_now
@@ -181,7 +183,8 @@ class ScopeAgent:
         """Send a record that arrived on a partition other than its scope's, or under another key, on to
         its scope's partition (forwards.py); never apply it here: this partition's store does not hold the
         scope, and the scope's keys belong to another changelog partition (a second writer)."""
-        sends.forward(item.name, item.scope.encode(), event.value, home, origin_of(event, item.name))
+        sends.forward(item.name, item.scope.encode(), event.value, home, origin_of(event, item.name),
+                      carried(event))
         self.stats.records_forwarded += 1
         self.stats.turns_rekeyed += item.name == "turns" and event.key != item.scope.encode()
 
@@ -250,6 +253,12 @@ class ScopeAgent:
         applied = Applied(item.kind, item.record, event_now(state, item.at) or datetime.now(UTC),
                           self.powerful(item.scope.split("/")[0]), position, msg.offset,
                           item.name == "turns")
+        await stepped(self.step(work, sends, event, item, applied), work, event, item)
+
+    async def step(self, work: dict[str, ScopeWork], sends: Sends, event, item: Input, applied: Applied) -> None:
+        """Apply one record to its scope's work (and an in-process backend's answers); a record the step
+        refuses is dead-lettered and the scope rebuilt without it."""
+        msg, scope_work = event.message, work[item.scope]
         try:
             if is_idle_tick(scope_work, applied, self.context):  # it runs the step: a refused tick is dead-lettered
                 return
@@ -264,7 +273,7 @@ class ScopeAgent:
             request_id = item.record.get("request_id", "")
             if item.kind in ("result", "failed") and request_id in scope_work.live.state.requests:
                 apply(scope_work, Applied(RELEASE, {"request_id": request_id}, applied.now, applied.powerful,
-                                          position, msg.offset, False), self.context)
+                                          applied.position, msg.offset, False), self.context)
             return
         self.stats.turns_accepted += applied.turn
         if self.runner is not None and self.runner.inline:
@@ -335,12 +344,12 @@ class ScopeAgent:
         try:
             futures = [await enqueue(getattr(self.topics, topic), key, value)
                        for topic, key, value in (self.bounded(*item) for item in sends.items)]
-            futures += [await enqueue(getattr(self.topics, topic), key, value, partition, header(origin))
-                        for topic, key, value, partition, origin in sends.forwards]
+            futures += [await enqueue(getattr(self.topics, topic), key, value, partition, header(origin) | trace)
+                        for topic, key, value, partition, origin, trace in sends.forwards]
             for scope, scope_work in work.items():
                 key = scope.encode()
-                futures += [await enqueue(getattr(self.topics, e.topic), key, encode_record(e.record))
-                            for e in scope_work.emits]
+                futures += [await emit(getattr(self.topics, e.topic), key, encode_record(e.record), e,
+                                       scope_work.traced.get(id(e))) for e in scope_work.emits]
             if futures:
                 send_now(getattr(self.topics.turns, "app", None))
             for fut in futures:
@@ -360,7 +369,8 @@ class ScopeAgent:
             for line in scope_work.log:
                 log.info("%s: %s", scope, line)
             for req in scope_work.requests:
-                self.runner.submit(scope, req)
+                with tracing.attached(scope_work.traced.get(id(req))):  # the runner's task inherits it
+                    self.runner.submit(scope, req)
 
     def save(self, scope: str, scope_work: ScopeWork) -> None:
         if not scope_work.applied and not scope_work.live.unsaved:

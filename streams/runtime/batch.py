@@ -48,6 +48,8 @@ class ScopeWork:
     log: list[str] = field(default_factory=list)
     changed: set[str] = field(default_factory=set)  # entry ids written or deleted
     refused: dict[str, int] = field(default_factory=dict)  # statements refused by stage:reason (/metrics)
+    # id of an emit or request -> the trace context of the step that made it (only while tracing is on)
+    traced: dict[int, object] = field(default_factory=dict)
 
     @property
     def journal(self) -> list[dict]:
@@ -59,14 +61,16 @@ class Sends:
     """Records that are not a scope's effects (dead letters, forwarded inputs), sent with the batch."""
 
     items: list[tuple[str, bytes | None, bytes]] = field(default_factory=list)  # (logical topic, key, value)
-    # input records sent on to their scope's partition: (logical topic, key, value, partition, origin)
-    forwards: list[tuple[str, bytes, bytes, int, tuple]] = field(default_factory=list)
+    # input records sent on to their scope's partition: (logical topic, key, value, partition, origin, the
+    # record's trace context headers)
+    forwards: list[tuple[str, bytes, bytes, int, tuple, dict]] = field(default_factory=list)
 
     def add(self, topic: str, key: bytes | None, value: bytes) -> None:
         self.items.append((topic, key, value))
 
-    def forward(self, topic: str, key: bytes, value: bytes, partition: int, origin: tuple) -> None:
-        self.forwards.append((topic, key, value, partition, origin))
+    def forward(self, topic: str, key: bytes, value: bytes, partition: int, origin: tuple,
+                trace: dict | None = None) -> None:
+        self.forwards.append((topic, key, value, partition, origin, trace or {}))
 
 
 MakeContext = Callable[[str, datetime, bool], StepContext]  # (scope, now, powerful)

@@ -19,10 +19,12 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from contextlib import nullcontext
 
 import orjson
 from aiokafka import AIOKafkaProducer
 
+from credence import tracing
 from credence.config import Settings
 from credence.errors import CredenceError, LLMUnavailable
 from credence.kafka import client_options, start
@@ -50,8 +52,9 @@ class ResultSender:
 
     async def __call__(self, topic: str, scope: str, record: dict) -> None:
         producer = self._producer or await self._start()
+        # the current span's trace context rides along: the step applying the result continues the trace
         fut = await producer.send(self._settings.topic(topic), key=scope.encode(), value=self._encode(record),
-                                  partition=self._partition_of(scope))
+                                  partition=self._partition_of(scope), headers=tracing.aiokafka_headers())
         await fut
 
     async def _start(self) -> AIOKafkaProducer:
@@ -106,6 +109,7 @@ class Runner:
         return len(self.tasks)
 
     def submit(self, scope: str, req: Request) -> None:
+        # the task runs in a copy of the caller's context: the trace of the step that asked, if any
         task = asyncio.ensure_future(self._run(scope, req))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
@@ -116,22 +120,36 @@ class Runner:
         head = {"v": 1, "tenant": tenant, "user": user, "character": character,
                 "request_id": req.id, "task": req.task}
         started = time.perf_counter()
-        try:
-            record = head | {"type": "result", "output": await execute(self.backend, req.task, req.payload, self.encode)}
-        except Exception as exc:  # noqa: BLE001 - any failure is reported to the scope, never lost
-            log.warning("LLM %s for %s failed: %s", req.task, scope, exc)
-            # transient: the backend was unavailable, not refusing the request; the scope keeps its facts
-            # waiting for a later attempt instead of dead-lettering them (scope/results.py).
-            record = head | {"type": "failed", "error": str(exc)[:500], "transient": isinstance(exc, LLMUnavailable)}
-        size = len(orjson.dumps(record)) if self.max_record_bytes else 0
-        if size > (self.max_record_bytes or 0):
-            # Failed like a call that raised: retried, then dead-lettered with this reason by the scope.
-            log.warning("LLM %s for %s: a %d-byte result, over the record limit", req.task, scope, size)
-            record = head | {"type": "failed", "error": f"the result is a {size}-byte record, over the "
-                                                        "record limit (CREDENCE_KAFKA__MAX_RECORD_BYTES)"}
+        with self._span(req.task, tenant) as span:
+            try:
+                record = head | {"type": "result",
+                                 "output": await execute(self.backend, req.task, req.payload, self.encode)}
+            except Exception as exc:  # noqa: BLE001 - any failure is reported to the scope, never lost
+                log.warning("LLM %s for %s failed: %s", req.task, scope, exc)
+                # transient: the backend was unavailable, not refusing the request; the scope keeps its facts
+                # waiting for a later attempt instead of dead-lettering them (scope/results.py).
+                record = head | {"type": "failed", "error": str(exc)[:500],
+                                 "transient": isinstance(exc, LLMUnavailable)}
+                tracing.failed(span, exc)
+            size = len(orjson.dumps(record)) if self.max_record_bytes else 0
+            if size > (self.max_record_bytes or 0):
+                # Failed like a call that raised: retried, then dead-lettered with this reason by the scope.
+                log.warning("LLM %s for %s: a %d-byte result, over the record limit", req.task, scope, size)
+                record = head | {"type": "failed", "error": f"the result is a {size}-byte record, over the "
+                                                            "record limit (CREDENCE_KAFKA__MAX_RECORD_BYTES)"}
+            if span is not None:
+                span.set_attribute("credence.llm.outcome", record["type"])
         if self.observe is not None:
             self.observe(req.task, record["type"], time.perf_counter() - started)
         return record
+
+    def _span(self, task: str, tenant: str):
+        """The span of one request's LLM work (in process or not); a null context when tracing is off."""
+        if not tracing.active():
+            return nullcontext()
+        return tracing.span(f"credence.llm {task}", attributes={
+            "credence.llm.task": task, "credence.tenant": tenant,
+            "credence.llm.in_process": bool(getattr(self.backend, "in_process", False))})
 
     async def _run(self, scope: str, req: Request) -> None:
         async with self.slots:  # the call's latency is measured inside the slot, not the queueing

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING
 
 from faust.streams import _current_event, current_event
 
+from credence import tracing
 from credence.kafka import send_now
 from credence.streams.runtime import redo
 from credence.streams.runtime.freshness import Freshness
@@ -55,7 +56,9 @@ async def enqueue(topic, key: bytes | None, value: bytes | None, partition: int 
     """Queue one record of bytes on a Faust topic; returns the future of its metadata. Through the app's
     producer directly: Faust's `Topic.send` adds a FutureMessage, a guarded producer lookup and callbacks
     per record (~6% of a worker's CPU on long scopes), for nothing a batch uses. A topic without an app
-    (unit tests' stand-ins) takes the plain `send`."""
+    (unit tests' stand-ins) takes the plain `send`. The record carries the current span's trace context
+    (nothing when tracing is off or no span is current)."""
+    headers = tracing.record_headers(headers)
     producer = getattr(getattr(topic, "app", None), "producer", None)
     if producer is None:
         extra = {k: v for k, v in (("partition", partition), ("headers", headers)) if v is not None}
