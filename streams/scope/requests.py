@@ -19,6 +19,9 @@ CANDIDATE_STATUSES = {"reflection": {"pending", "confirmed", "promote_blocked"},
 OPEN_REFLECTION_STATUSES = ("pending", "confirmed", "promote_blocked")
 AI_TEXT_CHARS = 1500  # the tail of the AI's last turn a feedback or rebuttal check sees
 SYNTHESIS_RELATED = 8  # existing observations synthesis sees, to decline restating them
+# Facts one synthesis request carries: an answer holds at most MAX_REFLECTIONS drafts (10, a wire bound of
+# reflection_synthesis), so each fact can still become a reflection of its own; the rest go in the next request.
+SYNTHESIS_MAX_FACTS = 10
 
 
 def observation(entry: Entry) -> dict:

@@ -21,6 +21,7 @@ from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import (
     AI_TEXT_CHARS,
     OPEN_REFLECTION_STATUSES,
+    SYNTHESIS_MAX_FACTS,
     observation,
     promotion_payload,
     stage2_batch,
@@ -298,7 +299,7 @@ def _settle(state: ScopeState, ctx: StepContext, flush: bool = False) -> None:
             results.without_candidates(state, payload, ctx)  # nothing to compare: no call
     pending = [f["fact"] for f in state.facts.values() if f["synthesis"] == "pending"]
     if len(pending) >= ctx.pipeline.synthesis_min_facts or (pending and flush):
-        ctx.request(state, "synthesis", synthesis_payload(state, ctx, pending))
+        ctx.request(state, "synthesis", synthesis_payload(state, ctx, pending[:SYNTHESIS_MAX_FACTS]))
 
 
 def _score_transitions(state: ScopeState, ctx: StepContext) -> None:

@@ -59,8 +59,9 @@ def held_llm():
 def test_busy_scopes_follow_the_partitions_each_worker_holds(settings_factory, kafka_bootstrap, tmp_path, held_llm):
     llm = LLMSettings(backend="openai", base_url=held_llm.base_url, model=held_llm.model, timeout_s=300,
                       max_retries=0)
+    # a window closes on each scope's second user turn: its Stage-1 request is what the server holds
     settings = settings_factory(topic_partitions=PARTITIONS, llm=llm, pipeline=PipelineSettings(
-        ticks_advance_clock=False, tick_interval_seconds=1.0))
+        ticks_advance_clock=False, tick_interval_seconds=1.0, stage1_max_batch=2))
     asyncio.run(ensure_topics(kafka_bootstrap, settings, changelogs=True))
     first = WorkerProcess(settings, kafka_bootstrap, tmp_path / "first.log", extra_env=FAST_GROUP_ENV).start()
     second = None

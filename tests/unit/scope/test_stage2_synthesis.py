@@ -171,3 +171,21 @@ def test_no_stage2_call_when_no_candidate_exists_and_the_facts_go_on_to_synthesi
     assert sorted(f["id"] for f in synthesis.payload["facts"]) == sorted(d.state.facts)
     d.pump()
     assert HIKING in d.state.entries
+
+
+def test_every_fact_becomes_a_reflection_however_many_one_window_brings(driver_factory):
+    # An answer holds at most MAX_REFLECTIONS drafts (a wire bound), so a synthesis request carries at most
+    # that many facts and the rest go in the next one: none is marked done without a chance to be drafted.
+    from credence.streams.llm.prompts.reflection_synthesis import MAX_REFLECTIONS
+    from credence.streams.scope.requests import SYNTHESIS_MAX_FACTS
+
+    assert SYNTHESIS_MAX_FACTS <= MAX_REFLECTIONS
+    d = driver_factory(auto=False, powerful=False)
+    subjects = ["tea", "coffee", "jazz", "chess", "sushi", "hiking", "cycling", "painting", "poetry", "baking",
+                "opera", "karate", "skiing", "gardening", "knitting", "surfing", "origami", "pottery"]
+    answer_stage1(d, [fact(f"f{i:02d}", 6, subject=s) for i, s in enumerate(subjects)])
+    d.pump()
+    carried = [len(r.payload["facts"]) for r in d.requests_of("synthesis")]
+    assert carried == [10, 8]
+    texts = {e.text for e in d.state.entries.values() if e.kind == "reflection"}
+    assert texts == {f"The user likes {s}." for s in subjects}
