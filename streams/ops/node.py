@@ -161,6 +161,28 @@ FAST_KRAFT = {
 }
 
 
+def log_tail(paths, n: int = 30) -> str:
+    """The last `n` lines of each of `paths` that exists: what a JVM service said before it failed."""
+    text = ""
+    for path in paths:
+        if path.exists():
+            text += "\n".join(path.read_text(errors="replace").splitlines()[-n:]) + "\n"
+    return text
+
+
+def stop_process(proc, timeout_s: float, what: str) -> None:
+    """SIGTERM (a controlled shutdown), then SIGKILL if `proc` has not exited within `timeout_s`."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        log.warning("%s did not stop within %.0fs; killing it", what, timeout_s)
+        proc.kill()
+        proc.wait()
+
+
 class KafkaNode:
     """One Kafka JVM (broker, controller or both) on 127.0.0.1 with a persistent data dir."""
 
@@ -225,11 +247,7 @@ class KafkaNode:
         )
 
     def log_tail(self, n: int = 30) -> str:
-        text = ""
-        for path in (self.log_path, self.data_dir / "jvm.err"):
-            if path.exists():
-                text += "\n".join(path.read_text(errors="replace").splitlines()[-n:]) + "\n"
-        return text
+        return log_tail((self.log_path, self.data_dir / "jvm.err"), n)
 
     def kill(self) -> None:
         """SIGKILL: no controlled shutdown, the crash the fault tests need."""
@@ -238,14 +256,7 @@ class KafkaNode:
             self.proc.wait()
 
     def stop(self, timeout_s: float = 30.0) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.terminate()  # controlled shutdown: flushes logs, so the next start recovers fast
-        try:
-            self.proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            log.warning("Kafka node did not stop within %.0fs; killing it", timeout_s)
-            self.kill()
+        stop_process(self.proc, timeout_s, "Kafka node")  # controlled: flushes logs, the next start recovers fast
 
 
 def new_cluster_id() -> str:

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from credence.errors import ObjectStoreError
-from credence.streams.ops.node import die_with_parent, free_port, resolve_jars
+from credence.streams.ops.node import die_with_parent, free_port, log_tail, resolve_jars, stop_process
 
 log = logging.getLogger(__name__)
 
@@ -143,21 +143,10 @@ class ObjectStore:
             connection.close()
 
     def log_tail(self, n: int = 30) -> str:
-        text = ""
-        for path in (self.log_path, self.data_dir / "jvm.err"):
-            if path.exists():
-                text += "\n".join(path.read_text(errors="replace").splitlines()[-n:]) + "\n"
-        return text
+        return log_tail((self.log_path, self.data_dir / "jvm.err"), n)
 
     def stop(self, timeout_s: float = 15.0) -> None:
-        if self.proc is None or self.proc.poll() is not None:
-            return
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        stop_process(self.proc, timeout_s, "s3proxy")
 
     def __enter__(self) -> "ObjectStore":
         self.start()
