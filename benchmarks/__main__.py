@@ -15,21 +15,20 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-import tempfile
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # tests.support (the OpenAI-compatible test server, pipeline helpers)
 
-from benchmarks.report import Row, write  # noqa: E402
+from benchmarks.report import Row, kafka_and_folder, write  # noqa: E402
 
 # Run first to last; modules found later (with report_rows) run after these.
 ORDER = ("throughput", "pipeline_throughput", "stage2_efficiency", "latency", "serving", "api_prompt",
          "prompt_eval", "archive_funnel")
-NOT_BENCHMARKS = {"__main__", "__init__", "report", "state_costs"}  # state_costs: part of throughput
+NOT_BENCHMARKS = {"__main__", "__init__", "report", "state_costs", "throughput_report"}  # parts of throughput
 
 
 def _archive_funnel(quick: bool, bootstrap: str, work: Path) -> list[Row]:
@@ -152,7 +151,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from credence.config import load_settings
-    from credence.streams.ops.broker import EmbeddedBroker
 
     names = discover()
     if args.only:
@@ -162,36 +160,26 @@ def main(argv: list[str] | None = None) -> int:
     failures: dict[str, str] = {}
     started = time.monotonic()
     settings = load_settings()
-    with tempfile.TemporaryDirectory(prefix="credence-bench-") as tmp:
-        work = Path(tmp)
-        broker = None
-        bootstrap = settings.kafka_bootstrap
-        if not bootstrap:
-            broker = EmbeddedBroker(work / "broker", settings.kafka_version, settings.broker_cache_dir)
-            bootstrap = broker.start()
-        try:
-            for name in names:
-                run = runner_for(name)
-                if run is None:
-                    failures[name] = (f"benchmarks/{name}.py has no report_rows(quick, bootstrap, work); "
-                                      f"run `python benchmarks/{name}.py` by itself")
-                    continue
-                t0 = time.monotonic()
-                print(f"== {name} …", flush=True)
-                try:
-                    (work / name).mkdir(exist_ok=True)
-                    got = run(args.quick, bootstrap, work / name)
-                except Exception as exc:  # noqa: BLE001 - one broken benchmark must not hide the others
-                    traceback.print_exc()
-                    failures[name] = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
-                    continue
-                rows.extend(got)
-                print(f"   {len(got)} rows in {time.monotonic() - t0:.0f} s", flush=True)
-                # written after each benchmark, so a run stopped half-way still leaves its rows
-                write(rows, _header(args.quick, started, settings, partial=True), failures, Path(args.out))
-        finally:
-            if broker is not None:
-                broker.stop()
+    with kafka_and_folder(settings) as (bootstrap, work):
+        for name in names:
+            run = runner_for(name)
+            if run is None:
+                failures[name] = (f"benchmarks/{name}.py has no report_rows(quick, bootstrap, work); "
+                                  f"run `python benchmarks/{name}.py` by itself")
+                continue
+            t0 = time.monotonic()
+            print(f"== {name} …", flush=True)
+            try:
+                (work / name).mkdir(exist_ok=True)
+                got = run(args.quick, bootstrap, work / name)
+            except Exception as exc:  # noqa: BLE001 - one broken benchmark must not hide the others
+                traceback.print_exc()
+                failures[name] = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+                continue
+            rows.extend(got)
+            print(f"   {len(got)} rows in {time.monotonic() - t0:.0f} s", flush=True)
+            # written after each benchmark, so a run stopped half-way still leaves its rows
+            write(rows, _header(args.quick, started, settings, partial=True), failures, Path(args.out))
     report = write(rows, _header(args.quick, started, settings), failures, Path(args.out))
     print(report.read_text())
     print(f"wrote {report}")

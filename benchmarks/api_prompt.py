@@ -16,12 +16,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import statistics
 import sys
 import tempfile
 import time
-from datetime import datetime, timedelta, timezone
+from dataclasses import astuple
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -30,24 +30,25 @@ from aiokafka.partitioner import DefaultPartitioner
 
 from credence.config import load_settings
 from credence.kafka import client_options
-from credence.streams.api import reads, tenant_admin
+from credence.streams.api import reads
 from credence.streams.api.tenants import TenantSettings
+from credence.streams.ops import tenant_admin
 from credence.streams.ops.admin import changelog_topic, ensure_topics
-from credence.streams.ops.broker import EmbeddedBroker, free_port
+from credence.streams.ops.broker import configured_or_embedded, free_port
 from credence.streams.ops.process import WorkerProcess, wait_until
-from credence.streams.runtime import codec
 from credence.streams.scope.state import ScopeState
+from credence.streams.state import codec
 from credence.tables.entries import Entry
 from credence.tables.evidence import Evidence
 from credence.tables.scope import Scope
 from credence.tables.tokens import default_token_counter
 
-NOW = datetime(2026, 6, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 6, 1, tzinfo=UTC)
 WORDS = "tea coffee rust lisbon cat miso guitar running chess paris tokyo bread jazz garden rain".split()
 
 
 def scope_state(scope: str, n: int) -> ScopeState:
-    tenant, user, character = scope.split("/")
+    tenant, user, character = astuple(Scope.parse(scope))
     entries = {}
     for i in range(n):
         at = NOW - timedelta(hours=i % 500)
@@ -104,14 +105,9 @@ def main() -> int:
     ap.add_argument("--requests", type=int, default=300)
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    with tempfile.TemporaryDirectory(prefix="credence-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="credence-bench-") as tmp, \
+            configured_or_embedded(load_settings(), Path(tmp) / "broker") as bootstrap:
         root = Path(tmp)
-        broker = None
-        bootstrap = os.environ.get("CREDENCE_KAFKA_BOOTSTRAP")
-        if not bootstrap:
-            base = load_settings()
-            broker = EmbeddedBroker(root / "broker", base.kafka_version, base.broker_cache_dir)
-            bootstrap = broker.start()
         settings = load_settings(kafka_bootstrap=bootstrap, topic_prefix="bench", app_id="bench-app",
                                  data_dir=root / "data", web_port=free_port(), topic_partitions=2,
                                  table_store="memory", core_config_path=root / "core.json")
@@ -134,8 +130,6 @@ def main() -> int:
             raise
         finally:
             worker.stop()
-            if broker is not None:
-                broker.stop()
     return 0
 
 
@@ -145,11 +139,10 @@ def run(worker: WorkerProcess, key: str, states: list[ScopeState], settings, n: 
           f"{'prompt/empty':>13} {'prompt/core':>11}")
     with httpx.Client(base_url=worker.url, headers={"Authorization": f"Bearer {key}"}, timeout=30) as http:
         for state in states:
-            _, user, character = state.scope.split("/")
-            path = f"/v1/tenants/bench/users/{user}/characters/{character}/prompt"
+            scope = Scope.parse(state.scope)
+            path = f"/v1/tenants/bench/users/{scope.user}/characters/{scope.character}/prompt"
             assert http.get(path).json()["entries"], "the prompt is empty: the scope did not recover"
             entries = list(state.entries.values())
-            scope = Scope.parse(state.scope)
             rounds = {"empty": [], "prompt": [], "core": []}
             empty = "/v1/tenants/bench/users/nobody/characters/c/prompt"
             for _ in range(3):  # interleaved, so drift hits every variant alike

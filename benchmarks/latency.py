@@ -21,20 +21,21 @@ import argparse
 import asyncio
 import json
 import sys
-import tempfile
 import time
 import uuid
-from datetime import datetime, timedelta, timezone
+from dataclasses import astuple
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.report import Row  # noqa: E402
+from benchmarks.report import Row, create_topics, kafka_and_folder, pct  # noqa: E402
 from credence.kafka import client_options  # noqa: E402
+from credence.tables.scope import Scope, scope_key  # noqa: E402
 
 KAFKA = None  # the connection's security settings: set by measure() from the run's settings
 
-T0 = datetime(2027, 1, 4, 8, 0, tzinfo=timezone.utc)
+T0 = datetime(2027, 1, 4, 8, 0, tzinfo=UTC)
 THINGS = ("tea", "jazz", "chess", "sushi", "opera", "karate", "pottery", "sailing", "tango", "cricket")
 
 
@@ -46,13 +47,6 @@ def _turn(scope: tuple[str, str, str], n: int, ts: datetime, text: str, role: st
     t, u, c = scope
     return json.dumps({"v": 1, "tenant": t, "user": u, "character": c, "turn_id": f"lat-{n}", "role": role,
                        "text": text, "ts": _iso(ts), **kw}).encode()
-
-
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
 
 
 class Load:
@@ -79,7 +73,7 @@ async def paced(producer, topic: str, load: Load, rate: float, seconds: float, s
         due = int(elapsed * rate) + 1
         while count < due:
             scope, ts, value = load.next()
-            key = "/".join(scope)
+            key = scope_key(*scope)
             fut = await producer.send(topic, value, key=key.encode())
             if sent is not None:
                 sent[(key, ts)] = time.monotonic()
@@ -117,12 +111,12 @@ async def arrivals(bootstrap: str, topic: str, parts: int, stop: asyncio.Event, 
 def _evidence_key(record):
     e = json.loads(record.value)
     at = datetime.fromisoformat(e["at"].replace("Z", "+00:00"))
-    return (f"{e['tenant']}/{e['user']}/{e['character']}", at)
+    return (scope_key(e["tenant"], e["user"], e["character"]), at)
 
 
 def _raw_key(record):
     d = json.loads(record.value)
-    return (f"{d['tenant']}/{d['user']}/{d['character']}", datetime.fromisoformat(d["ts"].replace("Z", "+00:00")))
+    return (scope_key(d["tenant"], d["user"], d["character"]), datetime.fromisoformat(d["ts"].replace("Z", "+00:00")))
 
 
 async def timed_flow(bootstrap: str, produce_topic: str, watch_topic: str, parts: int, key_of, load: Load,
@@ -181,7 +175,7 @@ def measure(bootstrap: str, work: Path, quick: bool) -> dict:
         half = max_rate / 2
         seconds = 10.0 if quick else 45.0
         raw_topic = settings.topic("rawlatency")
-        asyncio.run(_create(bootstrap, raw_topic, settings.topic_partitions))
+        asyncio.run(create_topics(bootstrap, [raw_topic], settings.topic_partitions, KAFKA))
         raw = asyncio.run(timed_flow(bootstrap, raw_topic, raw_topic, settings.topic_partitions, _raw_key,
                                      Load(300, "raw"), half, seconds))
         ours = asyncio.run(timed_flow(bootstrap, settings.topic("turns"), settings.topic("evidence"),
@@ -197,17 +191,6 @@ def _idle(worker) -> bool:
     return status["busy_scopes"] == 0 and status["llm"]["inflight"] == 0
 
 
-async def _create(bootstrap: str, topic: str, partitions: int) -> None:
-    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
-
-    admin = AIOKafkaAdminClient(**client_options(bootstrap, KAFKA))
-    await admin.start()
-    try:
-        await admin.create_topics([NewTopic(topic, partitions, 1)])
-    finally:
-        await admin.close()
-
-
 PROMPT_KEY: dict[str, str] = {}  # tenant -> API key, when the HTTP API serves the prompt route
 
 
@@ -215,7 +198,7 @@ async def _view(client, worker, key: str) -> dict:
     """The scope view; its memory_block is the prompt route's rendering when the API is there."""
     response = await client.get(f"{worker.url}/scope/{key}", timeout=5.0)
     view = response.json() if response.status_code == 200 else {}
-    tenant, user, character = key.split("/")
+    tenant, user, character = astuple(Scope.parse(key))
     if tenant in PROMPT_KEY and view:
         prompt = await client.get(f"{worker.url}/v1/tenants/{tenant}/users/{user}/characters/{character}/prompt",
                                   headers={"Authorization": f"Bearer {PROMPT_KEY[tenant]}"}, timeout=5.0)
@@ -246,9 +229,9 @@ async def _retractions(worker, bootstrap: str, settings, rate: float, per_kind: 
         async with httpx.AsyncClient() as client:
             for scope in scopes:  # a rendered reflection per scope
                 await producer.send_and_wait(settings.topic("turns"), _turn(scope, 0, T0, "I love green tea."),
-                                             key="/".join(scope).encode())
+                                             key=scope_key(*scope).encode())
             for scope in scopes:
-                await _until(client, worker, "/".join(scope), lambda v: "green tea" in v.get("memory_block", ""), 120)
+                await _until(client, worker, scope_key(*scope), lambda v: "green tea" in v.get("memory_block", ""), 120)
             background = asyncio.create_task(_background(bootstrap, settings, rate))
             try:
                 for i, scope in enumerate(scopes):
@@ -263,7 +246,7 @@ async def _retractions(worker, bootstrap: str, settings, rate: float, per_kind: 
 async def _prompt_tenant(bootstrap: str, settings) -> None:
     """The prompt route's tenant, when the HTTP API is on this build: measure what a chat platform reads."""
     try:
-        from credence.streams.api import tenant_admin
+        from credence.streams.ops import tenant_admin
     except ImportError:
         return
     PROMPT_KEY["retract"] = await tenant_admin.add(bootstrap, settings, "retract", tenant_admin.overrides(
@@ -275,7 +258,7 @@ async def _retract(client, producer, worker, settings, i: int, scope: tuple, out
     surfaced on odd) until the reflection is out of the rendered block."""
     from credence.streams.scope.requests import reflection_id
 
-    key = "/".join(scope)
+    key = scope_key(*scope)
     rid = reflection_id(key, "The user loves green tea.")
     ts = T0 + timedelta(hours=1)
     turns_before = (await _view(client, worker, key))["turns"]
@@ -346,23 +329,14 @@ def report_rows(quick: bool, bootstrap: str, work: Path) -> list[Row]:
 
 def main() -> int:
     from credence.config import load_settings
-    from credence.streams.ops.broker import EmbeddedBroker
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args()
     settings = load_settings()
-    with tempfile.TemporaryDirectory() as tmp:
-        bootstrap, broker = settings.kafka_bootstrap, None
-        if not bootstrap:
-            broker = EmbeddedBroker(Path(tmp) / "broker", settings.kafka_version, settings.broker_cache_dir)
-            bootstrap = broker.start()
-        try:
-            for row in report_rows(args.quick, bootstrap, Path(tmp)):
-                print(row)
-        finally:
-            if broker is not None:
-                broker.stop()
+    with kafka_and_folder(settings) as (bootstrap, work):
+        for row in report_rows(args.quick, bootstrap, work):
+            print(row)
     return 0
 
 

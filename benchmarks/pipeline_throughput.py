@@ -14,7 +14,6 @@ import argparse
 import asyncio
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -22,11 +21,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # tests.support: the test server and the pipeline helpers
 
+from benchmarks.report import kafka_and_folder  # noqa: E402
 from credence.config import load_settings  # noqa: E402
 from credence.config.llm import LLMSettings  # noqa: E402
 from credence.config.pipeline import PipelineSettings  # noqa: E402
 from credence.streams.ops.admin import ensure_topics  # noqa: E402
-from credence.streams.ops.broker import EmbeddedBroker, free_port  # noqa: E402
+from credence.streams.ops.broker import free_port  # noqa: E402
 from tests.support.openai_server import OpenAICompatibleServer  # noqa: E402
 from tests.support.pipeline import run_pipeline, topic_values  # noqa: E402
 
@@ -56,23 +56,12 @@ def main() -> int:
     args = parser.parse_args()
     lines = [line for line in Path(args.input).read_bytes().splitlines() if line.strip()]
     settings = load_settings()
-    with tempfile.TemporaryDirectory(prefix="credence-bench-") as tmp, \
-            OpenAICompatibleServer(model="bench-model") as server:
-        work = Path(tmp)
-        broker = None
-        bootstrap = settings.kafka_bootstrap
-        if not bootstrap:
-            broker = EmbeddedBroker(work / "broker", settings.kafka_version, settings.broker_cache_dir)
-            bootstrap = broker.start()
+    with OpenAICompatibleServer(model="bench-model") as server, kafka_and_folder(settings) as (bootstrap, work):
         openai = LLMSettings(backend="openai", base_url=server.base_url, model="bench-model", timeout_s=10.0)
         rows = {"rules": [], "openai": []}
-        try:
-            for _ in range(args.runs):  # interleaved, so drift in the machine's speed hits both alike
-                rows["rules"].append(run_once(bootstrap, lines, work, LLMSettings()))
-                rows["openai"].append(run_once(bootstrap, lines, work, openai))
-        finally:
-            if broker is not None:
-                broker.stop()
+        for _ in range(args.runs):  # interleaved, so drift in the machine's speed hits both alike
+            rows["rules"].append(run_once(bootstrap, lines, work, LLMSettings()))
+            rows["openai"].append(run_once(bootstrap, lines, work, openai))
         assert not server.violations, server.violations
     med = {k: {f: statistics.median(r[f] for r in v) for f in v[0]} for k, v in rows.items()}
     print(f"{len(lines)} turns, {args.runs} interleaved runs each, medians:")

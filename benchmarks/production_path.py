@@ -25,7 +25,6 @@ import json
 import os
 import random
 import sys
-import tempfile
 import time
 import uuid
 from datetime import UTC, datetime
@@ -34,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # tests.support: the test server and the pipeline helpers
 
-from benchmarks.report import Row  # noqa: E402
+from benchmarks.report import Row, kafka_and_folder, pct  # noqa: E402
 from credence.config import load_settings  # noqa: E402
 from credence.config.llm import LLMSettings  # noqa: E402
 from credence.config.pipeline import PipelineSettings  # noqa: E402
@@ -43,6 +42,7 @@ from credence.streams.ops.broker import free_port  # noqa: E402
 from credence.streams.ops.data import generate_dialogue as dialogue  # noqa: E402
 from credence.streams.ops.process import WorkerProcess, wait_until  # noqa: E402
 from credence.streams.ops.replay import send_control  # noqa: E402
+from credence.tables.scope import Scope  # noqa: E402
 from tests.support.openai_server import OpenAICompatibleServer  # noqa: E402
 from tests.support.pipeline import idle_status, line_scope, scopes_of, topic_values  # noqa: E402
 
@@ -176,13 +176,6 @@ def instant(text: str) -> datetime:
     return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
-def pct(values: list[float], q: float) -> float:
-    if not values:
-        return float("nan")
-    values = sorted(values)
-    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
-
-
 # -- live traffic -------------------------------------------------------------------------------
 
 class Conversations:
@@ -214,12 +207,13 @@ class Conversations:
         return out
 
     def _turn(self, s: dict, role: str, text: str, now: float) -> tuple[str, bytes]:
-        tenant, user, character = s["key"].split("/")
+        scope = Scope.parse(s["key"])
+        user, character = scope.user, scope.character
         turn_id = f"{user}-{character}-{s['n']:05d}"
         s["n"] += 1
         self.sent[turn_id] = now
         ts = datetime.fromtimestamp(now, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-        return s["key"], json.dumps({"v": 1, "tenant": tenant, "user": user, "character": character,
+        return s["key"], json.dumps({"v": 1, **scope.fields(),
                                      "turn_id": turn_id, "role": role, "text": text, "ts": ts}).encode()
 
 
@@ -363,25 +357,16 @@ def report_rows(quick: bool, bootstrap: str, work: Path) -> list[Row]:
 
 
 def main() -> int:
-    from credence.streams.ops.broker import EmbeddedBroker
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--delay", default=",".join(map(str, DEFAULT_DELAY)), help="answer delay range, s")
     args = parser.parse_args()
     settings = load_settings()
-    with tempfile.TemporaryDirectory(prefix="credence-prod-") as tmp:
-        bootstrap, broker = settings.kafka_bootstrap, None
-        if not bootstrap:
-            broker = EmbeddedBroker(Path(tmp) / "broker", settings.kafka_version, settings.broker_cache_dir)
-            bootstrap = broker.start()
-        try:
-            delay = tuple(float(x) for x in args.delay.split(","))
-            for row in rows_from(measure(bootstrap, Path(tmp), args.quick, delay)):
-                print(row)
-        finally:
-            if broker is not None:
-                broker.stop()
+    with kafka_and_folder(settings, prefix="credence-prod-") as (bootstrap, work):
+        delay = tuple(float(x) for x in args.delay.split(","))
+        for row in rows_from(measure(bootstrap, work, args.quick, delay)):
+            print(row)
     return 0
 
 

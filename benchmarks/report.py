@@ -5,11 +5,47 @@ from __future__ import annotations
 
 import json
 import math
-from textwrap import fill
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from textwrap import fill
 
 RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def pct(values: list[float], q: float) -> float:
+    """The q-quantile of `values` (nearest rank); NaN when there are none."""
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(q * (len(values) - 1))))]
+
+
+@contextmanager
+def kafka_and_folder(settings, prefix: str = "credence-bench-") -> Iterator[tuple[str, Path]]:
+    """(bootstrap, a scratch folder) for a benchmark run by itself: the configured Kafka, or an embedded
+    broker started in the folder and stopped after the block."""
+    from credence.streams.ops.broker import configured_or_embedded
+
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp, \
+            configured_or_embedded(settings, Path(tmp) / "broker") as bootstrap:
+        yield bootstrap, Path(tmp)
+
+
+async def create_topics(bootstrap: str, names: list[str], partitions: int, kafka=None) -> None:
+    """Plain topics of one replica, outside credence's registry: a benchmark's own baseline topics."""
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    from credence.kafka import client_options
+
+    admin = AIOKafkaAdminClient(**client_options(bootstrap, kafka))
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(name, partitions, 1) for name in names])
+    finally:
+        await admin.close()
 
 
 @dataclass

@@ -33,7 +33,7 @@ import numpy as np
 from rank_bm25 import BM25Okapi
 
 from credence.config.memory import MemorySettings
-from credence.streams.runtime.embeddings import extra_installed, load_encoder
+from credence.streams.llm.embeddings import extra_installed, load_encoder
 from credence.streams.serving.index import document, tokens
 from credence.streams.serving.recall import RecallService
 from credence.tables.entries import new_reflection
@@ -164,21 +164,18 @@ def http_recall(sizes: list[int], n_queries: int, cosine: str, bootstrap: str | 
     import httpx
 
     from credence.config import load_settings
-    from credence.streams.api import tenant_admin
     from credence.streams.api.tenants import TenantSettings
-    from credence.streams.ops.broker import EmbeddedBroker
+    from credence.streams.ops import tenant_admin
+    from credence.streams.ops.broker import configured_or_embedded
     from credence.streams.ops.process import WorkerProcess, wait_until
 
     spec = importlib.util.spec_from_file_location("api_prompt", Path(__file__).with_name("api_prompt.py"))
     seeding = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(seeding)
-    with tempfile.TemporaryDirectory(prefix="credence-bench-") as tmp:
+    base = load_settings(kafka_bootstrap=bootstrap or "")  # none given: an embedded broker, started here
+    with tempfile.TemporaryDirectory(prefix="credence-bench-") as tmp, \
+            configured_or_embedded(base, Path(tmp) / "broker") as bootstrap:
         root = Path(tmp)
-        base = load_settings()
-        broker = None
-        if not bootstrap:
-            broker = EmbeddedBroker(root / "broker", base.kafka_version, base.broker_cache_dir)
-            bootstrap = broker.start()
         settings = worker_settings(base, bootstrap, root, f"bench{os.getpid()}x{len(sizes)}", cosine)
         asyncio.run(seeding.seed(bootstrap, settings, [seeding.scope_state(f"bench/u{n}/c", n) for n in sizes]))
         key = asyncio.run(tenant_admin.add(bootstrap, settings, "bench", TenantSettings()))
@@ -196,8 +193,6 @@ def http_recall(sizes: list[int], n_queries: int, cosine: str, bootstrap: str | 
             raise
         finally:
             worker.stop()
-            if broker is not None:
-                broker.stop()
 
 
 def report_rows(quick: bool, bootstrap: str, work: Path) -> list:

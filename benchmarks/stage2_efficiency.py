@@ -18,14 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 import threading
 import uuid
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from benchmarks.report import Row  # noqa: E402
+from benchmarks.report import Row, kafka_and_folder  # noqa: E402
 from tests.support.openai_server import OpenAICompatibleServer  # noqa: E402
 
 
@@ -110,24 +109,15 @@ def report_rows(quick: bool, bootstrap: str, work: Path) -> list[Row]:
 
 def main() -> int:
     from credence.config import load_settings
-    from credence.streams.ops.broker import EmbeddedBroker
 
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--turns", type=int, default=2000)
     parser.add_argument("--scopes", type=int, default=50)
     args = parser.parse_args()
     settings = load_settings()
-    with tempfile.TemporaryDirectory() as tmp:
-        bootstrap, broker = settings.kafka_bootstrap, None
-        if not bootstrap:
-            broker = EmbeddedBroker(Path(tmp) / "broker", settings.kafka_version, settings.broker_cache_dir)
-            bootstrap = broker.start()
-        try:
-            for row in rows_from(measure(bootstrap, Path(tmp), args.turns, args.scopes)):
-                print(row)
-        finally:
-            if broker is not None:
-                broker.stop()
+    with kafka_and_folder(settings) as (bootstrap, work):
+        for row in rows_from(measure(bootstrap, work, args.turns, args.scopes)):
+            print(row)
     return 0
 
 

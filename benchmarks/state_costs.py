@@ -17,14 +17,24 @@ from pathlib import Path
 from aiokafka import AIOKafkaProducer
 from aiokafka.partitioner import DefaultPartitioner
 
-from benchmarks.throughput import CHAT, DEADLINE_S, FACTS, PARTITIONS, T0, cpu_seconds, our_settings, produce, \
-    settled, turn
+from benchmarks.throughput import (
+    CHAT,
+    DEADLINE_S,
+    FACTS,
+    PARTITIONS,
+    T0,
+    cpu_seconds,
+    our_settings,
+    produce,
+    settled,
+    turn,
+)
 from credence.kafka import client_options
 from credence.streams.ops.admin import changelog_topic, ensure_topics
 from credence.streams.ops.process import WorkerProcess, wait_until
-from credence.streams.runtime import codec
 from credence.streams.runtime.topics import TABLES
 from credence.streams.scope.state import ScopeState
+from credence.streams.state import codec
 from credence.tables.entries import new_reflection
 from credence.tables.scope import Scope
 

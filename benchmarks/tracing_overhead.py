@@ -31,14 +31,14 @@ from credence.config import load_settings  # noqa: E402
 from credence.config.pipeline import PipelineSettings  # noqa: E402
 from credence.config.state import StateSettings  # noqa: E402
 from credence.streams.llm.factory import make_backend  # noqa: E402
+from credence.streams.llm.runner import Runner  # noqa: E402
 from credence.streams.runtime.agent import ScopeAgent  # noqa: E402
 from credence.streams.runtime.app import Stats  # noqa: E402
-from credence.streams.runtime.marks import Marks  # noqa: E402
-from credence.streams.runtime.ownership import Ownership  # noqa: E402
-from credence.streams.runtime.positions import Positions  # noqa: E402
-from credence.streams.runtime.runner import Runner  # noqa: E402
-from credence.streams.runtime.store import ScopeStore, StateTables  # noqa: E402
-from credence.streams.runtime.writes import TableWrites  # noqa: E402
+from credence.streams.state.marks import Marks  # noqa: E402
+from credence.streams.state.ownership import Ownership  # noqa: E402
+from credence.streams.state.positions import Positions  # noqa: E402
+from credence.streams.state.store import ScopeStore, StateTables  # noqa: E402
+from credence.streams.state.writes import TableWrites  # noqa: E402
 
 SETTINGS = load_settings(topic_prefix="bench", pipeline=PipelineSettings(stage1_max_batch=2))
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)

@@ -20,6 +20,7 @@ from benchmarks.production_path import dialogue_lines, instant, pct  # noqa: E40
 from benchmarks.report import Row  # noqa: E402
 from credence.config.pipeline import PipelineSettings  # noqa: E402
 
+
 def window_table(lines: list[bytes], candidates: list[tuple[int, float, float]], tick_s: float = 60.0) -> list[dict]:
     """Stage-1 calls per 100 turns against time-to-memory (a user turn to its window's close, extraction
     latency left out) for window settings (max user turns, quiet s, max age s), the window rule itself

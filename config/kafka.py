@@ -52,7 +52,7 @@ class KafkaSettings(BaseModel):
     max_record_bytes: int = Field(default=1024 * 1024 - 16 * 1024, ge=512 * 1024)
 
     @model_validator(mode="after")
-    def _consistent(self) -> "KafkaSettings":
+    def _consistent(self) -> KafkaSettings:
         if self.password is not None and self.password_file is not None:
             raise ValueError("set the Kafka password or password_file, not both")
         if self.sasl and not self.username:

@@ -20,10 +20,11 @@ class LLMSettings(BaseModel):
     api_key: SecretStr | None = None
     # The served model name (vLLM --served-model-name); required when backend is "openai".
     model: str = ""
-    # Model tiers: task name -> served model for that task (the rest use `model`), e.g.
+    # Model tiers: prompt name -> served model for that prompt's calls (the rest use `model`), e.g.
     # CREDENCE_LLM__MODELS='{"surfaced_feedback": "small", "negative_keyword_target": "small"}' routes the
-    # frequent cheap checks to a small model. Task names: stage1_extraction, stage2_classification,
-    # candidate_rerank, surfaced_feedback, negative_keyword_target, reflection_synthesis, merge_decision.
+    # frequent cheap checks to a small model. Prompt names (streams/llm/prompts/): stage1_extraction,
+    # stage2_classification, candidate_rerank, surfaced_feedback, negative_keyword_target, reflection_synthesis,
+    # merge_decision.
     models: dict[str, str] = Field(default_factory=dict)
 
     timeout_s: float = Field(default=30.0, gt=0)

@@ -14,6 +14,9 @@ class PipelineSettings(BaseModel):
     stage1_max_batch: int = Field(default=16, ge=1)
     stage1_quiet_seconds: float = Field(default=600.0, ge=0)
     stage1_max_wait_seconds: float = Field(default=3600.0, ge=0)
+    # While an evidence request holds a scope, the Stage-1 of up to this many of the windows its queued
+    # turns will close is asked ahead (streams/scope/speculation.py); 0 asks each window only when due.
+    stage1_speculative_windows: int = Field(default=2, ge=0)
     # Facts accumulate per scope before a reflection synthesis call.
     synthesis_min_facts: int = Field(default=1, ge=1)
     # Wall-clock ticks per owned scope (flush windows, sweep, fallback, retries); 0 disables them

@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, ValidationError, field_validator, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict, SettingsError
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
 
 from credence.config.api import ApiSettings
 from credence.config.archive import ArchiveSettings
@@ -17,9 +18,9 @@ from credence.config.llm import LLMSettings
 from credence.config.memory import MemorySettings
 from credence.config.pipeline import PipelineSettings
 from credence.config.state import StateSettings
+from credence.config.topics import TOPICS
 from credence.config.usage import BridgeSettings, UsageSettings
 from credence.errors import ConfigError
-
 
 _KAFKA_NAME = re.compile(r"[A-Za-z0-9._-]{1,200}")
 
@@ -64,6 +65,9 @@ class Settings(BaseSettings):
     broker_cache_dir: Path = Path.home() / ".cache" / "credence" / "kafka"
     broker_port: int = Field(default=0, ge=0, le=65535)  # 0 = pick a free port
 
+    # What `credence sink` runs, by name (sinks/registry.py knows them): comma-separated or a JSON list.
+    sinks: Annotated[tuple[str, ...], NoDecode] = ("archive", "evidence")
+
     kafka: KafkaSettings = KafkaSettings()
     memory: MemorySettings = MemorySettings()
     llm: LLMSettings = LLMSettings()
@@ -75,11 +79,21 @@ class Settings(BaseSettings):
     api: ApiSettings = ApiSettings()
 
     @model_validator(mode="after")
-    def _replicas(self) -> "Settings":
+    def _replicas(self) -> Settings:
         if self.topic_min_insync_replicas > self.topic_replicas:
             raise ValueError(f"topic_min_insync_replicas {self.topic_min_insync_replicas} exceeds topic_replicas "
                              f"{self.topic_replicas}: no acks=all write could ever succeed")
         return self
+
+    @field_validator("sinks", mode="before")
+    @classmethod
+    def _sink_names(cls, value):
+        if isinstance(value, str):
+            value = json.loads(value) if value.lstrip().startswith("[") else value.split(",")
+        names = tuple(str(name).strip() for name in value)
+        if not names or "" in names or len(set(names)) != len(names):
+            raise ValueError(f"name each sink once, comma-separated (e.g. archive,evidence); got {value!r}")
+        return names
 
     @field_validator("topic_prefix", "app_id")
     @classmethod
@@ -92,12 +106,11 @@ class Settings(BaseSettings):
         return value
 
     def retention_hours(self, name: str) -> int:
-        """Retention of a logical topic in hours (-1 = forever)."""
-        if name == "dlq":
-            return self.dlq_retention_hours
-        if name in ("evidence", "archive", "fact-candidates"):
-            return self.journal_retention_hours
-        return self.topic_retention_hours
+        """Retention of a logical topic in hours (-1 = forever), as its spec in config/topics.py says."""
+        spec = TOPICS.get(name)
+        if spec is None:
+            raise ConfigError(f"unknown topic {name!r}; credence's topics are {', '.join(TOPICS)}")
+        return getattr(self, spec.retention)
 
     def topic(self, name: str) -> str:
         """Full topic name for a logical topic ("turns" -> "credence.turns")."""

@@ -20,20 +20,21 @@ class StateSettings(BaseModel):
     # Duplicate marks (turn_id / feedback_id per scope) are kept while their record's event time, capped at its
     # Kafka timestamp, is within this horizon of the newest such time on the partition; older marks are deleted.
     seen_horizon_days: float = Field(default=7.0, gt=0)
-    # Restore newly held partitions' tables by reading their changelogs in bulk (streams/runtime/restore.py);
+    # Restore newly held partitions' tables by reading their changelogs in bulk (streams/state/restore.py);
     # off, Faust's own recovery reads them record by record (~30x slower, measured).
     bulk_restore: bool = True
     # Write each partition's changelog records in Kafka transactions on a producer of its own, which the
-    # partition's next owner fences before restoring it (streams/runtime/fence.py): a worker that lost its
-    # partitions but still reaches the brokers cannot write into state restored elsewhere. Costs a batch
-    # ~3-5 ms more per partition at the median (AddPartitionsToTxn and EndTxn beside the produce; p90 ~30 ms
-    # on a loaded host) than the two acknowledged sends it replaces: measured ~30% fewer turns/s on the
-    # throughput benchmark's inputs at half size (worker runs interleaved on and off, noisy). Off, nothing
-    # stops such a zombie's writes: only for brokers without transactions.
+    # partition's next owner fences before restoring it (streams/state/fence.py): a worker that lost its
+    # partitions but still reaches the brokers cannot write into state restored elsewhere. A batch waits
+    # for its partitions' transactions (AddPartitionsToTxn, the produce, EndTxn; sent while its emits are
+    # acknowledged) instead of the two acknowledged sends after the emits: ~70 ms against ~37 ms per batch
+    # at the median on a loaded 2-core host, 0.76x (short scopes) and 0.98x (long) of the turns/s with it
+    # off (throughput benchmark at half size, 10 interleaved pairs each, very noisy). Off, nothing stops
+    # such a zombie's writes: only for brokers without transactions.
     transactions: bool = True
     # Tombstones (deleted keys) are kept this long in the table changelogs (their delete.retention.ms, set
     # when they are created; changing it does not alter existing changelogs, so never raise it above
     # theirs). A worker's local store that was last in step with its changelog longer ago than half of it
     # may have missed deletions that compaction has since removed, so it is discarded and restored
-    # (streams/runtime/freshness.py).
+    # (streams/state/freshness.py).
     changelog_tombstone_seconds: float = Field(default=86_400.0, gt=0)

@@ -5,7 +5,7 @@
         block = api.prompt("alice", "barista").text
 
 A refused request raises `ApiError` with the HTTP status and the server's reason (and `retry_after` for
-429/503). Responses are the server's own pydantic models (credence.streams.api.models).
+429/503). Responses are the server's own pydantic models (credence.api_models).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from urllib.parse import quote
 import httpx
 from pydantic import BaseModel
 
+from credence import api_models as models
 from credence.errors import ApiError
-from credence.streams.api import models
 from credence.tables.clock import format_instant
 
 __all__ = ["ApiError", "AsyncClient", "Client", "models"]
@@ -158,7 +158,7 @@ class Client:
     def close(self) -> None:
         self._http.close()
 
-    def __enter__(self) -> "Client":
+    def __enter__(self) -> Client:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -212,7 +212,7 @@ class AsyncClient:
     async def aclose(self) -> None:
         await self._http.aclose()
 
-    async def __aenter__(self) -> "AsyncClient":
+    async def __aenter__(self) -> AsyncClient:
         return self
 
     async def __aexit__(self, *exc) -> None:

@@ -7,6 +7,8 @@ import base64
 import json
 from datetime import datetime
 
+from credence.envelope import decode
+from credence.errors import RecordError
 from credence.tables.clock import format_instant
 
 # The envelope must fit in one Kafka record (1 MiB by default) after base64 (+33%): a bigger original
@@ -25,3 +27,14 @@ def dead_letter(*, topic: str, partition: int, offset: int, reason: str, origina
     if len(original) > MAX_ORIGINAL_BYTES:
         envelope |= {"original_bytes": len(original), "original_truncated": True}
     return json.dumps(envelope).encode()
+
+
+def read_dead_letter(raw: bytes | None) -> tuple[dict, bytes]:
+    """A credence.dlq record: the checked envelope and the original bytes it carries (their first
+    MAX_ORIGINAL_BYTES when ``original_truncated``)."""
+    envelope = decode(raw, "dead letter")
+    try:
+        original = base64.b64decode(envelope["original"], validate=True)
+    except ValueError:
+        raise RecordError("'original' must be base64") from None
+    return envelope, original

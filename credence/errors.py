@@ -26,7 +26,11 @@ class LLMUnavailable(LLMError):
     was not refused, so the same request may succeed later."""
 
 
-class ArchiveError(CredenceError):
+class SinkError(CredenceError):
+    """A sink could not consume its topics or make a batch durable."""
+
+
+class ArchiveError(SinkError):
     """Writing or querying the Parquet archive failed."""
 
 

@@ -53,6 +53,12 @@ def client_options(bootstrap: str, kafka: KafkaSettings | None = None, **extra: 
     return options | extra
 
 
+# How long a record a worker produces may wait for the brokers before it fails (aiokafka's request_timeout_ms
+# is also its batches' time to live): an outage shorter than this is waited out, not a reason to halt. Faust's
+# own producer default, kept for the changelogs' transactional writers too (fence.py).
+DELIVERY_TIMEOUT_S = 1200.0
+
+
 def faust_options(bootstrap: str, kafka: KafkaSettings | None = None) -> dict[str, Any]:
     """faust.App keyword arguments for the same connection (Faust wants credential objects)."""
     import faust
@@ -61,7 +67,8 @@ def faust_options(bootstrap: str, kafka: KafkaSettings | None = None) -> dict[st
     servers = ";".join(f"kafka://{host}" for host in options["bootstrap_servers"].split(","))
     protocol = options["security_protocol"]
     context = options.get("ssl_context")
-    out: dict[str, Any] = {"broker": servers, "broker_request_timeout": options["request_timeout_ms"] / 1000}
+    out: dict[str, Any] = {"broker": servers, "broker_request_timeout": options["request_timeout_ms"] / 1000,
+                           "producer_request_timeout": DELIVERY_TIMEOUT_S}
     compression = (kafka or PLAINTEXT).compression_type
     if compression != "none":
         out["producer_compression_type"] = compression
@@ -122,7 +129,7 @@ async def diagnose(bootstrap: str, kafka: KafkaSettings | None = None) -> str:
         return f"{where}: the TLS handshake failed ({exc.reason or exc}); check the protocol and certificates"
     except ConnectionRefusedError:
         return f"{where}: nothing listens there (connection refused); check CREDENCE_KAFKA_BOOTSTRAP"
-    except asyncio.TimeoutError:
+    except TimeoutError:
         return f"{where}: no answer within {options['request_timeout_ms'] / 1000:.0f}s"
     except KafkaConnectionError as exc:
         return _closed_cause(where, kafka, exc)
@@ -135,7 +142,7 @@ async def diagnose(bootstrap: str, kafka: KafkaSettings | None = None) -> str:
         return _closed_cause(where, kafka, exc)
     try:
         await asyncio.wait_for(conn.send(_metadata_request()), options["request_timeout_ms"] / 1000)
-    except (KafkaError, OSError, asyncio.TimeoutError) as exc:
+    except (TimeoutError, KafkaError, OSError) as exc:
         return _closed_cause(where, kafka, exc)
     finally:
         conn.close()
@@ -190,7 +197,7 @@ async def start(client, bootstrap: str, kafka: KafkaSettings | None) -> None:
     _DURING_START.active += 1
     try:
         await client.start()
-    except (KafkaError, OSError, asyncio.TimeoutError) as exc:
+    except (TimeoutError, KafkaError, OSError) as exc:
         stop = getattr(client, "stop", None) or getattr(client, "close")
         try:
             await stop()

@@ -1,4 +1,4 @@
-"""De-duplication of at-least-once records: "first offset wins" per topic partition (consumer.py).
+"""De-duplication of at-least-once records: "first offset wins" per topic partition (parquet.py).
 
 The identities seen below a span (schema.IDENTITY: archive entry_id, evidence event_id) are kept
 per partition as 128-bit BLAKE2b digests in two sorted numpy arrays: 16 bytes per identity, against

@@ -23,7 +23,13 @@ from credence.config.archive import ArchiveSettings
 from credence.errors import ArchiveError
 from credence.sinks.schema import TABLES, tenant_segment
 from credence.sinks.shards import (
-    Archive, list_shards, open_archive, parquet_bytes, publish, read_shard, remove_shard,
+    Archive,
+    list_shards,
+    open_archive,
+    parquet_bytes,
+    publish,
+    read_shard,
+    remove_shard,
 )
 
 FORGOTTEN_DIR = "_forgotten"

@@ -1,6 +1,8 @@
 """Arrow schemas of the two Parquet tables (archive, evidence) and the record -> row conversion.
 
 Column rules (docs/records.md is the source of the record formats):
+- Each field of a journal record (credence/journal_records.py's FIELDS, which the worker builds its records
+  from) is a column of its own, in that order, typed by the field's kind; a field added there is a column.
 - The hive partition columns tenant, kind, date are *not* stored in the files; they come from the path
   (kind = entry_kind, date = UTC day of archived_at / at).
 - Every Entry snapshot key is a column under its own name, evidence counters flattened under theirs.
@@ -17,24 +19,19 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from typing import Any
 from urllib.parse import quote
 
 import pyarrow as pa
 
-from credence.errors import ArchiveError, DomainError
+from credence.envelope import check
+from credence.errors import ArchiveError, DomainError, RecordError
+from credence.journal_records import ARCHIVE, EVIDENCE, FACTS_KIND, FIELDS, IDENTITY, KINDS, Field
 from credence.tables.scope import check_part
 
-ARCHIVE = "archive"
-EVIDENCE = "evidence"
 TABLES = (ARCHIVE, EVIDENCE)
-ENTRY_KINDS = ("reflection", "persona")
-FACTS_KIND = "facts"
-# The journal also says what became of a request's facts (docs/records.md, "Facts events"); the archive
-# holds entries only.
-KINDS = {ARCHIVE: ENTRY_KINDS, EVIDENCE: ENTRY_KINDS + (FACTS_KIND,)}
-RECORD_VERSION = 1
+__all__ = ["ARCHIVE", "EVIDENCE", "FACTS_KIND", "IDENTITY", "TABLES"]  # the journal's names, read here by the sinks
 
 TS = pa.timestamp("us", tz="UTC")
 STRINGS = pa.list_(pa.string())
@@ -76,23 +73,22 @@ SNAPSHOT_FIELDS: tuple[tuple[str, str, pa.DataType], ...] = (
 # Snapshot keys that repeat the record's own identity; checked, not stored twice.
 IDENTITY_KEYS = {"id": "entry_id", "kind": "entry_kind", "tenant": "tenant", "user": "user", "character": "character"}
 
-_SCOPE = [("v", pa.int16()), ("user", pa.string()), ("character", pa.string()),
-          ("entry_id", pa.string()), ("entry_kind", pa.string())]
+# The column type of each kind of journal field (credence/journal_records.py). The tenant is the hive
+# path's, and the snapshot is spread over the snapshot columns, so neither is a record column.
+COLUMN_TYPES = {"version": pa.int16(), "part": pa.string(), "text": pa.string(), "string": pa.string(),
+                "instant": TS, "number": pa.float64()}
+PATH_FIELDS = ("tenant", "entry")
+
+
+# The journal fields stored as columns of their own, in column order.
+RECORD_FIELDS = {table: tuple(f for f in FIELDS[table] if f.name not in PATH_FIELDS) for table in (ARCHIVE, EVIDENCE)}
 _SOURCE = [("snapshot_json", pa.string()), ("topic_partition", pa.int32()), ("offset", pa.int64())]
 _SNAPSHOT = [(column, typ) for _, column, typ in SNAPSHOT_FIELDS]
-
-ARCHIVE_SCHEMA = pa.schema(_SCOPE + [("archived_at", TS), ("reason", pa.string())] + _SNAPSHOT + _SOURCE)
-EVIDENCE_SCHEMA = pa.schema(
-    _SCOPE
-    + [("event_id", pa.string()), ("event", pa.string()), ("cause", pa.string()),
-       ("from_status", pa.string()), ("to_status", pa.string()), ("at", TS),
-       ("score", pa.float64()), ("tier", pa.string())]
-    + _SNAPSHOT + _SOURCE
-)
-SCHEMAS = {ARCHIVE: ARCHIVE_SCHEMA, EVIDENCE: EVIDENCE_SCHEMA}
-# The column that identifies a record for de-duplication (consumer.py): the worker delivers both
-# topics at least once, so one archived entry / one journal event can sit at several offsets.
-IDENTITY = {ARCHIVE: "entry_id", EVIDENCE: "event_id"}
+SCHEMAS = {table: pa.schema([(f.name, COLUMN_TYPES[f.kind]) for f in fields] + _SNAPSHOT + _SOURCE)
+           for table, fields in RECORD_FIELDS.items()}
+ARCHIVE_SCHEMA, EVIDENCE_SCHEMA = SCHEMAS[ARCHIVE], SCHEMAS[EVIDENCE]
+# The instant a row's date partition is the UTC day of.
+DAY_FIELD = {ARCHIVE: "archived_at", EVIDENCE: "at"}
 # A row's size for the shard byte bound is estimated as 2 * len(snapshot_json) + this: the
 # flattened columns roughly repeat the JSON. Deterministic, and above the compressed size.
 ROW_OVERHEAD_BYTES = 256
@@ -138,29 +134,17 @@ def to_row(table: str, record: Any, partition: int, offset: int) -> Row:
         raise ArchiveError(f"unknown archive table {table!r}; use one of {TABLES}")
     if not isinstance(record, dict):
         raise ArchiveError(f"record is {type(record).__name__}, expected a JSON object")
-    if record.get("v") != RECORD_VERSION:
-        raise ArchiveError(f"unsupported record version v={record.get('v')!r}; this sink reads v=1")
-    values: dict[str, Any] = {"v": RECORD_VERSION}
-    for part in ("tenant", "user", "character"):
-        _check_scope_part(part, record.get(part))
-        values[part] = record[part]
-    values["entry_id"] = _string(record, "entry_id", required=True)
-    kind = record.get("entry_kind")
+    try:
+        check(record, table)  # the envelope and required fields every reader of the topic checks alike
+    except RecordError as exc:
+        raise ArchiveError(str(exc)) from None
+    kind = record["entry_kind"]
     if kind not in KINDS[table]:
         raise ArchiveError(f"entry_kind is {kind!r}, expected one of {KINDS[table]}")
-    values["entry_kind"] = kind
-
-    if table == ARCHIVE:
-        values["archived_at"] = when = _timestamp(record, "archived_at", required=True)
-        values["reason"] = _string(record, "reason")
-    else:
-        values["event_id"] = _string(record, "event_id", required=True)
-        values["event"] = _string(record, "event", required=True)
-        for name in ("cause", "from_status", "to_status", "tier"):
-            values[name] = _string(record, name)
-        values["at"] = when = _timestamp(record, "at", required=True)
-        values["score"] = _float(record, "score")
-
+    values: dict[str, Any] = {"tenant": record["tenant"]}
+    for f in RECORD_FIELDS[table]:
+        values[f.name] = _column(record, f)
+    when = values[DAY_FIELD[table]]
     entry = record.get("entry")
     if not isinstance(entry, dict):
         raise ArchiveError("record has no 'entry' snapshot object")
@@ -184,6 +168,17 @@ def to_row(table: str, record: Any, partition: int, offset: int) -> Row:
     values["offset"] = offset
     key = ShardKey(values.pop("tenant"), kind, when.date().isoformat())
     return Row(key, values)
+
+
+def _column(record: dict, field: Field) -> Any:
+    """A journal field's column value; the envelope checked the required fields' presence already."""
+    if field.kind == "instant":
+        return _timestamp(record, field.name, required=field.required)
+    if field.kind == "number":
+        return _float(record, field.name)
+    if field.kind == "version":
+        return record[field.name]
+    return _string(record, field.name, required=field.required)
 
 
 def rows_to_table(table: str, rows: list[Row]) -> pa.Table:
@@ -240,7 +235,7 @@ def _timestamp(obj: dict, name: str, required: bool = False, label: str | None =
         raise ArchiveError(f"{label}={value!r} is not an ISO-8601 timestamp")
     if parsed.tzinfo is None:
         raise ArchiveError(f"{label}={value!r} has no UTC offset; write timestamps as ISO-8601 UTC ('…Z')")
-    return parsed.astimezone(timezone.utc)
+    return parsed.astimezone(UTC)
 
 
 def _convert(obj: dict, name: str, typ: pa.DataType, label: str) -> Any:

@@ -2,9 +2,9 @@
 
 Layout: ``<root>/<table>/tenant=T/kind=K/date=D/p{partition:03d}-{first:012d}-{last:012d}.parquet``
 where ``first`` is the offset of the shard's first *planned* row and ``last`` is the last offset of
-the offset range the shard was cut from (the sink's span; see consumer.py). Same rows in ⇒ same
+the offset range the shard was cut from (the sink's span; see parquet.py). Same rows in ⇒ same
 names and byte-identical files out, so a replay overwrites instead of duplicating.
-Rows of forgotten users and duplicate rows (consumer.py) are left out only after the shards are
+Rows of forgotten users and duplicate rows (parquet.py) are left out only after the shards are
 planned, so names never depend on either decision.
 
 Publishing: local files are written to a hidden ``.*.tmp`` name in the target directory, fsynced,
@@ -33,7 +33,13 @@ import pyarrow.parquet as pq
 from credence.config.archive import ArchiveSettings
 from credence.errors import ArchiveError
 from credence.sinks.schema import (
-    FILE_OVERHEAD_BYTES, ROW_OVERHEAD_BYTES, SCHEMAS, Row, ShardKey, rows_to_table, tenant_segment,
+    FILE_OVERHEAD_BYTES,
+    ROW_OVERHEAD_BYTES,
+    SCHEMAS,
+    Row,
+    ShardKey,
+    rows_to_table,
+    tenant_segment,
 )
 
 SHARD_SUFFIX = ".parquet"
@@ -192,7 +198,7 @@ def write_table(archive: Archive, table: str, partition: int, data: pa.Table, se
     Rows of ``forgotten`` (tenant, user) pairs are left out *after* the shards are planned, so
     names do not depend on forgetting and stay those a replay or forget_user produces; a shard
     left empty is removed. Rows at the offsets in ``duplicates`` are left out the same way, so the
-    names do not depend on de-duplication decisions either (consumer.py explains why that matters).
+    names do not depend on de-duplication decisions either (parquet.py explains why that matters).
     """
     if table not in SCHEMAS:
         raise ArchiveError(f"unknown archive table {table!r}")

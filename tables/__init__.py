@@ -15,7 +15,7 @@ from credence.tables.evidence import (
 from credence.tables.fallback import fallback_tick
 from credence.tables.lifecycle import (
     LifecycleStep,
-    MergeDecision,
+    MergeOutcome,
     PromotionTicket,
     apply_merge_decision,
     archive,
@@ -37,7 +37,7 @@ from credence.tables.usage import Usage, decay_sweep, reinforce, usage_strength
 from credence.tables.validity import as_of
 
 __all__ = [
-    "Entry", "Evidence", "LifecycleStep", "MemoryBlock", "MergeDecision", "PromotionTicket", "Scope",
+    "Entry", "Evidence", "LifecycleStep", "MemoryBlock", "MergeOutcome", "PromotionTicket", "Scope",
     "TokenCounter", "apply_merge_decision", "apply_signal", "apply_snapshot", "approximate_tokens", "archive",
     "block_promotion", "changed", "confirm_by_score", "default_token_counter", "default_tokenizer_name", "deny",
     "derived_tier", "evidence_score", "fallback_tick", "is_suppressed", "lift_suppression", "merge_evidence",

@@ -14,7 +14,7 @@ from datetime import datetime, timedelta
 from credence.config.memory import DEFAULT_MEMORY_SETTINGS, MemorySettings
 from credence.tables.clock import as_utc
 from credence.tables.entries import ACTIVE, CONFIRMED, PENDING, PERSONA, Entry, changed
-from credence.tables.lifecycle import CREATE, MERGE, LifecycleStep, MergeDecision, apply_merge_decision
+from credence.tables.lifecycle import CREATE, MERGE, LifecycleStep, MergeOutcome, apply_merge_decision
 
 CONFIRM = "confirm"
 
@@ -25,7 +25,7 @@ def _normalised(text: str) -> str:
     return _SPACE.sub(" ", text).strip().casefold()
 
 
-def simple_merge_decision(reflection: Entry, personas: Iterable[Entry]) -> tuple[MergeDecision, Entry | None]:
+def simple_merge_decision(reflection: Entry, personas: Iterable[Entry]) -> tuple[MergeOutcome, Entry | None]:
     """The non-LLM merge: fold into an active, non-protected persona entry of the same scope with the same
     text (ignoring case and spacing), otherwise create a new one."""
     wanted = _normalised(reflection.text)
@@ -37,8 +37,8 @@ def simple_merge_decision(reflection: Entry, personas: Iterable[Entry]) -> tuple
             and persona.scope == reflection.scope
             and _normalised(persona.text) == wanted
         ):
-            return MergeDecision(MERGE, target_id=persona.id), persona
-    return MergeDecision(CREATE), None
+            return MergeOutcome(MERGE, target_id=persona.id), persona
+    return MergeOutcome(CREATE), None
 
 
 def confirmed_clock_start(reflection: Entry, switched_off_at: datetime | None) -> datetime:

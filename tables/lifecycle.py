@@ -50,7 +50,7 @@ SWEPT: Final = {REFLECTION: frozenset({PENDING, CONFIRMED, PROMOTE_BLOCKED, DENI
 
 
 @dataclass(frozen=True, slots=True)
-class MergeDecision:
+class MergeOutcome:
     """What merge-on-promote decided: create a persona entry, merge into ``target_id``, or reject."""
 
     action: str
@@ -318,7 +318,7 @@ def create_persona_from(
 
 def apply_merge_decision(
     reflection: Entry,
-    decision: MergeDecision,
+    decision: MergeOutcome,
     now: datetime,
     *,
     target: Entry | None = None,

@@ -15,7 +15,9 @@ _UNPRINTABLE = ("Cc", "Cf", "Cs", "Zl", "Zp")
 
 
 def _unprintable(value: str) -> bool:
-    return any(unicodedata.category(c) in _UNPRINTABLE for c in value)
+    # str.isprintable() is False for every Other and Separator character but the ASCII space, so a printable
+    # id holds none of these; only the rest needs the per-character look-up.
+    return not value.isprintable() and any(unicodedata.category(c) in _UNPRINTABLE for c in value)
 
 
 def check_part(name: str, value: object) -> str:
@@ -28,6 +30,26 @@ def check_part(name: str, value: object) -> str:
         raise DomainError(f"scope {name} must be at most {MAX_PART} characters, without '/', control "
                           f"characters or edge spaces, and not a dot path (got {value[:40]!r})")
     return value
+
+
+def scope_key(tenant: str, user: str, character: str) -> str:
+    """The topic key of a scope whose parts were checked already (``Scope(...).key`` checks them)."""
+    return SEPARATOR.join((tenant, user, character))
+
+
+def user_prefix(tenant: str, user: str) -> str:
+    """The key prefix shared by every scope of one user: the key of a forget, which spans them all."""
+    return f"{tenant}{SEPARATOR}{user}{SEPARATOR}"
+
+
+def tenant_of(key: str) -> str:
+    """The tenant of a scope key or of a user prefix."""
+    return key.split(SEPARATOR, 1)[0]
+
+
+def user_prefix_of(key: str) -> str:
+    """The user prefix ``tenant/user/`` of a scope key (a user prefix is its own)."""
+    return key[:key.rindex(SEPARATOR) + 1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,7 +65,7 @@ class Scope:
 
     @property
     def key(self) -> str:
-        return SEPARATOR.join((self.tenant, self.user, self.character))
+        return scope_key(self.tenant, self.user, self.character)
 
     @classmethod
     def parse(cls, key: str) -> Scope:
@@ -54,6 +76,10 @@ class Scope:
         if len(parts) != 3:
             raise DomainError(f"scope key {key!r} must have exactly three parts: 'tenant/user/character'")
         return cls(*parts)
+
+    def fields(self) -> dict[str, str]:
+        """The scope as the ``tenant``, ``user`` and ``character`` fields every scoped record carries."""
+        return {"tenant": self.tenant, "user": self.user, "character": self.character}
 
     def __str__(self) -> str:
         return self.key

@@ -23,7 +23,6 @@ The rules are lexical and English-first; other languages get their pronoun lists
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
 
 _WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})

@@ -23,6 +23,9 @@ from credence.config import Settings, load_settings
 from credence.streams.ops.broker import EmbeddedBroker, free_port
 from credence.streams.ops.objectstore import ObjectStore
 
+# Under pytest-xdist: one broker for all workers, a module's tests on one worker (see the module).
+pytest_plugins = ["tests.support.parallel"]
+
 
 def pytest_addoption(parser):
     # Declared here (the suite's root conftest) so the option exists however pytest is invoked.
@@ -51,8 +54,10 @@ def recall_model_loads_at_first_recall():
 
 
 @pytest.fixture(scope="session")
-def kafka_bootstrap(tmp_path_factory) -> str:
-    external = os.environ.get("CREDENCE_KAFKA_BOOTSTRAP")
+def kafka_bootstrap(tmp_path_factory, pytestconfig) -> str:
+    from tests.support.parallel import shared_bootstrap  # imported as a plugin first (assertion rewriting)
+
+    external = os.environ.get("CREDENCE_KAFKA_BOOTSTRAP") or shared_bootstrap(pytestconfig)
     if external:
         yield external
         return

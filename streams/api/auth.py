@@ -71,7 +71,7 @@ def bearer_key(headers) -> str:
 def authenticate(request, tenant: str | None = None, *, directory, limits: RateLimits | None = None) -> Tenant:
     """The tenant whose key the request carries; with `tenant`, also that it is the path's tenant.
     Raises ApiError 401 (no or unknown key), 404 (another tenant's path), 429 (over the rate).
-    In a worker, call `credence.api.authenticate(request, tenant)`, which supplies the directory and limits."""
+    In a worker, call `Api.authenticate(request, tenant)` (server.py), which supplies the directory and limits."""
     caller = directory.tenant_for_key(bearer_key(request.headers))
     if caller is None:
         raise ApiError(401, "unknown API key", {"WWW-Authenticate": 'Bearer realm="credence", error="invalid_token"'})

@@ -9,8 +9,9 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 
+from credence.envelope import decode, parse_utc
 from credence.errors import DomainError, RecordError
-from credence.streams.runtime.records import MAX_TEXT, parse_utc
+from credence.streams.runtime.records import MAX_TEXT
 from credence.tables.clock import format_instant
 from credence.tables.entries import ACTIVE, PERSONA, Entry
 from credence.tables.scope import Scope, check_part
@@ -68,16 +69,7 @@ def check_card_entries(entries: object) -> tuple[tuple[str, str], ...]:
 def decode_card(raw: bytes | None) -> Card | None:
     if raw is None:
         return None
-    try:
-        obj = json.loads(raw)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise RecordError(f"card record is not JSON: {exc}") from None
-    if not isinstance(obj, dict) or obj.get("v", 1) != 1:
-        raise RecordError("card record must be a v1 JSON object")
-    try:
-        tenant, character = check_part("tenant", obj.get("tenant")), check_part("character", obj.get("character"))
-    except DomainError as exc:
-        raise RecordError(str(exc)) from None
-    return Card(tenant=tenant, character=character, entries=check_card_entries(obj.get("entries")),
-                updated_at=parse_utc(obj.get("updated_at"), "updated_at"))
+    obj = decode(raw, "card")
+    return Card(tenant=obj["tenant"], character=obj["character"], entries=check_card_entries(obj["entries"]),
+                updated_at=parse_utc(obj["updated_at"], "updated_at"))
 

@@ -12,9 +12,10 @@ import logging
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from credence.kafka import client_options
 from credence.config import Settings
+from credence.config.tenants import TenantSettings
 from credence.errors import RecordError
+from credence.kafka import client_options
 from credence.streams.api.cards import Card, card_key, decode_card
 from credence.streams.api.tenants import Tenant, decode_tenant, hash_key
 
@@ -23,7 +24,8 @@ log = logging.getLogger(__name__)
 
 class Directory:
     """Tenants by name and by key hash, cards by tenant/character; `ready` once the topics were read
-    up to the end offsets they had when the worker started."""
+    up to the end offsets they had when the worker started. The stream reads the tenants' settings from it
+    too (streams/runtime/tenancy.py's TenantRecords)."""
 
     def __init__(self) -> None:
         self.tenants: dict[str, Tenant] = {}
@@ -35,6 +37,11 @@ class Directory:
     def tenant_for_key(self, key: str) -> Tenant | None:
         name = self._by_hash.get(hash_key(key))
         return self.tenants.get(name) if name else None
+
+    def tenant_settings(self, tenant: str) -> TenantSettings | None:
+        """The tenant's overrides of the worker's settings (what the stream steps its scopes with)."""
+        record = self.tenants.get(tenant)
+        return record.settings if record is not None else None
 
     def card(self, tenant: str, character: str) -> Card | None:
         return self.cards.get(card_key(tenant, character))

@@ -9,18 +9,19 @@ import logging
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
+from credence import api_models as models
 from credence import tracing
 from credence.errors import ApiError, RecordError
-from credence.streams.api import memory_ops, models, reads
+from credence.streams.api import memory_ops, reads
 from credence.streams.api.cards import Card, card_key, check_card_entries
 from credence.streams.api.openapi import document
 from credence.streams.api.tenants import Tenant
-from credence.streams.ops.replay import end_offsets, forget_record
-from credence.streams.runtime.records import decode_feedback, decode_turn
+from credence.streams.runtime.records import decode_feedback, decode_turn, forget_record
+from credence.streams.runtime.topics import end_offsets
 from credence.tables.clock import format_instant
-from credence.tables.scope import Scope
+from credence.tables.scope import Scope, user_prefix
 from credence.tables.tokens import default_token_counter
 
 log = logging.getLogger(__name__)
@@ -42,12 +43,12 @@ class Call:
 
 
 class Handlers:
-    def __init__(self, credence, directory) -> None:
+    def __init__(self, credence, directory, bootstrap: str) -> None:
         self.credence = credence
         self.directory = directory
+        self.bootstrap = bootstrap  # the journal's readers (the bridge's nominate route, history) ask it
         self.store = credence.store
         self.count_tokens = default_token_counter()
-        self._recall = None
         self._prompts: OrderedDict[tuple, object] = OrderedDict()
 
     # -- helpers ---------------------------------------------------------------------------------
@@ -182,9 +183,8 @@ class Handlers:
         if body.ts is not None and body.ts.tzinfo is None:
             raise ApiError(422, "ts needs a UTC offset (e.g. 2026-01-01T12:00:00Z)")
         feedback_id = uuid.uuid4().hex
-        record = {"v": 1, "tenant": scope.tenant, "user": scope.user, "character": scope.character,
-                  "feedback_id": feedback_id, "entry_id": body.entry_id, "decision": body.kind,
-                  "ts": format_instant(body.ts or datetime.now(timezone.utc))}
+        record = {"v": 1, **scope.fields(), "feedback_id": feedback_id, "entry_id": body.entry_id,
+                  "decision": body.kind, "ts": format_instant(body.ts or datetime.now(UTC))}
         raw = json.dumps(record, separators=(",", ":")).encode()
         decode_feedback(raw)  # the topic's own decoder: what the stream will accept
         meta = await self._send("feedback", scope.key, raw)
@@ -211,7 +211,7 @@ class Handlers:
         from credence.streams.api.recall import recall  # optional: needs the recall service
 
         scope, state, entries, card = self._scope_data(call)
-        now = state.clock if state and state.clock else datetime.now(timezone.utc)
+        now = state.clock if state and state.clock else datetime.now(UTC)
         version = self.store.version(scope.key) if hasattr(self.store, "version") else None
         entries = memory_ops.recallable(entries)
         response = await recall(self, scope, version, [*card, *entries], now, call.body, self._memory(call))
@@ -234,7 +234,7 @@ class Handlers:
         except RecordError as exc:
             raise ApiError(422, str(exc)) from None
         card = Card(tenant=call.tenant.name, character=call.params["character"], entries=entries,
-                    updated_at=datetime.now(timezone.utc))
+                    updated_at=datetime.now(UTC))
         await self._send("cards", card_key(card.tenant, card.character), card.encode())
         await self._wait_card(card)
         return 200, models.CardResponse(tenant=card.tenant, character=card.character, entries=len(entries))
@@ -250,13 +250,13 @@ class Handlers:
         tenant, user = call.tenant.name, call.params["user"]
         settings = self.credence.settings
         partitions = settings.topic_partitions
-        try:  # ordered after the user's records already queued (streams/runtime/forgets.py)
+        try:  # ordered after the user's records already queued (streams/state/forgets.py)
             after = await end_offsets(self.bootstrap, settings, list(range(partitions)))
         except Exception as exc:  # noqa: BLE001 - nothing was sent: the caller retries
             raise ApiError(503, f"could not read the input topics' end offsets ({type(exc).__name__}); retry") from None
         raw = forget_record(tenant, user, after)
         for partition in range(partitions):  # a user's scopes (one per character) live on many partitions
-            await self._send("control", f"{tenant}/{user}/", raw, partition=partition)
+            await self._send("control", user_prefix(tenant, user), raw, partition=partition)
         return 202, models.ForgetResponse(tenant=tenant, user=user, partitions=partitions)
 
     async def get_openapi(self, call: Call):

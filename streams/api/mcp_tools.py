@@ -5,17 +5,20 @@ schema is the tool's output schema), so a tool validates and answers exactly as 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Literal
+from typing import Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
+from credence import api_models as models
 from credence.errors import ApiError
-from credence.streams.api import models
 from credence.streams.api.http import path_parts
 from credence.streams.api.reads import TIERS
 from credence.streams.api.routes import ROUTES, Route
 from credence.streams.runtime.records import ROLES
+from credence.tables.scope import scope_key
+
 
 class ScopeArgs(BaseModel):
     model_config = models.STRICT
@@ -100,7 +103,7 @@ async def run(api, caller, authorization: str, name: str, arguments: dict | None
     body, query = tool.body(args), tool.query(args)
     if route.scope:
         raw = body.model_dump_json(exclude_none=True).encode() if body is not None else None
-        scope = f"{params['tenant']}/{params['user']}/{params['character']}"
+        scope = scope_key(params["tenant"], params["user"], params["character"])
         owned = await api.router.ask(scope, route.method, route.path.format(**params), query, authorization, raw)
         if owned is not None:
             return _owner_answer(*owned)

@@ -5,10 +5,10 @@ owner applies them in order; nothing of a refused request is produced."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
+from credence import api_models as models
 from credence.errors import ApiError, BridgeError, RecordError
-from credence.streams.api import models
 from credence.streams.runtime.records import consensus_record, decode_control, restore_record, usage_record
 from credence.streams.scope.context import FACTS_KIND
 from credence.tables.entries import ARCHIVED, Entry
@@ -48,7 +48,7 @@ async def restore(handlers, call) -> tuple[int, models.MemoryActionResponse]:
         raise ApiError(409, f"{entry_id!r} is {entry.status}, not soft-archived by the usage sweep: nothing to restore")
     body: models.MemoryActionRequest = call.body
     # At the scope's clock, like the API's reads: the restore lands in the scope's own event time.
-    record = restore_record(scope.key, entry_id, body.by, state.clock or datetime.now(timezone.utc))
+    record = restore_record(scope.key, entry_id, body.by, state.clock or datetime.now(UTC))
     await handlers._send("control", scope.key, _raw(record))
     return 202, models.MemoryActionResponse(entry_id=entry_id, requested="restore")
 
@@ -62,7 +62,7 @@ async def consensus(handlers, call) -> tuple[int, models.MemoryActionResponse]:
         raise ApiError(404, f"no entry {entry_id!r} in this scope")
     body: models.ConsensusRequest = call.body
     # At the scope's clock, like the API's reads: the consensus lands in the scope's own event time.
-    record = consensus_record(scope.key, entry_id, body.score, body.by, state.clock or datetime.now(timezone.utc))
+    record = consensus_record(scope.key, entry_id, body.score, body.by, state.clock or datetime.now(UTC))
     try:
         decode_control(_raw(record))  # the topic's own decoder: what the stream will accept
     except RecordError as exc:
@@ -72,7 +72,7 @@ async def consensus(handlers, call) -> tuple[int, models.MemoryActionResponse]:
 
 
 async def nominate(handlers, call) -> tuple[int, models.MemoryActionResponse]:
-    from credence.streams.ops.operator import candidate_from_journal, journal_of
+    from credence.streams.runtime.journal import candidate_from_journal, journal_of
 
     settings = handlers.credence.settings
     if not settings.bridge.bridge_enabled:
@@ -85,7 +85,7 @@ async def nominate(handlers, call) -> tuple[int, models.MemoryActionResponse]:
     bootstrap = getattr(handlers, "bootstrap", None) or settings.kafka_bootstrap
     events = await journal_of(bootstrap, settings, entry_id, scope)
     try:
-        candidate = candidate_from_journal(events, entry_id, datetime.now(timezone.utc), call.body.by, settings)
+        candidate = candidate_from_journal(events, entry_id, datetime.now(UTC), call.body.by, settings)
     except BridgeError as exc:
         raise ApiError(409, str(exc)) from None
     await handlers._send("fact_candidates", scope.key, _raw(candidate))
@@ -96,7 +96,7 @@ async def nominate(handlers, call) -> tuple[int, models.MemoryActionResponse]:
 async def entries_as_of(handlers, scope, at: datetime) -> list[Entry]:
     """What was valid in ``scope`` at ``at``: its journal (one partition of credence.evidence) folded by
     tables.validity.as_of. A scan per request: as-of reads are for audits, not for serving prompts."""
-    from credence.streams.ops.operator import journal_of
+    from credence.streams.runtime.journal import journal_of
 
     settings = handlers.credence.settings
     bootstrap = getattr(handlers, "bootstrap", None) or settings.kafka_bootstrap

@@ -7,7 +7,7 @@ import re
 from pydantic.json_schema import models_json_schema
 
 from credence import __version__
-from credence.streams.api import models
+from credence import api_models as models
 from credence.streams.api.routes import ROUTES, Route
 
 REF = "#/components/schemas/{model}"

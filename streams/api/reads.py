@@ -7,11 +7,11 @@ caller names an instant: the same `now` the evidence core renders with, so the A
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
+from credence import api_models as models
 from credence.config.memory import MemorySettings
 from credence.errors import ApiError, RecordError
-from credence.streams.api import models
 from credence.streams.api.tenants import Tenant
 from credence.streams.runtime.records import parse_utc
 from credence.tables.entries import KINDS, Entry
@@ -25,10 +25,7 @@ TIERS = ("protected", "promoted", "confirmed", "pending", ARCHIVE_CANDIDATE)
 
 def tenant_memory(memory: MemorySettings, tenant: Tenant) -> MemorySettings:
     """The evidence settings with the tenant's overrides (budgets; time zone for its sweeps)."""
-    update = tenant.settings.memory_overrides()
-    if tenant.settings.time_zone:
-        update["tenant_time_zones"] = {**memory.tenant_time_zones, tenant.name: tenant.settings.time_zone}
-    return memory.model_copy(update=update) if update else memory
+    return tenant.settings.memory(memory, tenant.name)
 
 
 def read_instant(query, clock: datetime | None) -> datetime:
@@ -37,7 +34,7 @@ def read_instant(query, clock: datetime | None) -> datetime:
             return parse_utc(query["at"], "at")
         except RecordError as exc:
             raise ApiError(400, str(exc)) from None
-    return clock or datetime.now(timezone.utc)
+    return clock or datetime.now(UTC)
 
 
 def finite(score: float) -> float | None:

@@ -5,8 +5,8 @@ when embeddings are on."""
 
 from __future__ import annotations
 
+from credence import api_models as models
 from credence.errors import ApiError, CredenceError
-from credence.streams.api import models
 
 
 async def recall(handlers, scope, version, entries, now, body: models.RecallRequest, memory) -> models.RecallResponse:
@@ -42,12 +42,8 @@ def available() -> bool:
 
 
 def _service(handlers):
-    if handlers._recall is None:
-        try:
-            from credence.streams.serving.recall import RecallService
-        except ImportError:
-            raise ApiError(501, "recall is not available in this build (credence.streams.serving missing)") from None
-        # The worker's own service (serving.register): its index cache, and cosine per recall_cosine.
-        handlers._recall = getattr(handlers.credence, "recall", None) or RecallService(
-            encoder=getattr(handlers.credence.runner, "encode", None))
-    return handlers._recall
+    # The worker's own service (built by the composition root): its index cache, and cosine per recall_cosine.
+    service = handlers.credence.recall
+    if service is None:
+        raise ApiError(501, "recall is not available in this build (credence.streams.serving missing)")
+    return service

@@ -3,12 +3,12 @@ OpenAPI document is generated from it, so the two cannot disagree."""
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Awaitable, Callable
 
 from pydantic import BaseModel
 
-from credence.streams.api import models
+from credence import api_models as models
 
 V1 = "/v1"
 T = V1 + "/tenants/{tenant}"

@@ -12,8 +12,6 @@ FORWARDED_HEADER; a worker that receives one for a scope it does not own (a reba
 
 from __future__ import annotations
 
-import asyncio
-
 import aiohttp
 from aiohttp import web
 from aiokafka.partitioner import DefaultPartitioner
@@ -91,7 +89,7 @@ class OwnerRouter:
                 payload = await resp.read()
                 kept = {h: resp.headers[h] for h in RETURNED_HEADERS if h in resp.headers}
                 return resp.status, payload, kept, resp.content_type
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, aiohttp.ClientError) as exc:
             raise ApiError(503, f"the worker owning scope {scope} did not answer ({type(exc).__name__}); "
                                 "retry shortly", {"Retry-After": "1"}) from None
 

@@ -13,11 +13,12 @@ from credence.errors import ApiError
 from credence.streams.api.auth import RateLimits, authenticate
 from credence.streams.api.directory import Directory, follow
 from credence.streams.api.handlers import Call, Handlers
-from credence.streams.api.http import (error_response, json_response, parse_body, path_parts, read_body,
-                                       server_span)
+from credence.streams.api.http import error_response, json_response, parse_body, path_parts, read_body, server_span
 from credence.streams.api.routes import ROUTES, Route
 from credence.streams.api.routing import OwnerRouter
+from credence.streams.runtime.app import Credence
 from credence.streams.runtime.views import is_ready
+from credence.tables.scope import scope_key
 
 log = logging.getLogger(__name__)
 
@@ -45,15 +46,14 @@ _MALFORMED = MalformedRequests()
 class Api:
     """Everything the /v1 routes share in one worker."""
 
-    def __init__(self, credence, bootstrap: str) -> None:
+    def __init__(self, credence: Credence, bootstrap: str, directory: Directory) -> None:
         self.credence = credence
         self.bootstrap = bootstrap
-        self.directory = Directory()
+        self.directory = directory
         self.limits = RateLimits(credence.settings.api)
         self.router = OwnerRouter(credence.app, credence.tables["scopes"].name, credence.settings.topic_partitions,
                                   credence.settings.api.forward_timeout_seconds)
-        self.handlers = Handlers(credence, self.directory)
-        self.handlers.bootstrap = bootstrap  # the bridge's nominate route reads the journal
+        self.handlers = Handlers(credence, directory, bootstrap)
 
     def authenticate(self, request, tenant: str | None = None):
         """The tenant of the request's key (401/404/429 as ApiError); what the browser and /metrics use."""
@@ -78,7 +78,7 @@ class Api:
                 raw = await read_body(request, limit)
                 body = parse_body(route.body, raw)
             if route.scope:
-                scope = f"{params['tenant']}/{params['user']}/{params['character']}"
+                scope = scope_key(params["tenant"], params["user"], params["character"])
                 forwarded = await self.router.forward(request, scope, raw)
                 if forwarded is not None:
                     return forwarded
@@ -109,9 +109,10 @@ def _view(api: Api, routes: list[Route]) -> type[View]:
     return type(name, (View,), {m: method(r) for m, r in by_method.items()})
 
 
-def register(credence, bootstrap: str) -> Api:
-    """Mount /v1 and start following the tenants and cards topics; returns the Api (for other pages)."""
-    api = Api(credence, bootstrap)
+def register(credence: Credence, bootstrap: str, directory: Directory) -> Api:
+    """Mount /v1 and start following the tenants and cards topics into `directory` (which the worker's
+    stream reads its tenants' settings from); returns the Api (for other pages)."""
+    api = Api(credence, bootstrap, directory)
     app = credence.app
     server_log = logging.getLogger("aiohttp.server")
     if _MALFORMED not in server_log.filters:
@@ -140,43 +141,4 @@ def register(credence, bootstrap: str) -> Api:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 30.0)
 
-    credence.switch = TenantSwitch(credence.switch, api.directory)
-    credence.agent.memory_for = TenantMemory(credence.settings.memory, api.directory)
-    credence.api = api
     return api
-
-
-class TenantSwitch:
-    """The powerful-memory switch with the tenant record's override first, then the core config file."""
-
-    def __init__(self, inner, directory: Directory) -> None:
-        self.inner = inner
-        self.directory = directory
-
-    def enabled(self, tenant: str) -> bool:
-        record = self.directory.tenants.get(tenant)
-        if record is not None and record.settings.powerful_memory is not None:
-            return record.settings.powerful_memory
-        return self.inner.enabled(tenant)
-
-
-class TenantMemory:
-    """The evidence settings a scope is stepped with: the tenant record's overrides (its time zone for the
-    daily sweeps, its budgets) over the worker's, as the API's reads apply them. One copy per tenant
-    record, made again only when the record changes."""
-
-    def __init__(self, memory, directory: Directory) -> None:
-        self.memory, self.directory = memory, directory
-        self._copies: dict[str, tuple[object, object]] = {}
-
-    def __call__(self, scope: str):
-        record = self.directory.tenants.get(scope.split("/", 1)[0])
-        if record is None:
-            return self.memory
-        cached = self._copies.get(record.name)
-        if cached is None or cached[0] is not record:
-            from credence.streams.api.reads import tenant_memory
-
-            cached = self._copies[record.name] = (record, tenant_memory(self.memory, record))
-        return cached[1]
-

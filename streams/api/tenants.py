@@ -14,41 +14,15 @@ import secrets
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import ValidationError
 
-from credence.config.memory import _zone
+from credence.config.tenants import TenantSettings
+from credence.envelope import decode, parse_utc
 from credence.errors import DomainError, RecordError
-from credence.streams.runtime.records import parse_utc
 from credence.tables.clock import format_instant
 from credence.tables.scope import check_part
 
 KEY_PREFIX = "cred_"
-
-
-class TenantSettings(BaseModel):
-    """A tenant's overrides of the service defaults; a field left None uses the default."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    persona_token_budget: int | None = Field(default=None, ge=0)
-    reflection_token_budget: int | None = Field(default=None, ge=0)
-    powerful_memory: bool | None = None
-    time_zone: str | None = None
-    requests_per_second: float | None = Field(default=None, gt=0)
-    burst: int | None = Field(default=None, ge=1)
-    max_body_bytes: int | None = Field(default=None, ge=1024)
-
-    @field_validator("time_zone")
-    @classmethod
-    def _known_zone(cls, value: str | None) -> str | None:
-        if value is not None:
-            _zone(value)
-        return value
-
-    def memory_overrides(self) -> dict:
-        """The MemorySettings fields this tenant overrides (budgets)."""
-        return {k: v for k in ("persona_token_budget", "reflection_token_budget")
-                if (v := getattr(self, k)) is not None}
 
 
 @dataclass(frozen=True)
@@ -94,21 +68,16 @@ def decode_tenant(key: bytes | None, raw: bytes | None) -> Tenant | None:
     """A tenants-topic record; None for a tombstone. RecordError says what is wrong."""
     if raw is None:
         return None
-    try:
-        obj = json.loads(raw)
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise RecordError(f"tenant record is not JSON: {exc}") from None
-    if not isinstance(obj, dict) or obj.get("v", 1) != 1:
-        raise RecordError("tenant record must be a v1 JSON object")
-    name = check_tenant_name(obj.get("tenant"))
+    obj = decode(raw, "tenant")
+    name = obj["tenant"]
     if key is not None and key.decode("utf-8", "replace") != name:
         raise RecordError(f"tenant record for {name!r} is keyed {key!r}")
-    key_hash = obj.get("key_hash")
-    if not isinstance(key_hash, str) or not key_hash.startswith("sha256:") or len(key_hash) != 71:
+    key_hash = obj["key_hash"]
+    if not key_hash.startswith("sha256:") or len(key_hash) != 71:
         raise RecordError("tenant record needs 'key_hash' = 'sha256:<64 hex>'")
     try:
         settings = TenantSettings.model_validate(obj.get("settings") or {})
     except (ValidationError, ValueError, TypeError, DomainError) as exc:
         raise RecordError(f"tenant record for {name!r} is invalid: {exc}") from None
-    return Tenant(name=name, key_hash=key_hash, created_at=parse_utc(obj.get("created_at"), "created_at"),
+    return Tenant(name=name, key_hash=key_hash, created_at=parse_utc(obj["created_at"], "created_at"),
                   settings=settings)

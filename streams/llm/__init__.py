@@ -1,8 +1,10 @@
 """The LLM layer: one interface (LLMBackend), two backends (rules offline default, OpenAI-compatible
-server), one prompt module per task, and the Stage-2 token budget."""
+server), one prompt module per task, and the Stage-2 token budget.
+
+The backend is built by `credence.streams.llm.factory.make_backend`, not from here: the pure steps import
+this package for the task registry, and must not reach the HTTP backend through it."""
 
 from credence.streams.llm.backend import LLMBackend, LLMStats
-from credence.streams.llm.factory import make_backend
 from credence.streams.llm.models import (
     Classification,
     Fact,
@@ -26,5 +28,4 @@ __all__ = [
     "Turn",
     "approx_tokens",
     "fit_stage2",
-    "make_backend",
 ]

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import json
 import logging
-from contextvars import ContextVar
 from collections.abc import Sequence
+from contextvars import ContextVar
 from types import ModuleType
 from typing import Any
 
-import httpx
+import aiohttp
+import orjson
 from pydantic import ValidationError
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception_type, stop_after_attempt
 from tenacity.wait import wait_random_exponential
@@ -30,6 +31,7 @@ from credence.errors import ConfigError, LLMError, LLMUnavailable
 from credence.streams.llm.aliases import Reader
 from credence.streams.llm.backend import LLMBackend, LLMStats
 from credence.streams.llm.concurrency import NEUTRAL, OK, OVERLOAD, AdaptiveGate, AIMDLimit
+from credence.streams.llm.http_client import ChatClient, Reply
 from credence.streams.llm.models import (
     Classification,
     Fact,
@@ -46,7 +48,7 @@ from credence.streams.llm.openai_parsing import (
     repair_hint,
 )
 from credence.streams.llm.prompts import (
-    TASKS,
+    PROMPTS,
     candidate_rerank,
     merge_decision,
     negative_keyword_target,
@@ -73,10 +75,10 @@ def response_format(module: ModuleType, call: Call) -> dict[str, Any]:
     }
 
 
-def _retry_after(response: httpx.Response) -> float | None:
+def _retry_after(response: Reply) -> float | None:
     try:
-        return float(response.headers["retry-after"])
-    except (KeyError, ValueError):
+        return float(response.retry_after)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
         return None
 
 
@@ -84,25 +86,18 @@ class OpenAIBackend(LLMBackend):
     def __init__(self, settings: LLMSettings, *, count_tokens: CountTokens = approx_tokens,
                  observation_cap: int = SEED_CAPS.stage2_observation_max_tokens,
                  prompt_cap: int = SEED_CAPS.stage2_max_prompt_tokens) -> None:
-        unknown = sorted(set(settings.models) - set(TASKS))
+        unknown = sorted(set(settings.models) - set(PROMPTS))
         if unknown:
-            raise ConfigError(f"CREDENCE_LLM__MODELS names unknown tasks {unknown}; the tasks are {sorted(TASKS)}")
+            raise ConfigError(f"CREDENCE_LLM__MODELS names unknown prompts {unknown}; the prompts are {sorted(PROMPTS)}")
         self._settings = settings
         self._count_tokens = count_tokens
         self._observation_cap = observation_cap
         self._prompt_cap = prompt_cap
         self._stats = LLMStats()
         headers = {"Authorization": f"Bearer {settings.api_key.get_secret_value()}"} if settings.api_key else {}
-        # One kept client: connections are reused across calls, which a per-call client would not do.
-        self._client = httpx.AsyncClient(
-            base_url=settings.base_url.rstrip("/") + "/",
-            headers=headers,
-            timeout=httpx.Timeout(settings.timeout_s),
-            # Every connection the limit may use stays alive between calls (httpx keeps only 20 by
-            # default: at 64 in flight the rest would reconnect on every call).
-            limits=httpx.Limits(max_connections=settings.max_concurrency,
-                                max_keepalive_connections=settings.max_concurrency),
-        )
+        # One kept client: connections are reused across calls, which a per-call client would not do;
+        # every connection the limit may use stays alive between calls.
+        self._client = ChatClient(settings.base_url, headers, settings.timeout_s, settings.max_concurrency)
         self._gate = AdaptiveGate(AIMDLimit(minimum=min(settings.min_concurrency, settings.max_concurrency),
                                             maximum=settings.max_concurrency, limit=settings.initial_concurrency))
         self._jitter = wait_random_exponential(multiplier=settings.backoff_base_s, max=settings.backoff_max_s)
@@ -218,35 +213,35 @@ class OpenAIBackend(LLMBackend):
     async def _attempt(self, module: ModuleType, body: dict[str, Any]) -> Any:
         async with self._gate.slot() as report:
             try:
-                response = await self._client.post("chat/completions", json=body)
-            except httpx.TimeoutException as exc:
+                response = await self._client.post("chat/completions", orjson.dumps(body))
+            except TimeoutError as exc:  # asyncio's, which aiohttp's read and connect timeouts are
                 report.outcome = OVERLOAD
                 raise TransientFailure(f"timed out after {self._settings.timeout_s}s ({type(exc).__name__})") from exc
-            except httpx.TransportError as exc:
+            except aiohttp.ClientError as exc:
                 raise TransientFailure(f"connection error: {exc!r}") from exc
             # Only "too busy" lowers the limit; another error says nothing of the server's load.
-            report.outcome = OVERLOAD if response.status_code in (429, 503) else OK if response.is_success else NEUTRAL
-        if response.status_code == 429 or response.status_code >= 500:
-            raise TransientFailure(f"HTTP {response.status_code}: {response.text[:200]}", _retry_after(response))
-        if response.status_code >= 400:
+            report.outcome = OVERLOAD if response.status in (429, 503) else OK if response.ok else NEUTRAL
+        if response.status == 429 or response.status >= 500:
+            raise TransientFailure(f"HTTP {response.status}: {response.text(200)}", _retry_after(response))
+        if response.status >= 400:
             self._refuse(module, response)
         return self._decode(module, response)
 
-    def _refuse(self, module: ModuleType, response: httpx.Response) -> None:
+    def _refuse(self, module: ModuleType, response: Reply) -> None:
         hint = (
             "check CREDENCE_LLM__API_KEY"
-            if response.status_code in (401, 403)
+            if response.status in (401, 403)
             else "check CREDENCE_LLM__BASE_URL (with /v1), that CREDENCE_LLM__MODEL is a served model name, "
             "and that the server supports response_format json_schema"
         )
         raise LLMError(
-            f"LLM server refused task {module.NAME}: HTTP {response.status_code} from "
-            f"{response.request.url}: {response.text[:300]}; {hint}"
+            f"LLM server refused task {module.NAME}: HTTP {response.status} from "
+            f"{response.url}: {response.text(300)}; {hint}"
         )
 
-    def _decode(self, module: ModuleType, response: httpx.Response) -> Any:
+    def _decode(self, module: ModuleType, response: Reply) -> Any:
         try:
-            data = response.json()
+            data = orjson.loads(response.body)
             usage = data.get("usage") or {}
             self._stats.prompt_tokens += int(usage.get("prompt_tokens") or 0)
             self._stats.completion_tokens += int(usage.get("completion_tokens") or 0)

@@ -1,7 +1,13 @@
-"""The one registry of the pipeline's LLM tasks: the name a scope's request carries, the payload the
-scope builds (validated here before any call), the prompt modules the task's calls use, how the runner
-executes it through a backend, and the name of the scope's result handler for it
-(credence.streams.scope.results.HANDLERS is keyed by these names; a unit test holds the two together).
+"""The one registry of the pipeline's LLM tasks: the name a scope's request carries (`TaskName`), the
+payload the scope builds (validated here before any call), the prompt modules the task's calls use, how the
+runner executes it through a backend, and the output it answers with. The scope's side of each task (the
+function that builds its payload, the one that applies its output) is bound to the same name one layer up,
+in credence.streams.scope.results.SCOPE_TASKS; a unit test holds the two together.
+
+A task is called by its `TaskName` in code. Three other names it meets are not the task's: a prompt's
+NAME (reflection_synthesis: the key of CREDENCE_LLM__MODELS and the schema name a server sees), the
+backend's method (a verb for the call: synthesize, classify), and the keys of what is stored (an output's
+"drafts", the model's "reflections"), which old records carry and so stay as they are.
 
 Payload models ignore unknown keys (a promotion's ticket rides along for the handler) and default the
 context fields added later, so requests saved in a scope's state by an older worker still run."""
@@ -10,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from types import ModuleType
 from typing import Any
 
@@ -17,7 +24,15 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from credence.errors import LLMError
 from credence.streams.llm.backend import LLMBackend
-from credence.streams.llm.models import Fact, Observation, ReflectionDraft, Turn
+from credence.streams.llm.models import (
+    Classification,
+    Fact,
+    FeedbackDecision,
+    MergeDecision,
+    Observation,
+    ReflectionDraft,
+    Turn,
+)
 from credence.streams.llm.prompts import (
     candidate_rerank,
     merge_decision,
@@ -28,8 +43,18 @@ from credence.streams.llm.prompts import (
     surfaced_feedback,
 )
 
-STAGE1, STAGE2, SYNTHESIS = "stage1", "stage2", "synthesis"
-FEEDBACK, TARGET, PROMOTION = "feedback", "target", "promotion"
+
+class TaskName(StrEnum):
+    """The name a request carries. The values are stored in scope state (requests and their ids) and on
+    the result topics, so they never change: a request saved by an older worker reads back as its member."""
+
+    STAGE1 = "stage1"
+    STAGE2 = "stage2"
+    SYNTHESIS = "synthesis"
+    FEEDBACK = "feedback"
+    TARGET = "target"
+    PROMOTION = "promotion"
+
 
 # Re-orders Stage-2 candidates (e.g. by embedding similarity) before the token caps cut the list.
 Rank = Callable[[Sequence[Fact], Sequence[Observation]], Awaitable[list[Observation]]]
@@ -71,11 +96,41 @@ class PromotionPayload(_Payload):
     personas: list[Observation]
 
 
-async def _stage1(backend: LLMBackend, p: Stage1Payload, rank: Rank | None) -> dict:
-    return {"facts": [f.model_dump() for f in await backend.extract_facts(p.turns)]}
+# What a task answers: its dump is the result record's "output", which the scope's handler reads. The keys
+# are on credence.control/credence.facts and in speculative answers saved in scope state: they stay as they are.
+class _Output(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-async def _stage2(backend: LLMBackend, p: Stage2Payload, rank: Rank | None) -> dict:
+class Stage1Output(_Output):
+    facts: list[Fact]
+
+
+class Stage2Output(_Output):
+    classifications: list[Classification]
+
+
+class SynthesisOutput(_Output):
+    drafts: list[ReflectionDraft]
+
+
+class FeedbackOutput(_Output):
+    decisions: list[FeedbackDecision]
+
+
+class TargetOutput(_Output):
+    ids: list[str]
+
+
+class PromotionOutput(_Output):
+    decision: MergeDecision
+
+
+async def _stage1(backend: LLMBackend, p: Stage1Payload, rank: Rank | None) -> Stage1Output:
+    return Stage1Output(facts=await backend.extract_facts(p.turns))
+
+
+async def _stage2(backend: LLMBackend, p: Stage2Payload, rank: Rank | None) -> Stage2Output:
     obs = list(p.observations)
     if rank is not None:
         obs = await rank(p.facts, obs)
@@ -83,48 +138,46 @@ async def _stage2(backend: LLMBackend, p: Stage2Payload, rank: Rank | None) -> d
         keep = await backend.rerank(p.facts, obs, p.rerank_limit)
         by_id = {o.id: o for o in obs}
         obs = [by_id[i] for i in keep if i in by_id]
-    out = await backend.classify(p.facts, obs) if obs else []
-    return {"classifications": [c.model_dump() for c in out]}
+    return Stage2Output(classifications=await backend.classify(p.facts, obs) if obs else [])
 
 
-async def _synthesis(backend: LLMBackend, p: SynthesisPayload, rank: Rank | None) -> dict:
-    return {"drafts": [d.model_dump() for d in await backend.synthesize(p.facts, p.related)]}
+async def _synthesis(backend: LLMBackend, p: SynthesisPayload, rank: Rank | None) -> SynthesisOutput:
+    return SynthesisOutput(drafts=await backend.synthesize(p.facts, p.related))
 
 
-async def _feedback(backend: LLMBackend, p: FeedbackPayload, rank: Rank | None) -> dict:
-    out = await backend.check_feedback(p.reply_text, p.surfaced, p.ai_text)
-    return {"decisions": [d.model_dump() for d in out]}
+async def _feedback(backend: LLMBackend, p: FeedbackPayload, rank: Rank | None) -> FeedbackOutput:
+    return FeedbackOutput(decisions=await backend.check_feedback(p.reply_text, p.surfaced, p.ai_text))
 
 
-async def _target(backend: LLMBackend, p: TargetPayload, rank: Rank | None) -> dict:
-    return {"ids": list(await backend.target_check(p.messages, p.observations, p.ai_text))}
+async def _target(backend: LLMBackend, p: TargetPayload, rank: Rank | None) -> TargetOutput:
+    return TargetOutput(ids=list(await backend.target_check(p.messages, p.observations, p.ai_text)))
 
 
-async def _promotion(backend: LLMBackend, p: PromotionPayload, rank: Rank | None) -> dict:
-    return {"decision": (await backend.merge_decision(p.reflection, p.personas)).model_dump()}
+async def _promotion(backend: LLMBackend, p: PromotionPayload, rank: Rank | None) -> PromotionOutput:
+    return PromotionOutput(decision=await backend.merge_decision(p.reflection, p.personas))
 
 
 @dataclass(frozen=True)
 class Task:
-    name: str
+    name: TaskName
     payload: type[_Payload]
     prompts: tuple[ModuleType, ...]
-    run: Callable[[LLMBackend, Any, Rank | None], Awaitable[dict]]
-    handler: str  # the function in credence.streams.scope.results that applies the output
+    run: Callable[[LLMBackend, Any, Rank | None], Awaitable[_Output]]
+    output: type[_Output]
 
     async def execute(self, backend: LLMBackend, raw: dict, rank: Rank | None = None) -> dict:
         try:
             payload = self.payload.model_validate(raw)
         except ValidationError as exc:
             raise LLMError(f"LLM task {self.name}: the request payload does not validate: {exc}") from exc
-        return await self.run(backend, payload, rank)
+        return (await self.run(backend, payload, rank)).model_dump()
 
 
-TASKS: dict[str, Task] = {t.name: t for t in (
-    Task(STAGE1, Stage1Payload, (stage1_extraction,), _stage1, "_stage1"),
-    Task(STAGE2, Stage2Payload, (candidate_rerank, stage2_classification), _stage2, "_stage2"),
-    Task(SYNTHESIS, SynthesisPayload, (reflection_synthesis,), _synthesis, "_synthesis"),
-    Task(FEEDBACK, FeedbackPayload, (surfaced_feedback,), _feedback, "_feedback"),
-    Task(TARGET, TargetPayload, (negative_keyword_target,), _target, "_target"),
-    Task(PROMOTION, PromotionPayload, (merge_decision,), _promotion, "_promotion"),
+TASKS: dict[TaskName, Task] = {t.name: t for t in (
+    Task(TaskName.STAGE1, Stage1Payload, (stage1_extraction,), _stage1, Stage1Output),
+    Task(TaskName.STAGE2, Stage2Payload, (candidate_rerank, stage2_classification), _stage2, Stage2Output),
+    Task(TaskName.SYNTHESIS, SynthesisPayload, (reflection_synthesis,), _synthesis, SynthesisOutput),
+    Task(TaskName.FEEDBACK, FeedbackPayload, (surfaced_feedback,), _feedback, FeedbackOutput),
+    Task(TaskName.TARGET, TargetPayload, (negative_keyword_target,), _target, TargetOutput),
+    Task(TaskName.PROMOTION, PromotionPayload, (merge_decision,), _promotion, PromotionOutput),
 )}

@@ -13,9 +13,10 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaConnectionError, NodeNotReadyError, RequestTimedOutError, TopicAlreadyExistsError
 
 from credence.config import Settings
+from credence.config.topics import TOPICS
 from credence.errors import BrokerError
 from credence.kafka import client_options, start
-from credence.streams.runtime.topics import TABLES, TOPICS
+from credence.streams.runtime.topics import TABLES
 from credence.streams.runtime.topics import changelog_configs as table_changelog_configs
 
 log = logging.getLogger(__name__)
@@ -25,7 +26,7 @@ def topic_configs(settings: Settings, name: str) -> dict[str, str]:
     hours = settings.retention_hours(name)
     return {
         "retention.ms": str(hours * 3_600_000 if hours >= 0 else -1),
-        "cleanup.policy": "compact" if TOPICS[name] else "delete",
+        "cleanup.policy": TOPICS[name].cleanup,
         "min.insync.replicas": str(settings.topic_min_insync_replicas),
     }
 

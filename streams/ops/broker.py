@@ -14,12 +14,20 @@ import os
 import signal
 import socket
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from credence.errors import BrokerError
 from credence.streams.ops.node import (  # noqa: F401 - re-exported: the broker's public helpers
-    FAST_KRAFT, KafkaNode, die_with_parent, free_port, new_cluster_id, resolve_kafka, wait_for_metadata,
+    FAST_KRAFT,
+    KafkaNode,
+    die_with_parent,
+    free_port,
+    new_cluster_id,
+    resolve_kafka,
+    wait_for_metadata,
 )
 
 log = logging.getLogger(__name__)
@@ -56,14 +64,14 @@ class BrokerState:
     owner: int = 0
 
     @classmethod
-    def load(cls, data_dir: Path) -> "BrokerState | None":
+    def load(cls, data_dir: Path) -> BrokerState | None:
         try:
             return cls(**json.loads((Path(data_dir) / "broker.json").read_text()))
         except (OSError, ValueError, TypeError):
             return None  # missing, or cut short by a crash while written: nothing to trust
 
     @classmethod
-    def read(cls, data_dir: Path) -> "BrokerState | None":
+    def read(cls, data_dir: Path) -> BrokerState | None:
         """The broker running on `data_dir`, or None when the file is stale (its JVM is gone, or the pid
         now names another process, or the process that owned the broker was killed)."""
         state = cls.load(data_dir)
@@ -235,9 +243,20 @@ class EmbeddedBroker(KafkaNode):
         (self.data_dir / "broker.json").unlink(missing_ok=True)
         super().kill()
 
-    def __enter__(self) -> "EmbeddedBroker":
+    def __enter__(self) -> EmbeddedBroker:
         self.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+@contextmanager
+def configured_or_embedded(settings, data_dir: Path) -> Iterator[str]:
+    """The configured Kafka's bootstrap, or that of an embedded broker started in `data_dir` and stopped
+    after the block: for a run that brings its own broker when none is configured (the demo, benchmarks)."""
+    if settings.kafka_bootstrap:
+        yield settings.kafka_bootstrap
+        return
+    with EmbeddedBroker(data_dir, settings.kafka_version, settings.broker_cache_dir) as broker:
+        yield broker.bootstrap

@@ -91,18 +91,17 @@ def cmd_demo(args) -> int:
 
 def cmd_sink(args) -> int:
     from credence.outage import exit_after, quiet_kafka_logs
-    from credence.sinks.consumer import drain, run_sinks
-    from credence.sinks.schema import ARCHIVE, EVIDENCE
+    from credence.sinks.consumer import SinkRunner, run_sinks
+    from credence.sinks.registry import build_sinks
     from credence.streams.ops.worker import bootstrap_for
 
     settings = _settings(args)
-    bootstrap = bootstrap_for(settings)
-    archive, evidence, dlq = (settings.topic(n) for n in ("archive", "evidence", "dlq"))
+    sinks = build_sinks(settings)
+    bootstrap, dlq = bootstrap_for(settings), settings.topic("dlq")
     if args.drain:
-        for topic, table in ((archive, ARCHIVE), (evidence, EVIDENCE)):
-            stats = asyncio.run(drain(bootstrap, topic, table, settings.archive, dead_letter_topic=dlq,
-                                      kafka=settings.kafka))
-            print(f"{topic} -> {settings.archive.root}/{table}: {stats}")
+        for sink in sinks:
+            stats = asyncio.run(SinkRunner(sink, bootstrap, dead_letter_topic=dlq, kafka=settings.kafka).drain())
+            print(f"{sink!r}: {stats}")
         return 0
     quiet_kafka_logs(settings.kafka.outage_warning_interval_s)
     stop = asyncio.Event()
@@ -115,10 +114,9 @@ def cmd_sink(args) -> int:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stopping)
-        return await run_sinks(bootstrap, archive, evidence, settings.archive, stop, dead_letter_topic=dlq,
-                               kafka=settings.kafka)
+        return await run_sinks(sinks, bootstrap, stop, dead_letter_topic=dlq, kafka=settings.kafka)
 
-    print(f"sinking {archive} and {evidence} into {settings.archive.root}; Ctrl-C stops", flush=True)
+    print(f"sinking {'; '.join(map(repr, sinks))}; Ctrl-C stops", flush=True)
     print(asyncio.run(main()))
     return 0
 
@@ -187,7 +185,7 @@ def _overrides(args) -> dict:
 
 
 def cmd_tenants(args) -> int:
-    from credence.streams.api import tenant_admin
+    from credence.streams.ops import tenant_admin
     from credence.streams.ops.worker import bootstrap_for
 
     settings = _settings(args)
@@ -297,9 +295,14 @@ def _runtime_parsers(sub) -> None:
 
 def _data_parsers(sub) -> None:
     """The commands over what the pipeline wrote: the Parquet sink, archive queries, forgetting a user."""
-    p = sub.add_parser("sink", help="write credence.archive and credence.evidence to Parquet shards",
-                       description="Consumes both topics and writes hive-partitioned, size-bounded Parquet shards "
-                                   "under CREDENCE_ARCHIVE__ROOT; offsets are committed only after a shard is durable.")
+    from credence.sinks.registry import SINKS
+
+    p = sub.add_parser("sink", help="run the configured sinks (default: the archive and evidence topics to Parquet)",
+                       description="Runs the sinks CREDENCE_SINKS names (comma-separated; default archive,evidence; "
+                                   f"known: {', '.join(SINKS)}). The archive and evidence sinks consume their topic "
+                                   "and write hive-partitioned, size-bounded Parquet shards under "
+                                   "CREDENCE_ARCHIVE__ROOT (a folder or s3://bucket/prefix). Every sink commits "
+                                   "offsets only after what it wrote is durable.")
     p.add_argument("--drain", action="store_true", help="stop once caught up instead of running until Ctrl-C")
     p.set_defaults(func=cmd_sink)
 

@@ -155,7 +155,7 @@ class KafkaCluster:
             broker.stop()
         self.controller.stop()
 
-    def __enter__(self) -> "KafkaCluster":
+    def __enter__(self) -> KafkaCluster:
         self.start()
         return self
 

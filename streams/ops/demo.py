@@ -13,7 +13,7 @@ from pathlib import Path
 
 from credence.config import Settings
 from credence.streams.api.tenants import TenantSettings
-from credence.streams.ops.broker import EmbeddedBroker, free_port
+from credence.streams.ops.broker import configured_or_embedded, free_port
 from credence.streams.ops.process import WorkerProcess, wait_until
 from credence.streams.ops.replay import replay, scopes_in, send_control
 
@@ -46,17 +46,14 @@ def run_demo(settings: Settings, input_path: Path, timeout_s: float = 600.0, out
     web port) with the sample's tenants created, until Ctrl-C or SIGTERM."""
     started = time.monotonic()
     run_id = uuid.uuid4().hex[:8]
-    with tempfile.TemporaryDirectory(prefix="credence-demo-") as tmp:
+    prefix = settings.topic_prefix
+    if settings.kafka_bootstrap:
+        prefix = f"{settings.topic_prefix}-demo-{run_id}"  # never mix with a real deployment's topics
+    else:
+        out(f"starting the embedded Kafka {settings.kafka_version} broker …")
+    with tempfile.TemporaryDirectory(prefix="credence-demo-") as tmp, \
+            configured_or_embedded(settings, Path(tmp) / "broker") as bootstrap:
         tmp_path = Path(tmp)
-        broker = None
-        if settings.kafka_bootstrap:
-            bootstrap = settings.kafka_bootstrap
-            prefix = f"{settings.topic_prefix}-demo-{run_id}"  # never mix with a real deployment's topics
-        else:
-            broker = EmbeddedBroker(tmp_path / "broker", settings.kafka_version, settings.broker_cache_dir)
-            out(f"starting the embedded Kafka {settings.kafka_version} broker …")
-            bootstrap = broker.start()
-            prefix = settings.topic_prefix
         run = _demo_settings(settings, prefix, run_id, tmp_path, port, serve)
         worker = WorkerProcess(run, bootstrap, tmp_path / "worker.log")
         try:
@@ -73,8 +70,6 @@ def run_demo(settings: Settings, input_path: Path, timeout_s: float = 600.0, out
             raise
         finally:
             worker.stop()
-            if broker is not None:
-                broker.stop()
     return 0
 
 
@@ -121,7 +116,7 @@ def _serve(bootstrap: str, run: Settings, worker: WorkerProcess, input_path: Pat
     for its prompt route, then keep serving until Ctrl-C or SIGTERM."""
     from credence.client import Client
     from credence.errors import ApiError
-    from credence.streams.api.tenant_admin import add, current
+    from credence.streams.ops.tenant_admin import add, current
 
     scopes = scopes_in(input_path)
     tenants = sorted({s.tenant for s in scopes})

@@ -148,7 +148,7 @@ class ObjectStore:
     def stop(self, timeout_s: float = 15.0) -> None:
         stop_process(self.proc, timeout_s, "s3proxy")
 
-    def __enter__(self) -> "ObjectStore":
+    def __enter__(self) -> ObjectStore:
         self.start()
         return self
 

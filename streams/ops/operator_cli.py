@@ -7,7 +7,7 @@ Kept out of cli.py so the main command table stays small; imports are lazy like 
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from credence.errors import CredenceError
 
@@ -34,29 +34,31 @@ def _scope_arg(args):
 
 
 def cmd_memory_restore(args) -> int:
-    from credence.streams.ops.operator import journal_of, scope_of, send_restore
+    from credence.streams.ops.operator import send_restore
     from credence.streams.ops.worker import bootstrap_for
+    from credence.streams.runtime.journal import journal_of, scope_of
 
     settings = _settings()
     scope = _scope_arg(args)
     by = _operator(args)
     bootstrap = bootstrap_for(settings)
     scope = scope or scope_of(asyncio.run(journal_of(bootstrap, settings, args.entry_id)), args.entry_id)
-    asyncio.run(send_restore(bootstrap, settings, scope, args.entry_id, by, datetime.now(timezone.utc)))
+    asyncio.run(send_restore(bootstrap, settings, scope, args.entry_id, by, datetime.now(UTC)))
     print(f"asked the owner of {scope.key} to restore {args.entry_id} (applied in order; a soft-archived entry "
           "returns to the status it had, anything else is left as it is)")
     return 0
 
 
 def cmd_memory_consensus(args) -> int:
-    from credence.streams.ops.operator import journal_of, scope_of, send_consensus
+    from credence.streams.ops.operator import send_consensus
     from credence.streams.ops.worker import bootstrap_for
+    from credence.streams.runtime.journal import journal_of, scope_of
     from credence.tables.consensus import Consensus
 
     settings = _settings()
     scope = _scope_arg(args)
     by = _operator(args)
-    at = datetime.now(timezone.utc)
+    at = datetime.now(UTC)
     Consensus(args.score, by, at)  # refuse a score outside 0..1 before touching the cluster
     bootstrap = bootstrap_for(settings)
     scope = scope or scope_of(asyncio.run(journal_of(bootstrap, settings, args.entry_id)), args.entry_id)
@@ -80,8 +82,9 @@ def _score(text: str) -> float:
 
 
 def cmd_memory_dedupe(args) -> int:
-    from credence.streams.ops.operator import entries_from_journal, journal_of, send_dedupe
+    from credence.streams.ops.operator import send_dedupe
     from credence.streams.ops.worker import bootstrap_for
+    from credence.streams.runtime.journal import entries_from_journal, journal_of
     from credence.streams.scope.dedupe import duplicate_pairs
     from credence.tables.scope import Scope
 
@@ -89,7 +92,7 @@ def cmd_memory_dedupe(args) -> int:
     scope = Scope.parse(args.scope)
     by = _operator(args) if args.apply else ""
     bootstrap = bootstrap_for(settings)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     entries = entries_from_journal(asyncio.run(journal_of(bootstrap, settings, None, scope)))
     pairs = duplicate_pairs(entries, now, settings.memory)
     for keep, drop in pairs:
@@ -105,8 +108,9 @@ def cmd_memory_dedupe(args) -> int:
 
 def cmd_bridge_nominate(args) -> int:
     from credence.errors import BridgeRetired
-    from credence.streams.ops.operator import candidate_from_journal, journal_of, send_candidate
+    from credence.streams.ops.operator import send_candidate
     from credence.streams.ops.worker import bootstrap_for
+    from credence.streams.runtime.journal import candidate_from_journal, journal_of
 
     settings = _settings()
     if not settings.bridge.bridge_enabled:  # refuse before touching the cluster: nothing is read or emitted
@@ -115,7 +119,7 @@ def cmd_bridge_nominate(args) -> int:
     by = _operator(args)
     bootstrap = bootstrap_for(settings)
     events = asyncio.run(journal_of(bootstrap, settings, args.entry_id, _scope_arg(args)))
-    candidate = candidate_from_journal(events, args.entry_id, datetime.now(timezone.utc), by, settings)
+    candidate = candidate_from_journal(events, args.entry_id, datetime.now(UTC), by, settings)
     asyncio.run(send_candidate(bootstrap, settings, candidate))
     print(f"nominated {candidate['candidate_id']} ({candidate['tenant']}/{candidate['user']}/"
           f"{candidate['character']}) to {settings.topic('fact-candidates')} with "

@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
-from datetime import datetime, timezone
-
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka import AIOKafkaProducer
 
 from credence import tracing
 from credence.config import Settings
@@ -16,7 +15,9 @@ from credence.deadletter import dead_letter
 from credence.errors import CredenceError, DomainError
 from credence.kafka import client_options, start
 from credence.streams.ops.admin import ensure_topics
-from credence.tables.scope import Scope
+from credence.streams.runtime.records import forget_record
+from credence.streams.runtime.topics import end_offsets
+from credence.tables.scope import Scope, user_prefix
 
 
 def scope_of(line: bytes) -> Scope | None:
@@ -59,7 +60,7 @@ def _progress(done: int, total: int, stream=sys.stderr) -> None:
 
 
 def _too_large(line: bytes, topic: str, line_no: int) -> bytes:
-    return dead_letter(topic=topic, partition=-1, offset=-1, original=line, at=datetime.now(timezone.utc),
+    return dead_letter(topic=topic, partition=-1, offset=-1, original=line, at=datetime.now(UTC),
                        reason=f"line {line_no}: a record of {len(line)} bytes is larger than the {MAX_RECORD_BYTES} "
                               "bytes a turn record may have")
 
@@ -125,33 +126,13 @@ async def send_control(bootstrap: str, settings: Settings, scopes: list[Scope | 
         await producer.stop()
 
 
-async def end_offsets(bootstrap: str, settings: Settings, partitions: list[int]) -> dict[str, list[int]]:
-    """Each input topic's end offset on each of `partitions` (logical topic name -> offsets by partition)."""
-    from credence.streams.runtime.agent import INPUTS  # the worker's modules load only when asked
-
-    consumer = AIOKafkaConsumer(**client_options(bootstrap, settings.kafka, enable_auto_commit=False))
-    await start(consumer, bootstrap, settings.kafka)
-    try:
-        tps = {name: [TopicPartition(settings.topic(name), p) for p in partitions] for name in INPUTS}
-        ends = await consumer.end_offsets([tp for named in tps.values() for tp in named])
-        return {name: [ends[tp] for tp in named] for name, named in tps.items()}
-    finally:
-        await consumer.stop()
-
-
-def forget_record(tenant: str, user: str, after: dict[str, list[int]]) -> bytes:
-    """A credence.control v1 forget of the user, ordered after everything `after` (input topic -> end
-    offset by partition) counts."""
-    return json.dumps({"v": 1, "type": "forget", "tenant": tenant, "user": user, "after": after}).encode()
-
-
 async def send_forget(bootstrap: str, settings: Settings, tenant: str, user: str) -> int:
     """Ask every partition's owner to delete the user's scopes: one forget record per partition (a user's
     scopes — one per character — live on many partitions). Returns the partitions asked.
 
     The record names every input topic's end offsets at sending (`after`): the user's records queued
     before the forget on any topic are dropped when the worker reads them later, never applied
-    (streams/runtime/forgets.py)."""
+    (streams/state/forgets.py)."""
     await ensure_topics(bootstrap, settings)
     producer = AIOKafkaProducer(**client_options(bootstrap, settings.kafka, acks="all"))
     await start(producer, bootstrap, settings.kafka)
@@ -160,7 +141,7 @@ async def send_forget(bootstrap: str, settings: Settings, tenant: str, user: str
         parts = sorted(producer.client.cluster.partitions_for_topic(topic) or range(settings.topic_partitions))
         body = forget_record(tenant, user, await end_offsets(bootstrap, settings, parts))
         for partition in parts:
-            await producer.send_and_wait(topic, body, key=f"{tenant}/{user}/".encode(), partition=partition)
+            await producer.send_and_wait(topic, body, key=user_prefix(tenant, user).encode(), partition=partition)
         return len(parts)
     finally:
         await producer.stop()

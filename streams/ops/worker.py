@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from credence import tracing
 from credence.config import Settings
@@ -13,6 +15,9 @@ from credence.kafka import diagnose
 from credence.outage import BrokerWatch, exit_after, quiet_kafka_logs
 from credence.streams.ops.admin import ensure_topics
 from credence.streams.ops.broker import BrokerState
+
+if TYPE_CHECKING:
+    from credence.streams.runtime.app import Credence
 
 log = logging.getLogger(__name__)
 
@@ -35,15 +40,13 @@ def bootstrap_for(settings: Settings) -> str:
 
 
 def run_worker(settings: Settings, loglevel: str = "INFO") -> None:
-    from credence.streams.runtime.app import create_app
-
     bootstrap = bootstrap_for(settings)
     tracing.setup("credence-worker")  # off unless the OTEL_* variables ask for export
     # Declare (and check) the topics before Faust subscribes: a consumer that joins before its source
     # topics exist is left with no assignment until the next rebalance.
     asyncio.run(ensure_topics(bootstrap, settings, changelogs=True))
     (settings.data_dir / "worker").mkdir(parents=True, exist_ok=True)
-    credence = create_app(settings, bootstrap)
+    credence = build_worker(settings, bootstrap)
     watch = watch_broker(credence, bootstrap)
     quiet_kafka_logs(settings.kafka.outage_warning_interval_s)
     log.info("credence worker %s on %s (store %s, data %s)", settings.app_id, bootstrap,
@@ -51,6 +54,42 @@ def run_worker(settings: Settings, loglevel: str = "INFO") -> None:
     worker = worker_class()(credence.app, settings.worker_stop_grace_s, lambda: watch.since is not None,
                             loglevel=loglevel, quiet=True)
     worker.execute_from_commandline()
+
+
+def build_worker(settings: Settings, bootstrap: str) -> Credence:
+    """The composition root of a worker: each part is built before the parts it is handed to. The tenant
+    directory (the API follows it; the stream steps each tenant with its record's settings), the Stage-2
+    encoder that recall shares, recall and the /metrics registry that observes the LLM calls; then the
+    runtime with them; then what is mounted beside it: the /v1 API with its MCP tools, /metrics and the
+    memory browser."""
+    from credence.streams import serving
+    from credence.streams.api.directory import Directory
+    from credence.streams.api.server import register as register_api
+    from credence.streams.runtime.app import create_app, stage2_encoder
+
+    directory = Directory()
+    encoder = stage2_encoder(settings)
+    metrics = _optional("metrics")  # /metrics, when this build has it (as the browser below)
+    meter = metrics.Metrics() if metrics else None
+    credence = create_app(settings, bootstrap, tenants=directory, encoder=encoder,
+                          recall=serving.recall_service(settings.pipeline, encoder),
+                          observe=meter.observe if meter else None)
+    serving.register(credence)
+    register_api(credence, bootstrap, directory)
+    if metrics:
+        metrics.register(credence, meter)
+    browser = _optional("browser")
+    if browser:
+        browser.register(credence)
+    return credence
+
+
+def _optional(module: str):
+    """A serving module this build may leave out (credence.streams.serving), or None."""
+    try:
+        return importlib.import_module(f"credence.streams.serving.{module}")
+    except ImportError:
+        return None
 
 
 def watch_broker(credence, bootstrap: str) -> BrokerWatch:

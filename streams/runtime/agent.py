@@ -14,11 +14,13 @@ applied is skipped.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import time
 import uuid
 import weakref
+from collections.abc import Callable
 from datetime import UTC, datetime
 
 import orjson
@@ -27,27 +29,39 @@ from faust.types import TP
 
 from credence import tracing
 from credence.config import Settings
-from credence.deadletter import dead_letter
+from credence.config.memory import MemorySettings
+from credence.config.topics import INPUTS
 from credence.errors import RecordError
 from credence.kafka import send_now
-from credence.streams.runtime.batch import (RELEASE, Applied, ScopeWork, Sends, apply, apply_within, is_idle_tick,
-                                           rebuild)
-from credence.streams.runtime.forgets import Forgets
+from credence.streams.llm.runner import Runner
+from credence.streams.runtime.batch import (
+    RELEASE,
+    Applied,
+    ScopeWork,
+    Sends,
+    apply,
+    apply_within,
+    is_idle_tick,
+    rebuild,
+)
+from credence.streams.runtime.dead_letters import DeadLetters
 from credence.streams.runtime.forwards import duplicate_id, header, origin_of
-from credence.streams.runtime.marks import Marks, received_at
-from credence.streams.runtime.ownership import Ownership
-from credence.streams.runtime.positions import ASK, GAP, SEEN, Positions
-from credence.streams.runtime.records import decode_control, decode_input
-from credence.streams.runtime.store import ScopeStore
-from credence.streams.runtime.switch import PowerSwitch
+from credence.streams.runtime.probe import OffsetProbe
+from credence.streams.runtime.records import Input, decode_control, decode_input
+from credence.streams.runtime.tenancy import Switch
 from credence.streams.runtime.topics import Topics
 from credence.streams.runtime.traces import carried, emit, stepped
-from credence.streams.runtime.writes import TableWrites, enqueue
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.step import event_now
+from credence.streams.state.forgets import Forgets
+from credence.streams.state.marks import Marks, received_at
+from credence.streams.state.ownership import Ownership
+from credence.streams.state.positions import ASK, GAP, SEEN, Positions
+from credence.streams.state.store import ScopeStore
+from credence.streams.state.writes import TableWrites, enqueue
+from credence.tables.scope import tenant_of
 
 log = logging.getLogger(__name__)
-INPUTS = ("turns", "feedback", "facts", "control", "usage")
 # Control records that act on a scope's existing state: they never create a scope.
 ACTS_ON_STATE = ("result", "failed", "tick", "flush", "restore", "consensus", "dedupe")
 # In-process answers applied after one record, at most; past it (a loop of requests raising requests, a
@@ -78,19 +92,22 @@ def halt(reason: str) -> None:
 
 class ScopeAgent:
     def __init__(self, settings: Settings, topics: Topics, store: ScopeStore, marks: Marks, writes: TableWrites,
-                 ownership: Ownership, switch: PowerSwitch, stats, positions: Positions,
-                 forgets: Forgets | None = None) -> None:
+                 ownership: Ownership, switch: Switch, stats, positions: Positions, forgets: Forgets | None = None,
+                 *, memory_for: Callable[[str], MemorySettings] | None = None, runner: Runner | None = None,
+                 consumer_of: Callable[[], object] | None = None, probe: OffsetProbe | None = None) -> None:
         self.settings, self.topics, self.store, self.marks, self.writes = settings, topics, store, marks, writes
         self.positions = positions
         self.forgets = forgets or Forgets({}, writes, settings.topic)  # the app's are kept in `seen`
-        self.consumer_of = None  # () -> the Faust consumer (set with the app): rewinds seek it
-        self.probe = None  # probe.OffsetProbe (set with the app): which offsets of a partition hold records
-        self.ownership, self.switch, self.stats = ownership, switch, stats
+        self.consumer_of = consumer_of  # () -> the Faust consumer: rewinds seek it
+        self.probe = probe  # which offsets of a partition hold records
+        self.ownership, self.switch, self.stats = ownership, switch, stats  # switch: per tenant (tenancy.py)
         self._powerful: dict[str, bool] = {}  # tenant -> the switch, read once per batch (a file stat each)
         self.boot = uuid.uuid4().hex[:12]
         self.by_name = {settings.topic(n): n for n in INPUTS}
-        self.runner = None  # set once the runner exists (it needs `send`)
-        self.memory_for = lambda scope: settings.memory  # the API replaces it with the tenants' overrides
+        self.runner = runner  # asks the scopes' LLM requests
+        # scope -> the evidence settings it is stepped with (per tenant: tenancy.TenantMemory)
+        self.memory_for = memory_for or (lambda scope: settings.memory)
+        self.dlq = DeadLetters(settings, stats)
 
     async def send(self, topic: str, scope: str, record: dict) -> None:
         """One record, acknowledged before this returns (the runner's results, the timers' ticks)."""
@@ -152,7 +169,7 @@ class ScopeAgent:
                 item = decode_input(self.by_name[event.message.topic], event.value)
             except RecordError as exc:
                 self.positions.advance(msg.topic, msg.partition, msg.offset)
-                self.reject(sends, event, str(exc))
+                self.dlq.reject(sends, event, str(exc))
                 continue
             if item.kind == "forget":
                 await self.commit(work, sends, last)
@@ -251,7 +268,7 @@ class ScopeAgent:
             self.stats.redelivered += item.name not in ("turns", "feedback")  # a forward made again
             return
         applied = Applied(item.kind, item.record, event_now(state, item.at) or datetime.now(UTC),
-                          self.powerful(item.scope.split("/")[0]), position, msg.offset,
+                          self.powerful(tenant_of(item.scope)), position, msg.offset,
                           item.name == "turns")
         await stepped(self.step(work, sends, event, item, applied), work, event, item)
 
@@ -268,14 +285,13 @@ class ScopeAgent:
             # state it had before this record, and the record goes whole to the DLQ with the reason. A
             # result that cannot be applied also releases its request, or the scope would wait forever.
             log.exception("step failed for %s on %s", item.scope, msg.topic)
-            self.reject(sends, event, f"could not apply to scope {item.scope}: {type(exc).__name__}: {exc}")
+            self.dlq.reject(sends, event, f"could not apply to scope {item.scope}: {type(exc).__name__}: {exc}")
             scope_work = work[item.scope] = rebuild(self.store, item.scope, scope_work, self.context)
             request_id = item.record.get("request_id", "")
             if item.kind in ("result", "failed") and request_id in scope_work.live.state.requests:
                 apply(scope_work, Applied(RELEASE, {"request_id": request_id}, applied.now, applied.powerful,
                                           applied.position, msg.offset, False), self.context)
             return
-        self.stats.turns_accepted += applied.turn
         if self.runner is not None and self.runner.inline:
             work[item.scope] = await self.answer_inline(sends, work[item.scope], item.scope, applied)
 
@@ -300,25 +316,13 @@ class ScopeAgent:
                 apply_within(scope_work, answer, self.context, self.settings.kafka.max_record_bytes)
             except Exception as exc:  # noqa: BLE001 - as for a result read from the log: DLQ, release
                 log.exception("step failed for %s on an in-process %s answer", scope, req.task)
-                self.dead_letter(sends, self.settings.topic("control"), scope_work.partition, asked.offset,
-                                 scope.encode(), encode_record(record),
-                                 f"could not apply to scope {scope}: {type(exc).__name__}: {exc}")
+                self.dlq.add(sends, self.settings.topic("control"), scope_work.partition, asked.offset,
+                             scope.encode(), encode_record(record),
+                             f"could not apply to scope {scope}: {type(exc).__name__}: {exc}")
                 scope_work = rebuild(self.store, scope, scope_work, self.context)
                 apply(scope_work, Applied(RELEASE, {"request_id": req.id}, answer.now, answer.powerful,
                                           asked.position, asked.offset, False), self.context)
         return scope_work
-
-    def bounded(self, topic: str, key: bytes | None, value: bytes) -> tuple[str, bytes | None, bytes]:
-        """A record the batch sends beside the scopes' effects, or its dead letter (the original cut to
-        what the envelope holds) when the broker would refuse it."""
-        size = len(key or b"") + len(value)
-        if size <= self.settings.kafka.max_record_bytes:
-            return topic, key, value
-        reason = f"a {size}-byte record, over the record limit (CREDENCE_KAFKA__MAX_RECORD_BYTES)"
-        log.warning("record for %s not sent: %s", topic, reason)
-        self.stats.records_rejected += 1
-        return "dlq", key, dead_letter(topic=self.settings.topic(topic), partition=-1, offset=-1, reason=reason,
-                                       original=value, at=datetime.now(UTC))
 
     def powerful(self, tenant: str) -> bool:
         enabled = self._powerful.get(tenant)
@@ -326,24 +330,11 @@ class ScopeAgent:
             enabled = self._powerful[tenant] = self.switch.enabled(tenant)
         return enabled
 
-    def reject(self, sends: Sends, event, reason: str) -> None:
-        msg = event.message
-        self.dead_letter(sends, msg.topic, msg.partition, msg.offset, event.key, event.value, reason)
-
-    def dead_letter(self, sends: Sends, topic: str, partition: int, offset: int, key: bytes | None,
-                    original: bytes | None, reason: str) -> None:
-        """A record refused whole, with the reason, on the DLQ (sent with the batch)."""
-        self.stats.turns_rejected += topic == self.settings.topic("turns")
-        self.stats.records_rejected += 1
-        log.warning("record rejected (%s[%d]@%d): %s", topic, partition, offset, reason)
-        sends.add("dlq", key, dead_letter(topic=topic, partition=partition, offset=offset, reason=reason,
-                                          original=original, at=datetime.now(UTC)))
-
     async def commit(self, work: dict[str, ScopeWork], sends: Sends, last: dict) -> None:
         """Send and await every record of the batch, then write each changed key once."""
         try:
             futures = [await enqueue(getattr(self.topics, topic), key, value)
-                       for topic, key, value in (self.bounded(*item) for item in sends.items)]
+                       for topic, key, value in (self.dlq.bounded(*item) for item in sends.items)]
             futures += [await enqueue(getattr(self.topics, topic), key, value, partition, header(origin) | trace)
                         for topic, key, value, partition, origin, trace in sends.forwards]
             for scope, scope_work in work.items():
@@ -352,8 +343,9 @@ class ScopeAgent:
                                        scope_work.traced.get(id(e))) for e in scope_work.emits]
             if futures:
                 send_now(getattr(self.topics.turns, "app", None))
-            for fut in futures:
-                await fut  # durable before the state that depends on them
+            # durable before the state that depends on them (flush commits the state once they are)
+            emitted = asyncio.gather(*futures) if futures else None
+            turns = 0
             for partition, event in last.items():
                 set_current_event(event)  # each key's changelog partition is its scope's
                 self.marks.write(partition)
@@ -361,8 +353,10 @@ class ScopeAgent:
                 self.forgets.write(partition, self.positions.expected)
                 for scope, scope_work in work.items():
                     if scope_work.partition == partition:
-                        self.save(scope, scope_work)
-            await self.writes.flush()  # the state is durable before the offsets can be committed
+                        turns += self.save(scope, scope_work)
+            await self.writes.flush(emitted)  # the state is durable before the offsets can be committed
+            # counted once readable: a caller waiting on /status for its turns then finds their scopes
+            self.stats.turns_accepted += turns
         except BaseException as exc:  # noqa: BLE001 - cancelled (stopping) mid-batch included
             halt(f"a batch could not be made durable: {type(exc).__name__}: {exc}")
         for scope, scope_work in work.items():
@@ -372,18 +366,21 @@ class ScopeAgent:
                 with tracing.attached(scope_work.traced.get(id(req))):  # the runner's task inherits it
                     self.runner.submit(scope, req)
 
-    def save(self, scope: str, scope_work: ScopeWork) -> None:
+    def save(self, scope: str, scope_work: ScopeWork) -> int:
+        """Write what the batch changed of the scope; the turns it applied."""
         if not scope_work.applied and not scope_work.live.unsaved:
             self.store.release(scope)  # nothing applied (redelivered, duplicate or idle): nothing to write
-            return
+            return 0
         journal = scope_work.journal
         self.store.write(scope, scope_work.changed, journal)
         state = scope_work.live.state
         self.ownership.mark(scope, state.idle)
         self.stats.journal_events += len(journal)
         self.stats.archived += sum(1 for e in scope_work.emits if e.topic == "archive")
-        self.stats.count_step(scope, sum(1 for a in scope_work.applied if a.turn), scope_work.emits)
+        turns = sum(1 for a in scope_work.applied if a.turn)
+        self.stats.count_step(scope, turns, scope_work.emits)
         self.stats.count_refused(scope_work.refused)
+        return turns
 
     def forget(self, prefix: str, partition: int, after: dict[str, list[int]] | None = None) -> None:
         """Right to be forgotten: delete the user's scopes, entries and duplicate marks. Each key is

@@ -3,30 +3,36 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import faust
 
 from credence.config import Settings
+from credence.config.topics import INPUTS
 from credence.streams.llm.backend import LLMBackend
+from credence.streams.llm.embeddings import Encode, load_encoder
 from credence.streams.llm.factory import make_backend
+from credence.streams.llm.runner import ResultSender, Runner
 from credence.streams.runtime import timers, views
-from credence.streams.runtime.agent import INPUTS, ScopeAgent, encode_record, halt
-from credence.streams.runtime.fence import Fence
-from credence.streams.runtime.forgets import Forgets
-from credence.streams.runtime.freshness import Freshness
-from credence.streams.runtime.marks import Marks
-from credence.streams.runtime.positions import Positions
+from credence.streams.runtime.agent import ScopeAgent, encode_record, halt
 from credence.streams.runtime.probe import OffsetProbe
-from credence.streams.runtime.ownership import Ownership
-from credence.streams.runtime.restore import RestoreStats, install_bulk_recovery
-from credence.streams.runtime.runner import ResultSender, Runner
-from credence.streams.runtime.store import ScopeStore, StateTables
 from credence.streams.runtime.switch import PowerSwitch
+from credence.streams.runtime.tenancy import NoTenants, TenantMemory, TenantRecords, TenantSwitch
 from credence.streams.runtime.topics import TABLES, Topics, changelog_configs, declare_topics
 from credence.streams.runtime.transport import read_committed
-from credence.streams.runtime.writes import TableWrites
+from credence.streams.state.fence import Fence
+from credence.streams.state.forgets import Forgets
+from credence.streams.state.freshness import Freshness
+from credence.streams.state.marks import Marks
+from credence.streams.state.ownership import Ownership
+from credence.streams.state.positions import Positions
+from credence.streams.state.restore import RestoreStats, install_bulk_recovery
+from credence.streams.state.store import ScopeStore, StateTables
+from credence.streams.state.writes import TableWrites
+from credence.tables.scope import tenant_of
 from credence.tables.tokens import default_token_counter
 
 log = logging.getLogger(__name__)
@@ -60,7 +66,7 @@ class Stats:
 
     def count_step(self, scope: str, turns: int, emits) -> None:
         """Per-tenant counters of a scope's applied records: its turns, and the evidence signals journaled."""
-        tenant = scope.split("/", 1)[0]
+        tenant = tenant_of(scope)
         if turns:
             self.turns_by_tenant[tenant] = self.turns_by_tenant.get(tenant, 0) + turns
         for emit in emits:
@@ -74,9 +80,20 @@ class Stats:
             self.statements_refused[key] = self.statements_refused.get(key, 0) + n
 
 
+class Recall(Protocol):
+    """The recall service served beside the stream (streams/serving/recall.py), as /status reads it."""
+
+    @property
+    def encoder(self) -> Encode | None: ...
+
+
+Observe = Callable[[str, str, float], None]  # (task, outcome, seconds) of each LLM call: /metrics
+
+
 @dataclass
 class Credence:
-    """Everything one worker owns: the app, its topics, state, LLM runner and switch."""
+    """Everything one worker owns: the app, its topics, state, LLM runner and switch, built complete by
+    create_app (the composition root, streams/ops/worker.py, hands it what is built above the runtime)."""
 
     app: faust.App
     settings: Settings
@@ -85,14 +102,14 @@ class Credence:
     store: ScopeStore  # the one read path for scope state
     ownership: Ownership  # partitions held now, and the busy scopes on them
     marks: Marks
-    switch: PowerSwitch
+    switch: TenantSwitch  # powerful memory per tenant: its record's override, then the core config file
+    tenants: TenantRecords  # the tenants' settings (the API's directory of the tenants topic)
     backend: LLMBackend
     agent: ScopeAgent
     runner: Runner
     stats: Stats = field(default_factory=Stats)
-    api: object = None  # streams.api.server.Api: /v1, tenants and cards (authenticate() for other pages)
-    encoder: object = None  # the Stage-2 pre-rank's sentence encoder, None = BM25 pre-rank
-    recall: object = None  # serving.recall.RecallService (the /v1 recall route's)
+    encoder: Encode | None = None  # the Stage-2 pre-rank's sentence encoder, None = BM25 pre-rank
+    recall: Recall | None = None  # the /v1 recall route's service (streams/serving), None without it
     restored: RestoreStats = field(default_factory=RestoreStats)  # the bulk changelog restores (restore.py)
 
     @property
@@ -141,7 +158,13 @@ def faust_app(settings: Settings, bootstrap: str) -> faust.App:
     return app
 
 
-def create_app(settings: Settings, bootstrap: str) -> Credence:
+def create_app(settings: Settings, bootstrap: str, *, tenants: TenantRecords | None = None,
+               encoder: Encode | None = None, recall: Recall | None = None, observe: Observe | None = None
+               ) -> Credence:
+    """The stream side of a worker: Faust app, state tables, scope agent, LLM runner, timers and views.
+    The composition root, streams/ops/worker.py, which knows every layer, builds first what the runtime
+    is handed (the tenants' records, the Stage-2 encoder: `stage2_encoder`, recall, the LLM calls'
+    observer) and mounts what is served beside it afterwards; the runtime knows none of them."""
     app = faust_app(settings, bootstrap)
     # When each partition's stores were last in step with the changelogs (RocksDB: they outlive the process)
     freshness = Freshness(Path(app.conf.tabledir) if settings.table_store == "rocksdb" else None,
@@ -151,7 +174,7 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
                                      before_restore=fence and _fencing(fence)).restored
     topics = declare_topics(app, settings)
     changelog = {k: v for k, v in changelog_configs(settings).items() if k != "cleanup.policy"}
-    # Values are bytes we encode once ourselves (streams/runtime/codec.py), stored and changelogged as is.
+    # Values are bytes we encode once ourselves (streams/state/codec.py), stored and changelogged as is.
     tables = StateTables(**{name: raw_table(app, name, settings.topic_partitions, changelog) for name in TABLES})
     ownership = Ownership(settings.topic_partitions, settings.topic("turns"))
     writes = TableWrites({name: tables[name] for name in TABLES}, freshness=freshness, fence=fence)
@@ -167,32 +190,27 @@ def create_app(settings: Settings, bootstrap: str) -> Credence:
 
     ownership.on_moved(store.drop_partitions)
     ownership.on_moved(reread)
+    if fence is not None:
+        ownership.on_moved(fence.moved)
 
     # every table has been read by then (one recovery for all)
     tables.entries.on_recover(_on_recovered(writes, store, ownership, reread))
-    switch = PowerSwitch(settings.core_config_path)
+    tenants = tenants if tenants is not None else NoTenants()
+    switch = TenantSwitch(PowerSwitch(settings.core_config_path), tenants)
     backend = make_backend(settings.llm, count_tokens=default_token_counter(), memory=settings.memory)
     stats = Stats()
-    agent = ScopeAgent(settings, topics, store, marks, writes, ownership, switch, stats, positions, forgets)
-    agent.consumer_of = lambda: app.consumer
-    agent.probe = OffsetProbe(bootstrap, settings.kafka)
-    app.on_before_shutdown.connect(stop_with(agent.probe))
-    runner = agent.runner = _runner(app, settings, bootstrap, backend, ownership)
+    probe = OffsetProbe(bootstrap, settings.kafka)
+    app.on_before_shutdown.connect(stop_with(probe))
+    runner = _runner(app, settings, bootstrap, backend, ownership, encoder, observe)
+    agent = ScopeAgent(settings, topics, store, marks, writes, ownership, switch, stats, positions, forgets,
+                       memory_for=TenantMemory(settings.memory, tenants), runner=runner,
+                       consumer_of=lambda: app.consumer, probe=probe)
     credence = Credence(app=app, settings=settings, topics=topics, tables=tables, store=store,
-                        ownership=ownership, marks=marks, switch=switch, backend=backend, agent=agent,
-                        runner=runner, stats=stats, restored=restored)
+                        ownership=ownership, marks=marks, switch=switch, tenants=tenants, backend=backend,
+                        agent=agent, runner=runner, stats=stats, encoder=encoder, recall=recall, restored=restored)
     register_agent(credence)
-    credence.encoder = runner.encode
     timers.register(credence)
     views.register(credence)
-    from credence.streams import serving
-
-    serving.register(credence)  # credence.recall, before the API that answers with it
-    from credence.streams.api.server import register as register_api
-
-    register_api(credence, bootstrap)
-    agent.switch = credence.switch  # the API wraps the switch with per-tenant settings
-    _register_serving(credence)
     return credence
 
 
@@ -200,8 +218,9 @@ def _on_recovered(writes: TableWrites, store: ScopeStore, ownership: Ownership, 
     """The tables' recovery callback: before any input is read, the last batch of each held partition is
     whole in the tables again, and what is cached of them is read anew."""
     async def recovered() -> None:
+        tenure = dict(ownership.tenure)  # a partition lost (and perhaps regained) since is not ours to replay
         try:
-            replayed = await writes.replay(set(ownership.held))
+            replayed = await writes.replay(set(tenure), holds=lambda p: ownership.tenure.get(p) == tenure[p])
         except BaseException as exc:  # noqa: BLE001 - a half-written batch must never be read as state
             halt(f"the last batches could not be written again after a restore: {type(exc).__name__}: {exc}")
         if replayed:
@@ -240,15 +259,16 @@ def _fencing(fence: Fence):
     return before_restore
 
 
-def _runner(app: faust.App, settings: Settings, bootstrap: str, backend: LLMBackend,
-            ownership: Ownership) -> Runner:
-    """The LLM runner: results through their own producer (runner.py says why), stopped with the app;
-    the Stage-2 pre-rank's encoder when embeddings are on."""
-    encode = None
-    if settings.pipeline.embeddings:
-        from credence.streams.runtime.embeddings import load_encoder
+def stage2_encoder(settings: Settings) -> Encode | None:
+    """The Stage-2 pre-rank's sentence encoder when embeddings are on (None: the BM25 pre-rank)."""
+    if not settings.pipeline.embeddings:
+        return None
+    return load_encoder(settings.pipeline.embedding_model_path)
 
-        encode = load_encoder(settings.pipeline.embedding_model_path)
+
+def _runner(app: faust.App, settings: Settings, bootstrap: str, backend: LLMBackend, ownership: Ownership,
+            encode: Encode | None, observe: Observe | None) -> Runner:
+    """The LLM runner: results through their own producer (runner.py says why), stopped with the app."""
     results = ResultSender(settings, bootstrap, ownership.partition_of, encode_record)
 
     @app.on_before_shutdown.connect
@@ -256,11 +276,11 @@ def _runner(app: faust.App, settings: Settings, bootstrap: str, backend: LLMBack
         await results.stop()
 
     return Runner(backend, results, settings.llm.max_concurrency, encode, settings.llm.inline_in_process,
-                  settings.kafka.max_record_bytes)
+                  settings.kafka.max_record_bytes, observe=observe)
 
 
 def raw_table(app: faust.App, name: str, partitions: int, changelog: dict) -> faust.Table:
-    """A table of bytes values we encode ourselves (streams/runtime/codec.py), stored and changelogged
+    """A table of bytes values we encode ourselves (streams/state/codec.py), stored and changelogged
     as they are. Faust derives a table's codec from its value type (json for anything but a model), and
     builds the store and changelog topic from it lazily, so it is set before either exists."""
     table = app.Table(name, partitions=partitions, key_type=str, value_type=bytes, default=None,
@@ -286,13 +306,3 @@ def register_agent(credence: Credence) -> None:
     @app.on_partitions_assigned.connect
     async def on_assigned(sender, assigned, **kwargs):
         credence.ownership.assigned(assigned)
-
-
-def _register_serving(credence: Credence) -> None:
-    """/metrics and the memory browser, when this build has them (credence.streams.serving)."""
-    for module in ("metrics", "browser"):
-        try:
-            mod = __import__(f"credence.streams.serving.{module}", fromlist=["register"])
-        except ImportError:
-            continue
-        mod.register(credence)

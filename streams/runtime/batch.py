@@ -16,11 +16,11 @@ from datetime import datetime
 import orjson
 
 from credence.errors import RecordError
-from credence.streams.runtime import codec
-from credence.streams.runtime.store import Live, ScopeStore
 from credence.streams.scope.context import FACTS_KIND, Emit, StepContext
 from credence.streams.scope.state import Request
 from credence.streams.scope.step import step
+from credence.streams.state import codec
+from credence.streams.state.store import Live, ScopeStore
 
 RELEASE = "release"  # not a step: a result that could not be applied gives its request up
 

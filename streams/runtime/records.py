@@ -8,78 +8,25 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any
+from datetime import datetime
 
-from credence.errors import DomainError, RecordError
+from credence.envelope import CONTROL_TYPES, DECISIONS, EARLIEST, LATEST, ROLES, decode, parse_utc, part
+from credence.envelope import encodable as _encodable
+from credence.errors import RecordError
 from credence.tables.clock import format_instant, parse_instant
-from credence.tables.scope import MAX_PART, check_part
+from credence.tables.scope import MAX_PART, Scope, scope_key, user_prefix
+
+__all__ = ["CONTROL_TYPES", "DECISIONS", "EARLIEST", "LATEST", "ROLES", "parse_utc", "scope_key"]  # read here by others
 
 MAX_TEXT = 32_000
-# Event times outside these are client bugs (or attacks): a turn in year 9999 would move its scope's
-# clock — and every sweep between — millennia ahead; one in year 1 would make the next turn sweep 2,000
-# years of days.
-EARLIEST = datetime(2000, 1, 1, tzinfo=timezone.utc)
-LATEST = datetime(2100, 1, 1, tzinfo=timezone.utc)
-ROLES = ("user", "ai")
-
-
-def scope_key(tenant: str, user: str, character: str) -> str:
-    return f"{tenant}/{user}/{character}"
 
 
 def _part(obj: dict, name: str) -> str:
-    try:
-        return _encodable(check_part(name, obj.get(name)), name)
-    except DomainError as exc:
-        raise RecordError(str(exc).replace(f"scope {name}", f"'{name}'", 1)) from None
-
-
-def parse_utc(value: Any, name: str) -> datetime:
-    """ISO-8601 with an explicit offset (or Z), returned in UTC."""
-    if not isinstance(value, str):
-        raise RecordError(f"'{name}' must be an ISO-8601 string")
-    try:
-        ts = datetime.fromisoformat(value.replace("Z", "+00:00") if value.endswith("Z") else value)
-    except ValueError:
-        raise RecordError(f"'{name}' is not ISO-8601: {value[:40]!r}") from None
-    if ts.tzinfo is None:
-        raise RecordError(f"'{name}' needs a UTC offset (e.g. 2026-01-01T12:00:00Z): {value[:40]!r}")
-    try:
-        ts = ts.astimezone(timezone.utc)
-    except OverflowError:
-        raise RecordError(f"'{name}' is out of range: {value[:40]!r}") from None
-    if not EARLIEST <= ts < LATEST:
-        raise RecordError(f"'{name}' is outside the accepted range {EARLIEST:%Y-%m-%d} .. {LATEST:%Y-%m-%d}: "
-                          f"{value[:40]!r}")
-    return ts
-
-
-def _object(raw: bytes) -> dict:
-    try:
-        obj = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise RecordError(f"not valid JSON: {exc}") from None
-    except (RecursionError, ValueError) as exc:  # absurd nesting, a 5,000-digit number
-        raise RecordError(f"JSON this worker refuses to decode: {type(exc).__name__}") from None
-    if not isinstance(obj, dict):
-        raise RecordError("a record must be a JSON object")
-    version = obj.get("v", 1)
-    if type(version) is not int or version != 1:
-        raise RecordError(f"unsupported record version {version!r}; this worker reads v1")
-    return obj
-
-
-def _encodable(value: str, name: str) -> str:
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        raise RecordError(f"'{name}' is not valid Unicode text (lone surrogate)") from None
-    return value
+    return part(obj.get(name), name)
 
 
 @dataclass(frozen=True)
-class Turn:
+class TurnRecord:
     """credence.turns v1: one message of a conversation between a user and a character."""
 
     tenant: str
@@ -106,19 +53,13 @@ class Turn:
         return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def decode_turn(raw: bytes | None) -> Turn:
+def decode_turn(raw: bytes | None) -> TurnRecord:
     """Decode and validate one turn record; RecordError says exactly what is wrong."""
-    if raw is None:
-        raise RecordError("empty record (null value)")
-    obj = _object(raw)
-    turn_id = obj.get("turn_id")
-    if not isinstance(turn_id, str) or not turn_id or len(turn_id) > MAX_PART:
+    obj = decode(raw, "turn")
+    turn_id, role, text = obj["turn_id"], obj["role"], obj["text"]
+    if len(turn_id) > MAX_PART:
         raise RecordError(f"'turn_id' must be a non-empty string of at most {MAX_PART} characters")
-    role = obj.get("role")
-    if role not in ROLES:
-        raise RecordError(f"'role' must be one of {ROLES}, got {role!r}")
-    text = obj.get("text")
-    if not isinstance(text, str) or not text.strip():
+    if not text.strip():
         raise RecordError("'text' must be a non-empty string")
     if len(text) > MAX_TEXT:
         raise RecordError(f"'text' is longer than {MAX_TEXT} characters")
@@ -131,43 +72,33 @@ def decode_turn(raw: bytes | None) -> Turn:
         raise RecordError("'surfaced_ids' must be a list of non-empty strings")
     for sid in surfaced:
         _encodable(sid, "surfaced_ids")
-    return Turn(
-        tenant=_part(obj, "tenant"), user=_part(obj, "user"), character=_part(obj, "character"),
+    return TurnRecord(
+        tenant=obj["tenant"], user=obj["user"], character=obj["character"],
         turn_id=turn_id, role=role, text=text, ts=parse_utc(obj.get("ts"), "ts"),
         surfaced_ids=tuple(surfaced),
     )
 
 
-DECISIONS = ("confirm", "deny", "ignore")
-CONTROL_TYPES = ("result", "failed", "tick", "flush", "forget", "restore", "consensus", "dedupe")
 MAX_USAGE_IDS = 100  # entries one recall can return
 
 
 def decode_feedback(raw: bytes | None) -> dict:
     """credence.feedback v1: {tenant, user, character, feedback_id, entry_id, decision, ts}."""
-    if raw is None:
-        raise RecordError("empty record (null value)")
-    obj = _object(raw)
+    obj = decode(raw, "feedback")
     for name in ("feedback_id", "entry_id"):
-        if not isinstance(obj.get(name), str) or not obj[name] or len(obj[name]) > MAX_PART:
+        if len(obj[name]) > MAX_PART:
             raise RecordError(f"'{name}' must be a non-empty string of at most {MAX_PART} characters")
         _encodable(obj[name], name)
-    if obj.get("decision") not in DECISIONS:
-        raise RecordError(f"'decision' must be one of {DECISIONS}, got {obj.get('decision')!r}")
-    return {"tenant": _part(obj, "tenant"), "user": _part(obj, "user"), "character": _part(obj, "character"),
+    return {"tenant": obj["tenant"], "user": obj["user"], "character": obj["character"],
             "feedback_id": obj["feedback_id"], "entry_id": obj["entry_id"], "decision": obj["decision"],
             "ts": format_instant(parse_utc(obj.get("ts"), "ts"))}
 
 
 def decode_control(raw: bytes | None) -> dict:
     """credence.control / credence.facts: LLM results and failures, ticks and flushes, keyed by scope."""
-    if raw is None:
-        raise RecordError("empty record (null value)")
-    obj = _object(raw)
-    if obj.get("type") not in CONTROL_TYPES:
-        raise RecordError(f"'type' must be one of {CONTROL_TYPES}, got {obj.get('type')!r}")
-    for name in ("tenant", "user") if obj["type"] == "forget" else ("tenant", "user", "character"):
-        _part(obj, name)
+    obj = decode(raw, "control")
+    if obj["type"] != "forget":
+        _part(obj, "character")
     if obj["type"] in ("result", "failed") and not isinstance(obj.get("request_id"), str):
         raise RecordError("'request_id' must be a string")
     if obj["type"] == "tick" and obj.get("now") is not None:
@@ -219,11 +150,9 @@ def decode_usage(raw: bytes | None) -> dict:
     """credence.usage v1 (seed 002): recall hits actually returned to a caller,
     {tenant, user, character, entry_ids: [..], source, ts}; the scope's owner reinforces each entry once
     per (source, UTC day)."""
-    if raw is None:
-        raise RecordError("empty record (null value)")
-    obj = _object(raw)
-    ids = obj.get("entry_ids")
-    if not isinstance(ids, list) or not ids or len(ids) > MAX_USAGE_IDS:
+    obj = decode(raw, "usage")
+    ids = obj["entry_ids"]
+    if not ids or len(ids) > MAX_USAGE_IDS:
         raise RecordError(f"'entry_ids' must be a list of 1..{MAX_USAGE_IDS} entry ids")
     for i in range(len(ids)):
         _entry_ref({"entry_ids": ids[i]}, "entry_ids")
@@ -231,36 +160,38 @@ def decode_usage(raw: bytes | None) -> dict:
     if not isinstance(source, str) or not source.strip() or len(source) > MAX_PART:
         raise RecordError(f"'source' must be a non-empty string of at most {MAX_PART} characters (e.g. 'recall')")
     _encodable(source, "source")
-    return {"tenant": _part(obj, "tenant"), "user": _part(obj, "user"), "character": _part(obj, "character"),
+    return {"tenant": obj["tenant"], "user": obj["user"], "character": obj["character"],
             "entry_ids": list(dict.fromkeys(ids)), "source": source, "ts": format_instant(parse_utc(obj.get("ts"), "ts"))}
 
 
 def usage_record(scope: str, entry_ids: list[str], source: str, at: datetime) -> dict:
     """A credence.usage v1 record for the hits one recall returned to its caller (source "recall")."""
-    tenant, user, character = scope.split("/")
-    return {"v": 1, "tenant": tenant, "user": user, "character": character, "entry_ids": list(entry_ids),
+    return {"v": 1, **Scope.parse(scope).fields(), "entry_ids": list(entry_ids),
             "source": source, "ts": format_instant(at)}
 
 
 def restore_record(scope: str, entry_id: str, by: str, at: datetime) -> dict:
     """A credence.control v1 restore request for a soft-archived entry."""
-    tenant, user, character = scope.split("/")
-    return {"v": 1, "type": "restore", "tenant": tenant, "user": user, "character": character,
+    return {"v": 1, "type": "restore", **Scope.parse(scope).fields(),
             "entry_id": entry_id, "by": by, "ts": format_instant(at)}
 
 
 def consensus_record(scope: str, entry_id: str, score: float, by: str, at: datetime) -> dict:
     """A credence.control v1 consensus record: ``by`` corroborates ``entry_id`` at ``score`` (0..1)."""
-    tenant, user, character = scope.split("/")
-    return {"v": 1, "type": "consensus", "tenant": tenant, "user": user, "character": character,
+    return {"v": 1, "type": "consensus", **Scope.parse(scope).fields(),
             "entry_id": entry_id, "score": score, "by": by, "ts": format_instant(at)}
 
 
 def dedupe_record(scope: str, by: str, at: datetime) -> dict:
     """A credence.control v1 request to merge the scope's near-duplicate live entries (applied in order)."""
-    tenant, user, character = scope.split("/")
-    return {"v": 1, "type": "dedupe", "tenant": tenant, "user": user, "character": character, "by": by,
+    return {"v": 1, "type": "dedupe", **Scope.parse(scope).fields(), "by": by,
             "ts": format_instant(at)}
+
+
+def forget_record(tenant: str, user: str, after: dict[str, list[int]]) -> bytes:
+    """A credence.control v1 forget of the user, ordered after everything `after` (input topic -> end
+    offset by partition) counts."""
+    return json.dumps({"v": 1, "type": "forget", "tenant": tenant, "user": user, "after": after}).encode()
 
 
 @dataclass(frozen=True)
@@ -276,18 +207,18 @@ class Input:
 
 def decode_input(name: str, raw: bytes) -> Input:
     if name == "turns":
-        turn: Turn = decode_turn(raw)
+        turn: TurnRecord = decode_turn(raw)
         return Input(name, turn.scope, "turn", turn.to_dict(), turn.ts)
     if name == "feedback":
         fb = decode_feedback(raw)
-        return Input(name, f"{fb['tenant']}/{fb['user']}/{fb['character']}", "feedback", fb,
+        return Input(name, scope_key(fb["tenant"], fb["user"], fb["character"]), "feedback", fb,
                      parse_instant(fb["ts"]))
     if name == "usage":
         hit = decode_usage(raw)
-        return Input(name, f"{hit['tenant']}/{hit['user']}/{hit['character']}", "usage", hit,
+        return Input(name, scope_key(hit["tenant"], hit["user"], hit["character"]), "usage", hit,
                      parse_instant(hit["ts"]))
     ctl = decode_control(raw)
     if ctl["type"] == "forget":
-        return Input(name, f"{ctl['tenant']}/{ctl['user']}/", "forget", ctl, None)
+        return Input(name, user_prefix(ctl["tenant"], ctl["user"]), "forget", ctl, None)
     at = parse_instant(ctl.get("now") if ctl["type"] == "tick" else ctl.get("ts"))
-    return Input(name, f"{ctl['tenant']}/{ctl['user']}/{ctl['character']}", ctl["type"], ctl, at)
+    return Input(name, scope_key(ctl["tenant"], ctl["user"], ctl["character"]), ctl["type"], ctl, at)

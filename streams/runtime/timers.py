@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 
 from credence.streams.runtime.views import is_ready
 from credence.tables.clock import format_instant
+from credence.tables.scope import Scope
 
 log = logging.getLogger(__name__)
 
@@ -43,19 +44,21 @@ async def tick_once(credence) -> int:
     if advance:
         scopes = [s for s in credence.store.scopes() if ownership.owns(s)]
     else:
-        scopes = [s for s in list(ownership.busy) if ownership.owns(s) and _has_requests(credence.store, s)]
+        scopes = [s for s in list(ownership.busy) if ownership.owns(s) and _waiting(credence, s)]
     ticks = []
     for scope in scopes:
-        tenant, user, character = scope.split("/")
-        ticks.append((scope, {"v": 1, "type": "tick", "tenant": tenant, "user": user, "character": character,
-                              "now": now}))
+        ticks.append((scope, {"v": 1, "type": "tick", **Scope.parse(scope).fields(), "now": now}))
     await credence.agent.send_many("control", ticks)
     return len(ticks)
 
 
-def _has_requests(store, scope: str) -> bool:
-    summary = store.summary(scope)
-    return bool(summary and summary.requests)
+def _waiting(credence, scope: str) -> bool:
+    """Whether the scope has an open request that an untimed tick could re-issue: not one being answered
+    by this worker's runner right now (issued by this run, not failed, no back-off: the tick would find
+    nothing to do but load and step the scope). Skipping it is the same as its tick arriving after the
+    answer, an order wall-clock ticks already take."""
+    summary = credence.store.summary(scope)
+    return bool(summary and summary.requests) and credence.runner.waiting(scope, summary.requests)
 
 
 def register(credence) -> None:

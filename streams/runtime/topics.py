@@ -1,31 +1,17 @@
-"""Topic declarations. Every topic is keyed by scope `tenant/user/character`; partitions and retention
-come from settings, so one scope always lands on one partition and is handled in order by one worker."""
+"""The worker's Faust declarations of the topics config/topics.py specifies. Scope-keyed topics all have
+the settings' partition count, so one scope always lands on one partition and is handled in order by one
+worker."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import faust
+from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from credence.config import Settings
-
-# logical name -> compacted? (compacted topics keep the latest record per key; forgetting tombstones them)
-TOPICS: dict[str, bool] = {
-    "turns": False,
-    "feedback": False,
-    "facts": False,
-    "evidence": False,
-    "archive": False,
-    "control": False,
-    "dlq": False,
-    # Every worker reads these two whole into memory (streams/api/directory.py): tenants' key hashes and
-    # settings, keyed by tenant; character cards, keyed by tenant/character.
-    "tenants": True,
-    "cards": True,
-    # seed 002: recall hits (input of the scope agent) and the bridge's fact candidates (output only)
-    "usage": False,
-    "fact-candidates": False,
-}
+from credence.config.topics import INPUTS, TOPICS
+from credence.kafka import client_options, start
 
 CHANGELOG_CONFIGS = {
     # Each batch rewrites the keys it changed, so the changelog must compact often or recovery replays
@@ -36,7 +22,7 @@ CHANGELOG_CONFIGS = {
 
 def changelog_configs(settings: Settings) -> dict[str, str]:
     """The table changelogs' topic configs: tombstones kept as long as the state settings say (a local store
-    out of step for longer is not trusted, streams/runtime/freshness.py)."""
+    out of step for longer is not trusted, streams/state/freshness.py)."""
     retention_ms = round(settings.state.changelog_tombstone_seconds * 1000)
     return CHANGELOG_CONFIGS | {"delete.retention.ms": str(retention_ms)}
 
@@ -69,7 +55,19 @@ def declare_topics(app: faust.App, settings: Settings) -> Topics:
             key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw",
             partitions=settings.topic_partitions, replicas=settings.topic_replicas,
             retention=retention_h * 3600.0 if retention_h >= 0 else None,
-            compacting=TOPICS[name] or None,
+            compacting=TOPICS[name].compacted or None,
         )
 
-    return Topics(**{name.replace("-", "_"): topic(name) for name in TOPICS})
+    return Topics(**{spec.attribute: topic(name) for name, spec in TOPICS.items()})
+
+
+async def end_offsets(bootstrap: str, settings: Settings, partitions: list[int]) -> dict[str, list[int]]:
+    """Each input topic's end offset on each of `partitions` (logical topic name -> offsets by partition)."""
+    consumer = AIOKafkaConsumer(**client_options(bootstrap, settings.kafka, enable_auto_commit=False))
+    await start(consumer, bootstrap, settings.kafka)
+    try:
+        tps = {name: [TopicPartition(settings.topic(name), p) for p in partitions] for name in INPUTS}
+        ends = await consumer.end_offsets([tp for named in tps.values() for tp in named])
+        return {name: [ends[tp] for tp in named] for name, named in tps.items()}
+    finally:
+        await consumer.stop()

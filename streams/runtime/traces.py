@@ -5,7 +5,8 @@ record's place, kind and tenant, never its key or text."""
 from __future__ import annotations
 
 from credence import tracing
-from credence.streams.runtime.writes import enqueue
+from credence.streams.state.writes import enqueue
+from credence.tables.scope import tenant_of
 
 
 def step_span(event, item):
@@ -16,7 +17,7 @@ def step_span(event, item):
         "messaging.system": "kafka", "messaging.operation.type": "process",
         "messaging.destination.name": msg.topic, "messaging.destination.partition.id": str(msg.partition),
         "messaging.kafka.offset": msg.offset, "credence.record.kind": item.kind,
-        "credence.tenant": item.scope.split("/")[0]})
+        "credence.tenant": tenant_of(item.scope)})
 
 
 def traced(scope_work, emitted: int, context) -> None:

@@ -9,13 +9,13 @@ from dataclasses import asdict
 
 from credence import __version__
 from credence.errors import StateError
-from credence.streams.runtime import embeddings
-from credence.streams.runtime.tally import Tally
+from credence.streams.llm import embeddings
 from credence.streams.scope.state import ScopeState
+from credence.streams.state.tally import Tally
 from credence.tables.clock import format_instant
 from credence.tables.evidence import derived_tier
 from credence.tables.rendering import render_memory_block
-from credence.tables.scope import Scope
+from credence.tables.scope import Scope, scope_key
 from credence.tables.tokens import default_token_counter, default_tokenizer_name
 
 
@@ -96,7 +96,7 @@ def register(credence) -> None:
     async def status(web, request):
         return web.json({
             "service": "credence", "version": __version__, "app_id": settings.app_id,
-            "ready": is_ready(app) and (credence.api is None or credence.api.directory.ready.is_set()),
+            "ready": is_ready(app) and credence.tenants.ready.is_set(),
             "stats": {k: v for k, v in asdict(credence.stats).items() if not isinstance(v, dict)},  # no tenants
             "busy_scopes": len(credence.busy),
             "state": {"held_partitions": sorted(credence.ownership.held), "live_scopes": store.live_count(),
@@ -129,7 +129,8 @@ def register(credence) -> None:
 
     @app.page("/scope/{tenant}/{user}/{character}")
     async def scope(web, request, tenant: str, user: str, character: str):
-        state = store.get(f"{tenant}/{user}/{character}")
+        key = scope_key(tenant, user, character)  # unchecked: a malformed path is an unknown scope
+        state = store.get(key)
         if state is None:
-            return web.json({"error": f"unknown scope {tenant}/{user}/{character} on this worker"}, status=404)
+            return web.json({"error": f"unknown scope {key} on this worker"}, status=404)
         return web.json(scope_view(state, settings.memory, count_tokens))

@@ -8,10 +8,12 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime
 
 from credence.config.memory import MemorySettings
-from credence.deadletter import dead_letter
-from credence.errors import CredenceError
 from credence.config.pipeline import PipelineSettings
 from credence.config.usage import DEFAULT_USAGE_SETTINGS, UsageSettings
+from credence.deadletter import dead_letter
+from credence.errors import CredenceError
+from credence.journal_records import FACTS_KIND, archive_record, evidence_record
+from credence.streams.llm.tasks import TaskName
 from credence.streams.scope.state import Request, ScopeState
 from credence.tables.clock import format_instant
 from credence.tables.entries import Entry
@@ -19,11 +21,9 @@ from credence.tables.evidence import derived_tier
 from credence.tables.scope import Scope
 from credence.tables.validity import means_differently, supersede
 
-
-# Facts have no snapshot of their own, yet what became of a request's facts must be on the record (issue
-# 10: dropped after switch-off, failed for good). Their events keep the entry events' envelope, so every
-# reader of credence.evidence parses them, under this entry_kind; readers that fold entries skip it.
-FACTS_KIND = "facts"
+# What became of a request's facts (dropped after switch-off, failed for good) is journalled in the entry
+# events' envelope under FACTS_KIND, so every reader of credence.evidence parses it; readers that fold
+# entries skip it.
 FACT_EVENTS = ("stage2_dropped", "facts_failed")
 ENTRY_EVENTS = ("created", "signal", "transition", "merged", "promote_attempt", "promotion_rejected",
                 "promotion_unblocked", "promotion_dropped", "archived", "mention", "sweep", "suppression_lifted",
@@ -78,16 +78,14 @@ class StepContext:
             raise CredenceError(f"journal event {event!r} is not one of {ENTRY_EVENTS} (docs/records.md)")
         score = entry.score(self.now, settings=self.memory)
         finite = score if score not in (float("inf"), float("-inf")) else None
-        self.emits.append(Emit("evidence", {
-            "v": 1, "event_id": f"{entry.id}@{entry.version}",
-            "tenant": entry.tenant, "user": entry.user, "character": entry.character,
-            "entry_id": entry.id, "entry_kind": entry.kind, "event": event, "cause": cause,
-            "from_status": before.status if before is not None else None,
-            "to_status": entry.status if before is None or before.status != entry.status else None,
-            "at": format_instant(self.now), "score": finite,
-            "tier": "protected" if entry.protected else derived_tier(score, settings=self.memory),
-            "entry": entry.to_dict(),
-        }))
+        self.emits.append(Emit("evidence", evidence_record(
+            Scope(entry.tenant, entry.user, entry.character), entry_id=entry.id, entry_kind=entry.kind,
+            event_id=f"{entry.id}@{entry.version}", event=event, cause=cause,
+            from_status=before.status if before is not None else None,
+            to_status=entry.status if before is None or before.status != entry.status else None,
+            at=self.now, score=finite,
+            tier="protected" if entry.protected else derived_tier(score, settings=self.memory),
+            entry=entry.to_dict())))
 
     def journal_facts(self, state: ScopeState, req: Request, event: str, cause: str, fact_ids: list[str],
                       reason: str) -> None:
@@ -99,24 +97,19 @@ class StepContext:
         # de-duplicates event ids per partition, and request ids restart in a scope forgotten and begun again.
         key = "\x1f".join([state.scope, req.id, event, *fact_ids])
         subject = f"{FACTS_KIND}-" + hashlib.sha256(key.encode()).hexdigest()[:16]
-        parts = {"tenant": scope.tenant, "user": scope.user, "character": scope.character}
-        self.emits.append(Emit("evidence", {
-            "v": 1, "event_id": f"{subject}@1", **parts, "entry_id": subject, "entry_kind": FACTS_KIND,
-            "event": event, "cause": cause, "from_status": None, "to_status": None,
-            "at": format_instant(self.now), "score": None, "tier": None,
-            "entry": {"id": subject, "kind": FACTS_KIND, **parts, "request_id": req.id, "task": req.task,
-                      "fact_ids": list(fact_ids), "reason": reason, "version": 1},
-        }))
+        self.emits.append(Emit("evidence", evidence_record(
+            scope, entry_id=subject, entry_kind=FACTS_KIND, event_id=f"{subject}@1", event=event, cause=cause,
+            from_status=None, to_status=None, at=self.now, score=None, tier=None,
+            entry={"id": subject, "kind": FACTS_KIND, **scope.fields(), "request_id": req.id, "task": req.task,
+                   "fact_ids": list(fact_ids), "reason": reason, "version": 1})))
 
     def archive(self, state: ScopeState, archived: Entry, before: Entry, reason: str) -> None:
         """Leave the active view: journal the transition, hand the snapshot to the archive topic, forget it
         here. The archive record and the removal are one step, so the entry is never in neither place."""
         self.journal(archived, "archived", reason, before)
-        self.emits.append(Emit("archive", {
-            "v": 1, "tenant": archived.tenant, "user": archived.user, "character": archived.character,
-            "entry_id": archived.id, "entry_kind": archived.kind,
-            "archived_at": format_instant(self.now), "reason": reason, "entry": archived.to_dict(),
-        }))
+        self.emits.append(Emit("archive", archive_record(
+            Scope(archived.tenant, archived.user, archived.character), entry_id=archived.id,
+            entry_kind=archived.kind, archived_at=self.now, reason=reason, entry=archived.to_dict())))
         state.entries.pop(archived.id, None)
         state.touch(archived.id)
         state.archived[archived.id] = archived.version
@@ -130,7 +123,7 @@ class StepContext:
         self.emits.append(Emit("dlq", json.loads(dead_letter(
             topic=f"request:{req.task}", partition=-1, offset=-1, reason=reason, original=original, at=self.now))))
 
-    def request(self, state: ScopeState, task: str, payload: dict) -> Request:
+    def request(self, state: ScopeState, task: TaskName, payload: dict) -> Request:
         req = Request(id=state.next_id(task), task=task, payload=payload, issued_at=self.now, boot=self.boot)
         state.requests[req.id] = req
         self.requests.append(req)

@@ -1,4 +1,6 @@
-"""Building LLM task payloads from a scope's state: the Stage-2 candidate pool, feedback, promotion."""
+"""Building LLM task payloads from a scope's state, one builder per task (bound to its task name in
+results.SCOPE_TASKS): the Stage-1 window, the Stage-2 candidate pool, synthesis, feedback, rebuttal target,
+promotion."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from rank_bm25 import BM25Okapi
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.state import ScopeState
 from credence.tables.entries import Entry
+from credence.tables.lifecycle import PromotionTicket
 from credence.tables.mentions import is_suppressed
 from credence.tables.tokens import approximate_tokens
 
@@ -87,6 +90,11 @@ def within_prompt_cap(ranked: list[Entry], ctx: StepContext) -> list[Entry]:
     return ranked
 
 
+def stage1_payload(turns: list[dict]) -> dict:
+    """A window's turns and nothing else: which turns it holds is decided by event time alone (window.py)."""
+    return {"turns": turns}
+
+
 def stage2_payload(state: ScopeState, ctx: StepContext, facts: list[dict]) -> dict:
     ranked = within_prompt_cap(pre_rank(candidate_pool(state, ctx), facts), ctx)
     limit = ctx.memory.stage2_rerank_above_candidates
@@ -108,7 +116,18 @@ def reflection_id(scope: str, text: str) -> str:
     return "r-" + hashlib.sha256(key.encode()).hexdigest()[:16]
 
 
-def promotion_payload(state: ScopeState, reflection: Entry, ctx: StepContext) -> dict:
+def feedback_payload(state: ScopeState, reply_text: str, surfaced: list[Entry]) -> dict:
+    """The user's reply to the AI turn that surfaced these reflections (the turn's tail rides along)."""
+    return {"reply_text": reply_text, "ai_text": state.last_ai_text, "surfaced": [observation(e) for e in surfaced]}
+
+
+def target_payload(state: ScopeState, mentioned: list[Entry]) -> dict:
+    """A rebuttal: the user's last messages, the AI's last turn and the entries it mentioned lately."""
+    return {"messages": list(state.recent_user_messages), "ai_text": state.last_ai_text,
+            "observations": [observation(e) for e in sorted(mentioned, key=lambda e: e.id)]}
+
+
+def promotion_payload(state: ScopeState, reflection: Entry, ctx: StepContext, ticket: PromotionTicket) -> dict:
     """Scores ride along: merge rejects a contradiction only against stronger evidence. Only the active
     persona entries most relevant to the reflection (pre-ranked like Stage-2's pool) ride along, so the
     request stays small however many entries the scope holds."""
@@ -120,4 +139,6 @@ def promotion_payload(state: ScopeState, reflection: Entry, ctx: StepContext) ->
             "reflection": {"text": reflection.text, "subject": reflection.subject,
                            "source_fact_ids": list(reflection.source_fact_ids),
                            "score": scored(reflection, ctx)["score"]},
-            "personas": sorted(personas, key=lambda o: o["id"])}
+            "personas": sorted(personas, key=lambda o: o["id"]),
+            # not for the call: the handler applies the answer only if the reflection is still this version
+            "ticket": {"version": ticket.version, "attempt": ticket.attempt}}

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 
 from credence.config.memory import MemorySettings
 from credence.streams.llm.rules.text import polarity_of, restatement_stems
+from credence.streams.llm.tasks import TaskName
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import OPEN_REFLECTION_STATUSES
 from credence.streams.scope.state import ScopeState
@@ -58,8 +59,9 @@ def restated_by(text: str, entries: Iterable[Entry], settings: MemorySettings) -
     return next((e for e in sorted(entries, key=lambda e: e.id) if same_statement(text, e.text, settings)), None)
 
 
-def admit(ctx: StepContext, stage: str, text: str) -> bool:
-    """Whether a text may become a fact or an entry; a refusal is logged and counted by reason."""
+def admit(ctx: StepContext, stage: TaskName, text: str) -> bool:
+    """Whether a text the `stage` task answered may become a fact or an entry; a refusal is logged and
+    counted by task and reason."""
     ok, reason = is_self_contained(text)
     if not ok:
         ctx.refuse(stage, reason, text)

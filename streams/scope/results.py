@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import timedelta
 
-from credence.streams.llm import tasks
-from credence.streams.scope import quiet, restate
+from credence.streams.llm.tasks import TaskName
+from credence.streams.scope import quiet, requests, restate
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import reflection_id
 from credence.streams.scope.state import ScopeState
+from credence.tables.clock import format_instant
 from credence.tables.entries import Entry, changed, new_reflection, record_signal
 from credence.tables.evidence import FEEDBACK_SIGNALS, NEGATIVE_KEYWORD, RELATION_SIGNALS
 from credence.tables.lifecycle import (
-    MergeDecision,
+    MergeOutcome,
     PromotionTicket,
     apply_merge_decision,
     deny,
@@ -20,13 +23,11 @@ from credence.tables.lifecycle import (
     unblock_promotion,
     withdraw_promote_attempt,
 )
-
-# Decisions the powerful-memory switch turns off: their results are dropped once it is off.
-SWITCHED_TASKS = ("stage2", "promotion")
-from credence.tables.clock import format_instant
 from credence.tables.origin import fact_origin
 from credence.tables.scope import Scope
 
+# Decisions the powerful-memory switch turns off: their results are dropped once it is off.
+SWITCHED_TASKS = (TaskName.STAGE2, TaskName.PROMOTION)
 
 
 def apply(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
@@ -37,7 +38,7 @@ def apply(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
     if not ctx.powerful and req.task in SWITCHED_TASKS:
         drop_switched_off(state, req, ctx)
         return
-    if kind == "failed" and req.task == "promotion":
+    if kind == "failed" and req.task == TaskName.PROMOTION:
         # The attempt was counted before the call: drop it, so the throttle schedules the next one and
         # repeated failures end in promote_blocked instead of being re-sent on every step for ever.
         del state.requests[req.id]
@@ -55,7 +56,7 @@ def apply(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
         ctx.log.append(f"{req.task} request {req.id} failed ({record.get('error', '?')}); will retry")
         return
     del state.requests[req.id]
-    HANDLERS[req.task](state, req.payload, record.get("output") or {}, ctx)
+    SCOPE_TASKS[req.task].handle(state, req.payload, record.get("output") or {}, ctx)
     state.trim_facts()
     for waiting in state.requests.values():
         if waiting.retry_at is not None:  # the backend answers again: no need to sit out the back-off
@@ -124,7 +125,7 @@ def drop_switched_off(state: ScopeState, req, ctx: StepContext) -> None:
     and the age-driven fallback takes over."""
     del state.requests[req.id]
     ctx.log.append(f"{req.task} request {req.id} dropped: powerful memory is off")
-    if req.task == "stage2":
+    if req.task == TaskName.STAGE2:
         skipped = []
         for fact in req.payload["facts"]:
             held = state.facts.get(fact["id"])
@@ -147,7 +148,7 @@ def _stage1(state: ScopeState, payload: dict, output: dict, ctx: StepContext) ->
     for fact in output.get("facts", []):
         if state.knows_fact(fact["id"]):
             continue  # the same statement extracted again (content-derived id)
-        if not restate.admit(ctx, "stage1", fact.get("text", "")):
+        if not restate.admit(ctx, TaskName.STAGE1, fact.get("text", "")):
             continue  # either backend's output: a fact nobody could read alone never becomes one
         # A user fact only if the backend did not call it the AI's and every content-bearing turn it
         # cites is a user turn (an AI question answered "yes" is the user's; an AI statement is not).
@@ -200,7 +201,7 @@ def _synthesis(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
         if not sources or not draft.get("text", "").strip():
             continue
         entry_id = reflection_id(state.scope, draft["text"])
-        if entry_id in state.entries or not restate.admit(ctx, "synthesis", draft["text"]):
+        if entry_id in state.entries or not restate.admit(ctx, TaskName.SYNTHESIS, draft["text"]):
             continue
         twin = restate.restated_by(draft["text"], restate.live_statements(state), ctx.memory) \
             or restate.live(state, draft.get("similar_to"))  # the runner's cosine check, embeddings on
@@ -224,7 +225,7 @@ def _restated(state: ScopeState, twin: Entry, text: str, sources: list[dict], ct
     """A draft restating a live entry is declined; when the entry is an open reflection and the draft says
     more ("learning French" then "learning French with a tutor"), the reflection takes the richer text
     (its old meaning journalled closed) and the draft's facts as sources."""
-    ctx.refuse("synthesis", "restatement", f"{text} (restates {twin.id})")
+    ctx.refuse(TaskName.SYNTHESIS, "restatement", f"{text} (restates {twin.id})")
     if twin.kind != "reflection" or restate.richer(twin.text, text) == twin.text:
         return
     facts = tuple(f["id"] for f in sources if f["id"] not in twin.source_fact_ids)
@@ -254,7 +255,7 @@ def _feedback(state: ScopeState, payload: dict, output: dict, ctx: StepContext) 
 
 def _target(state: ScopeState, payload: dict, output: dict, ctx: StepContext) -> None:
     asked = {o["id"] for o in payload["observations"]}
-    promoting = {r.payload["entry_id"] for r in state.pending_tasks("promotion")}
+    promoting = {r.payload["entry_id"] for r in state.pending_tasks(TaskName.PROMOTION)}
     for entry_id in output.get("ids", []):
         entry = state.entries.get(entry_id)
         if entry_id in asked and entry is not None:
@@ -280,9 +281,9 @@ def _promotion(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
         ctx.log.append(f"merge target {d.get('target_id')} no longer active; promotion of {stored.id} rejected")
         return
     text = d.get("text") or None
-    if text is not None and not restate.admit(ctx, "promotion", text):
+    if text is not None and not restate.admit(ctx, TaskName.PROMOTION, text):
         text = None  # the merge's own wording is unreadable alone: the reflection's (or target's) text stands
-    decision = MergeDecision(d.get("action", "reject"), d.get("target_id"), text)
+    decision = MergeOutcome(d.get("action", "reject"), d.get("target_id"), text)
     if decision.action == "create":
         decision, target = _merge_into_twin(state, stored, decision, ctx)
     step_ = apply_merge_decision(stored, decision, ctx.now, target=target, settings=ctx.memory)
@@ -295,7 +296,7 @@ def _promotion(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
             f"promotion_{decision.action}", stored)
 
 
-def _merge_into_twin(state: ScopeState, reflection: Entry, decision: MergeDecision, ctx: StepContext):
+def _merge_into_twin(state: ScopeState, reflection: Entry, decision: MergeOutcome, ctx: StepContext):
     """A "create" whose text restates an active persona entry (one promoted earlier in the same batch
     included: the state already holds it) merges into that entry instead, keeping the richer text."""
     text = decision.text or reflection.text
@@ -305,9 +306,26 @@ def _merge_into_twin(state: ScopeState, reflection: Entry, decision: MergeDecisi
     if twin is None:
         return decision, None
     ctx.log.append(f"promotion of {reflection.id} restates {twin.id}: merged into it instead of a new entry")
-    return MergeDecision("merge", twin.id, restate.richer(twin.text, text)), twin
+    return MergeOutcome("merge", twin.id, restate.richer(twin.text, text)), twin
 
 
-# Keyed by the task registry's names (credence.streams.llm.tasks.TASKS), the one place they are spelled.
-HANDLERS = {tasks.STAGE1: _stage1, tasks.STAGE2: _stage2, tasks.SYNTHESIS: _synthesis, tasks.FEEDBACK: _feedback,
-            tasks.TARGET: _target, tasks.PROMOTION: _promotion}
+Handler = Callable[[ScopeState, dict, dict, StepContext], None]  # (state, payload, output, ctx)
+
+
+@dataclass(frozen=True)
+class ScopeTask:
+    """The scope's side of one LLM task (credence.streams.llm.tasks.TASKS holds the call's side): the builder
+    of its payload from the scope's state (requests.py) and the handler that applies its output here."""
+
+    build: Callable[..., dict]
+    handle: Handler
+
+
+SCOPE_TASKS: dict[TaskName, ScopeTask] = {
+    TaskName.STAGE1: ScopeTask(requests.stage1_payload, _stage1),
+    TaskName.STAGE2: ScopeTask(requests.stage2_payload, _stage2),
+    TaskName.SYNTHESIS: ScopeTask(requests.synthesis_payload, _synthesis),
+    TaskName.FEEDBACK: ScopeTask(requests.feedback_payload, _feedback),
+    TaskName.TARGET: ScopeTask(requests.target_payload, _target),
+    TaskName.PROMOTION: ScopeTask(requests.promotion_payload, _promotion),
+}

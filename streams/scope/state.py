@@ -1,4 +1,4 @@
-"""The state of one scope. The worker stores it split (streams/runtime/store.py): each entry under its own
+"""The state of one scope. The worker stores it split (streams/state/store.py): each entry under its own
 key and everything else (the control part) as one small value, so a batch writes only what changed."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from credence.streams.llm.tasks import TaskName
 from credence.tables.clock import format_instant, parse_instant
 from credence.tables.entries import Entry
 
@@ -20,7 +21,7 @@ class Request:
     """An LLM call the scope is waiting for. Results name it by id; unknown ids are stale and dropped."""
 
     id: str
-    task: str
+    task: TaskName
     payload: dict
     issued_at: datetime  # event time of the step that issued it
     boot: str  # the worker run that issued it: another run's request was lost with that run
@@ -28,18 +29,25 @@ class Request:
     failed: bool = False  # the backend gave up (after its retries); re-issued on the next step
     # Past max_request_failures with the backend unavailable: waits until this event time (results.py).
     retry_at: datetime | None = None
+    # A Stage-1 asked ahead of the window it predicts (speculation.py): it holds nothing, and its answer
+    # (the result record, one window's facts) waits here until the scope asks for that window.
+    speculative: bool = False
+    answer: dict | None = None
 
     def to_dict(self) -> dict:
         return {"id": self.id, "task": self.task, "payload": self.payload,
                 "issued_at": format_instant(self.issued_at), "boot": self.boot,
                 "failures": self.failures, "failed": self.failed} | (
-            {"retry_at": format_instant(self.retry_at)} if self.retry_at else {})
+            {"retry_at": format_instant(self.retry_at)} if self.retry_at else {}) | (
+            {"speculative": True} if self.speculative else {}) | (
+            {"answer": self.answer} if self.answer is not None else {})
 
     @classmethod
-    def from_dict(cls, d: dict) -> "Request":
-        return cls(id=d["id"], task=d["task"], payload=d["payload"], issued_at=parse_instant(d["issued_at"]),
+    def from_dict(cls, d: dict) -> Request:
+        return cls(id=d["id"], task=TaskName(d["task"]), payload=d["payload"], issued_at=parse_instant(d["issued_at"]),
                    boot=d["boot"], failures=d.get("failures", 0), failed=d.get("failed", False),
-                   retry_at=parse_instant(d["retry_at"]) if d.get("retry_at") else None)
+                   retry_at=parse_instant(d["retry_at"]) if d.get("retry_at") else None,
+                   speculative=d.get("speculative", False), answer=d.get("answer"))
 
 
 @dataclass
@@ -110,7 +118,7 @@ class ScopeState:
         }
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "ScopeState":
+    def from_dict(cls, d: dict[str, Any]) -> ScopeState:
         return cls(
             scope=d["scope"], clock=parse_instant(d.get("clock")),
             entries={k: Entry.from_dict(v) for k, v in d.get("entries", {}).items()},
@@ -132,7 +140,7 @@ class ScopeState:
         self.seq += 1
         return f"{prefix}-{self.seq}"
 
-    def pending_tasks(self, task: str) -> list[Request]:
+    def pending_tasks(self, task: TaskName) -> list[Request]:
         return [r for r in self.requests.values() if r.task == task]
 
     @property
@@ -140,8 +148,9 @@ class ScopeState:
         """An evidence request is in flight: later inputs of this scope wait (in the state) so the outcome
         never depends on LLM latency — replays, duplicates and crashes end in the same state. Promotion
         never holds the scope (the seed runs it outside the per-character lock): a denial or archive
-        transition that lands meanwhile wins through the version check on the promotion's result."""
-        return any(r.task != "promotion" for r in self.requests.values())
+        transition that lands meanwhile wins through the version check on the promotion's result. A
+        speculative Stage-1 holds nothing either: nothing of it is applied until the scope asks for it."""
+        return any(r.task != TaskName.PROMOTION and not r.speculative for r in self.requests.values())
 
     @property
     def idle(self) -> bool:

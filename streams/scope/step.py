@@ -3,7 +3,10 @@ was given (a fresh copy the agent loaded) and filling the context's effect lists
 
 Inputs: a turn, explicit feedback, an LLM result or failure, a tick or a flush. Every evidence request
 (Stage-1, Stage-2, synthesis, feedback, target check) holds the scope: inputs arriving meanwhile queue in
-the state and run after the result, so the outcome never depends on LLM latency. Promotion does not hold
+the state and run after the result, so the outcome never depends on LLM latency. Meanwhile the Stage-1 of
+the windows those queued turns will close goes out ahead, holding nothing (speculation.py): its answer waits
+on its request and is applied only when the scope asks for that window, in the scope's order, so a long
+scope's calls overlap without changing what it decides. Promotion does not hold
 it (the seed runs merge-on-promote outside the per-character lock): feedback, turns and the sweep go on
 while it is in flight, and its result is applied only if the reflection is still what the promotion was
 asked about (the ticket's version check), so a denial or an archive transition earlier on the scope's
@@ -16,20 +19,22 @@ from __future__ import annotations
 import heapq
 from datetime import datetime, timedelta
 
-from credence.streams.scope import dedupe, quiet, results, usage
+from credence.streams.llm.tasks import TaskName
+from credence.streams.scope import dedupe, quiet, results, speculation, usage
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import (
     AI_TEXT_CHARS,
     OPEN_REFLECTION_STATUSES,
     SYNTHESIS_MAX_FACTS,
-    observation,
+    feedback_payload,
     promotion_payload,
     stage2_batch,
     stage2_payload,
     synthesis_payload,
+    target_payload,
 )
-from credence.streams.scope.state import ScopeState
-from credence.streams.scope.window import remaining_started, stage1_cut
+from credence.streams.scope.state import Request, ScopeState
+from credence.streams.scope.window import buffered, remaining_started, stage1_cut
 from credence.tables.clock import parse_instant
 from credence.tables.fallback import fallback_tick
 from credence.tables.lifecycle import (
@@ -50,6 +55,7 @@ from credence.tables.lifecycle import (
 from credence.tables.mentions import lift_suppression, mentioned_in, record_mention
 from credence.tables.rendering import renderable
 
+
 def event_now(state: ScopeState, at: datetime | None) -> datetime:
     """Event time never runs backwards for a scope."""
     if state.clock is None:
@@ -59,12 +65,19 @@ def event_now(state: ScopeState, at: datetime | None) -> datetime:
 
 def _is_promotion_result(state: ScopeState, record: dict) -> bool:
     req = state.requests.get(record.get("request_id", ""))
-    return req is not None and req.task == "promotion"
+    return req is not None and req.task == TaskName.PROMOTION
 
 
 def step(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
     """Apply one input. `kind`: turn | feedback | usage | restore | result | failed | tick | flush."""
     _housekeeping(state, ctx, timeless_tick=kind == "tick" and not record.get("now"))
+    if kind in ("result", "failed") and speculation.keep(state, kind, record, ctx):
+        return  # kept for the window it answers, applied when the scope asks for that window
+    _apply(state, kind, record, ctx)
+    speculation.ahead(state, ctx)  # held: the windows its queued turns will close are asked now
+
+
+def _apply(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
     if kind in ("result", "failed"):
         if _is_promotion_result(state, record) and (state.blocked or state.queue):
             state.queue.append({"kind": kind, "record": record})
@@ -125,14 +138,13 @@ def _housekeeping(state: ScopeState, ctx: StepContext, timeless_tick: bool = Fal
         # Facts still waiting for Stage-2 skip it either way. Off: there is no Stage-2, so they go straight
         # to synthesis instead of waiting for the switch. Back on: signal extraction starts from the
         # current cursor, never replaying the gap. Facts of a Stage-2 call in flight wait for its result.
-        asked = {f["id"] for r in state.pending_tasks("stage2") for f in r.payload["facts"]}
+        asked = {f["id"] for r in state.pending_tasks(TaskName.STAGE2) for f in r.payload["facts"]}
         for fact_id, fact in state.facts.items():
             if fact["stage2"] == "pending" and fact_id not in asked:
                 fact["stage2"] = "skipped"
                 fact["synthesis"] = "pending" if fact["synthesis"] == "after_stage2" else fact["synthesis"]
     state.powerful = ctx.powerful
-    lost = [req for req in state.requests.values()
-            if req.boot != ctx.boot or req.failed or results.retry_due(req, ctx.now, timeless_tick)]
+    lost = [req for req in state.requests.values() if _lost(req, ctx, timeless_tick)]
     if not lost:
         return  # every step comes here: the queue (a long scope's backlog) is only scanned when needed
     answered = {item["record"].get("request_id") for item in state.queue}  # a result waiting its turn
@@ -142,6 +154,12 @@ def _housekeeping(state: ScopeState, ctx: StepContext, timeless_tick: bool = Fal
                 results.drop_switched_off(state, req, ctx)  # never re-sent once the switch is off
             else:
                 ctx.reissue(req)
+
+
+def _lost(req: Request, ctx: StepContext, timeless_tick: bool) -> bool:
+    if req.speculative:  # answered, or failed (then its window is asked normally): nothing to ask again
+        return req.boot != ctx.boot and req.answer is None and not req.failed
+    return req.boot != ctx.boot or req.failed or results.retry_due(req, ctx.now, timeless_tick)
 
 
 def _advance(state: ScopeState, ctx: StepContext) -> None:
@@ -211,7 +229,7 @@ def _fallback(state: ScopeState, ctx: StepContext) -> None:
 
 
 def _on_turn(state: ScopeState, turn: dict, ctx: StepContext) -> None:
-    state.buffer.append({"id": turn["turn_id"], "role": turn["role"], "text": turn["text"], "ts": turn["ts"]})
+    state.buffer.append(buffered(turn))
     if state.window_started_at is None:
         state.window_started_at = ctx.now
     if turn["role"] == "ai":
@@ -222,17 +240,14 @@ def _on_turn(state: ScopeState, turn: dict, ctx: StepContext) -> None:
     surfaced = [e for e in surfaced if e.kind == "reflection" and e.status in OPEN_REFLECTION_STATUSES]
     state.surfaced = []
     if surfaced:
-        ctx.request(state, "feedback", {"reply_text": turn["text"], "ai_text": state.last_ai_text,
-                                        "surfaced": [observation(e) for e in surfaced]})
+        ctx.request(state, TaskName.FEEDBACK, feedback_payload(state, turn["text"], surfaced))
     elif _has_negative_keyword(turn["text"], ctx):
         # A rebuttal answers what the character said lately: entries it mentioned inside the window.
         since = ctx.now - timedelta(hours=ctx.memory.mention_window_hours)
         mentioned = [e for e in state.entries.values() if not e.protected and any(m > since for m in e.recent_mentions)
                      and e.status in (*OPEN_REFLECTION_STATUSES, "active")]
         if mentioned:
-            ctx.request(state, "target", {"messages": list(state.recent_user_messages), "ai_text": state.last_ai_text,
-                                          "observations": [observation(e) for e in
-                                                           sorted(mentioned, key=lambda e: e.id)]})
+            ctx.request(state, TaskName.TARGET, target_payload(state, mentioned))
 
 
 def _on_ai_turn(state: ScopeState, turn: dict, ctx: StepContext) -> None:
@@ -285,25 +300,29 @@ def _settle(state: ScopeState, ctx: StepContext, flush: bool = False) -> None:
     cut = stage1_cut(state.buffer, state.window_started_at, ctx.now, ctx.pipeline, powerful=ctx.powerful,
                      flush=flush)
     if cut:
-        ctx.request(state, "stage1", {"turns": state.buffer[:cut]})
+        turns = state.buffer[:cut]
         state.buffer = state.buffer[cut:]
         state.window_started_at = remaining_started(state.buffer)
+        answer = speculation.stage1(state, ctx, turns)
+        if answer is not None:  # asked ahead and answered: applied as its result record arriving next would be
+            ctx.now = event_now(state, None)
+            _apply_result(state, "result", answer, ctx)
         return
     if ctx.powerful:
         facts = stage2_batch(state, ctx)
         payload = stage2_payload(state, ctx, facts) if facts else None
         if payload and payload["observations"]:
-            ctx.request(state, "stage2", payload)
+            ctx.request(state, TaskName.STAGE2, payload)
             return
         if payload:
             results.without_candidates(state, payload, ctx)  # nothing to compare: no call
     pending = [f["fact"] for f in state.facts.values() if f["synthesis"] == "pending"]
     if len(pending) >= ctx.pipeline.synthesis_min_facts or (pending and flush):
-        ctx.request(state, "synthesis", synthesis_payload(state, ctx, pending[:SYNTHESIS_MAX_FACTS]))
+        ctx.request(state, TaskName.SYNTHESIS, synthesis_payload(state, ctx, pending[:SYNTHESIS_MAX_FACTS]))
 
 
 def _score_transitions(state: ScopeState, ctx: StepContext) -> None:
-    in_flight = {r.payload.get("entry_id") for r in state.pending_tasks("promotion")}
+    in_flight = {r.payload.get("entry_id") for r in state.pending_tasks(TaskName.PROMOTION)}
     due, instant, still = quiet.due_reflections(state, ctx)
     cap = ctx.pipeline.promotion_max_in_flight
     waiting = quiet.waiting_in_order(state, lambda: len(in_flight) < cap)
@@ -333,6 +352,4 @@ def _score_transitions(state: ScopeState, ctx: StepContext) -> None:
             in_flight.add(entry.id)
             attempted, ticket = record_promote_attempt(entry, ctx.now)
             ctx.put(state, attempted, "promote_attempt", "threshold", entry)
-            payload = promotion_payload(state, attempted, ctx)
-            payload["ticket"] = {"version": ticket.version, "attempt": ticket.attempt}
-            ctx.request(state, "promotion", payload)
+            ctx.request(state, TaskName.PROMOTION, promotion_payload(state, attempted, ctx, ticket))

@@ -15,6 +15,11 @@ from credence.config.pipeline import PipelineSettings
 from credence.tables.clock import parse_instant
 
 
+def buffered(turn: dict) -> dict:
+    """What a window keeps of a turn record: what its Stage-1 payload carries."""
+    return {"id": turn["turn_id"], "role": turn["role"], "text": turn["text"], "ts": turn["ts"]}
+
+
 def stage1_cut(buffer: list[dict], started: datetime | None, now: datetime, pipeline: PipelineSettings, *,
                powerful: bool = True, flush: bool = False) -> int:
     """How many buffered turns, from the front, the window closes on at `now` (0: it stays open). A turn

@@ -6,7 +6,7 @@ import asyncio
 import logging
 import time
 
-from credence.streams.runtime.embeddings import Encode, LazyEncoder, extra_installed, load_encoder
+from credence.streams.llm.embeddings import Encode, LazyEncoder, extra_installed, load_encoder
 
 log = logging.getLogger(__name__)
 
@@ -25,14 +25,19 @@ def recall_encoder(pipeline, shared: Encode | None = None) -> Encode | None:
     return LazyEncoder(pipeline.embedding_model_path)
 
 
-def register(credence) -> None:
-    """Attach the worker's recall service (one index cache, one model) as `credence.recall`. /metrics and
-    /browser are mounted by their own modules' `register` (streams/runtime/app.py)."""
+def recall_service(pipeline, shared: Encode | None = None):
+    """The worker's recall service (one index cache, one model), built before the runtime that holds it
+    as `credence.recall` (the /v1 recall route and /metrics read it there)."""
     from credence.streams.serving.recall import RecallService
 
+    return RecallService(encoder=recall_encoder(pipeline, shared))
+
+
+def register(credence) -> None:
+    """Load recall's model once the worker runs, when it loads lazily. /metrics and /browser are mounted
+    by their own modules' `register` (streams/ops/worker.py)."""
     settings = credence.settings
-    encoder = recall_encoder(settings.pipeline, credence.encoder)
-    credence.recall = RecallService(encoder=encoder)
+    encoder = credence.recall.encoder if credence.recall is not None else None
     if isinstance(encoder, LazyEncoder) and settings.pipeline.recall_warm_up and settings.web_port != 0:
 
         @credence.app.task

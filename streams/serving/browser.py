@@ -27,10 +27,7 @@ def asset(name: str) -> bytes:
 
 
 def register(credence) -> None:
-    """Mount /browser and its assets (once: registering again is a no-op)."""
-    if getattr(credence, "browser_mounted", False):
-        return
-    credence.browser_mounted = True
+    """Mount /browser and its assets."""
     app = credence.app
     for path, (name, content_type) in ASSETS.items():
         body = asset(name)  # read once at start: a missing file fails the worker's start, not a request

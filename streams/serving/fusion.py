@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-RRF_K = 60  # the k; larger k flattens the difference between top ranks
+# Reciprocal rank fusion's usual k (Cormack et al., 2009); larger k flattens the difference between top ranks.
+RRF_K = 60
 
 
 def fused_order(ranks: Mapping[str, np.ndarray], k: int = RRF_K) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

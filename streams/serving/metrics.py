@@ -4,8 +4,9 @@ time: nothing here runs on the scope agent's path except the LLM latency observa
 Exported: consumer lag per assigned partition (highwater minus committed offset), turns and evidence
 signals by tenant (and signal kind), entries by tenant, kind and tier (from the scope store, computed at
 scrape time), LLM call latency (histogram by task and outcome) and the backend's counters, dead-lettered
-records, statements the self-containment gate refused (by stage and reason), recall index builds, and every numeric field of `credence.stats` as `credence_stats_<field>`
-(numeric dict fields get a `key` label), so fields added to Stats show up without touching this file.
+records, statements the self-containment gate refused (by stage and reason), recall index builds, and every
+numeric field of `credence.stats` as `credence_stats_<field>` (numeric dict fields get a `key` label), so
+fields added to Stats show up without touching this file.
 No secrets: no keys, no LLM URL, no entry text.
 """
 
@@ -19,8 +20,9 @@ from dataclasses import fields
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-from credence.streams.runtime.tally import Tally
+from credence.streams.state.tally import Tally
 from credence.tables.evidence import derived_tier
+from credence.tables.scope import tenant_of
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +42,7 @@ class WorkerCollector:
         memory = credence.settings.memory
 
         def tiers(state) -> Counter:
-            tenant, counts = state.scope.split("/", 1)[0], Counter()
+            tenant, counts = tenant_of(state.scope), Counter()
             for entry in state.entries.values():
                 if entry.protected:
                     tier = "protected"
@@ -159,15 +161,22 @@ def llm_latency(registry: CollectorRegistry) -> Histogram:
                      ["task", "outcome"], buckets=LATENCY_BUCKETS, registry=registry)
 
 
-def register(credence) -> CollectorRegistry:
-    """Mount GET /metrics; the registry is the worker's own (several workers may share a process).
-    Registering twice returns the first registry (the app and the API may both ask for it)."""
-    if getattr(credence, "metrics_registry", None) is not None:
-        return credence.metrics_registry
-    registry = credence.metrics_registry = CollectorRegistry(auto_describe=False)
+class Metrics:
+    """The worker's own registry (several workers may share a process) with the LLM calls' latency, built
+    before the runner, which reports each call to `observe`."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=False)
+        self._latency = llm_latency(self.registry)
+
+    def observe(self, task: str, outcome: str, seconds: float) -> None:
+        self._latency.labels(task, outcome).observe(seconds)
+
+
+def register(credence, meter: Metrics) -> CollectorRegistry:
+    """Mount GET /metrics: `meter`'s registry and the worker's state, read at each scrape."""
+    registry = meter.registry
     registry.register(WorkerCollector(credence))
-    latency = llm_latency(registry)
-    credence.runner.observe = lambda task, outcome, seconds: latency.labels(task, outcome).observe(seconds)
 
     @credence.app.page("/metrics")
     async def metrics(web, request):

@@ -30,7 +30,7 @@ import numpy as np
 
 from credence.config.memory import MemorySettings
 from credence.errors import CredenceError
-from credence.streams.runtime.embeddings import Encode
+from credence.streams.llm.embeddings import Encode
 from credence.streams.serving.fusion import RRF_K, fused_order
 from credence.streams.serving.index import ScopeIndex, build_index, tokens
 from credence.tables.clock import as_utc

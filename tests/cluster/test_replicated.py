@@ -22,8 +22,21 @@ from credence.streams.ops.cluster import KafkaCluster
 from credence.streams.ops.process import WorkerProcess, wait_until
 from credence.streams.runtime.topics import TABLES, TOPICS
 from tests.support.pipeline import (
-    CLUSTER_LINES, FAST_GROUP_ENV, collect, entry_diff, entry_digest, flush_and_wait_idle, fold_archive, fold_journal,
-    journal_mismatch, pipeline_settings, produce_lines, scopes_of, turn_counts, valid_turn_counts, wait_turns,
+    CLUSTER_LINES,
+    FAST_GROUP_ENV,
+    collect,
+    entry_diff,
+    entry_digest,
+    flush_and_wait_idle,
+    fold_archive,
+    fold_journal,
+    journal_mismatch,
+    pipeline_settings,
+    produce_lines,
+    scopes_of,
+    turn_counts,
+    valid_turn_counts,
+    wait_turns,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster, pytest.mark.timeout(600)]

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from collections import Counter
 import uuid
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -19,8 +19,16 @@ from credence.streams.ops.broker import EmbeddedBroker, SecureListeners
 from credence.streams.ops.process import WorkerProcess, settings_env, wait_until
 from tests.support.certs import make_pki
 from tests.support.pipeline import (
-    CLUSTER_LINES, collect, entry_digest, flush_and_wait_idle, fold_archive, fold_journal, pipeline_settings, scopes_of,
-    valid_turn_counts, wait_turns,
+    CLUSTER_LINES,
+    collect,
+    entry_digest,
+    flush_and_wait_idle,
+    fold_archive,
+    fold_journal,
+    pipeline_settings,
+    scopes_of,
+    valid_turn_counts,
+    wait_turns,
 )
 
 pytestmark = [pytest.mark.integration, pytest.mark.cluster, pytest.mark.timeout(600)]

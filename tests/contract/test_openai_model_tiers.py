@@ -8,7 +8,7 @@ import pytest
 
 from credence.config import load_settings
 from credence.errors import ConfigError
-from credence.streams.llm import make_backend
+from credence.streams.llm.factory import make_backend
 from tests.contract.test_openai_tasks import _all_tasks
 
 TIERS = {"surfaced_feedback": "small-model", "negative_keyword_target": "small-model",

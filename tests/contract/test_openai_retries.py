@@ -6,7 +6,7 @@ import itertools
 import pytest
 
 from credence.errors import LLMError
-from credence.streams.llm import make_backend
+from credence.streams.llm.factory import make_backend
 from credence.streams.llm.models import Observation
 from credence.streams.llm.rules.backend import RulesBackend
 
@@ -24,7 +24,9 @@ def test_thirty_percent_failures_lose_and_duplicate_nothing(
 ):
     # No refuse_repeats: with short aliases, batches 0-1 and 40-41 are legitimately identical requests.
     server = openai_server_factory(failure_rate=0.3, failure_kinds=FLAKY_KINDS, seed=7)
-    settings = llm_settings_factory(server, max_retries=8)
+    # The counts below hold only if no answer is late: at 0.3 s a loaded CI host let an "ok" answer miss the
+    # client's deadline, be retried and counted twice. An injected timeout stalls until the client gives up.
+    settings = llm_settings_factory(server, max_retries=8, timeout_s=2.0)
     rules = RulesBackend()
     # Asked per batch, as the pipeline asks: one answer carries at most the wire's MAX_FACTS.
     expected_facts = [f for b in _batches(fifty_turns, 2) for f in asyncio.run(rules.extract_facts(b))]
@@ -122,7 +124,7 @@ def test_retry_after_is_honoured_up_to_the_backoff_ceiling(openai_server_factory
 def test_a_server_that_is_down_fails_transient_and_one_that_refuses_does_not(openai_server_factory,
                                                                              llm_settings_factory, fifty_turns):
     # The scope keeps a transient failure's facts waiting for the backend; a refusal is dead-lettered.
-    from credence.streams.runtime.runner import Runner
+    from credence.streams.llm.runner import Runner
     from credence.streams.scope.state import Request
 
     down = openai_server_factory(down=True)

@@ -5,7 +5,7 @@ outcome, and never the prompt or the answer."""
 import asyncio
 
 from credence.errors import LLMUnavailable
-from credence.streams.llm import make_backend
+from credence.streams.llm.factory import make_backend
 from tests.support.tracing import in_memory_spans
 
 

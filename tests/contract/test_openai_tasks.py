@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from credence.errors import LLMError
-from credence.streams.llm import make_backend
+from credence.streams.llm.factory import make_backend
 from credence.streams.llm.models import Observation, ReflectionDraft
 from credence.streams.llm.rules.backend import RulesBackend
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import json
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from credence.streams.scope.requests import reflection_id
 
-START = datetime(2026, 3, 2, 8, 0, tzinfo=timezone.utc)
+START = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)
 TENANTS = ("acme", "globex", "initech")
 CHARACTERS = ("barista", "tutor", "coach")
 LIKES = ("green tea", "espresso", "jazz", "chess", "sushi", "hiking", "cycling", "painting", "poetry",

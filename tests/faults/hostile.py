@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import random
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 LONG_ID = "u" * 10_000
 MB_TEXT = "x" * 1_000_000
@@ -61,7 +61,7 @@ def _enc(obj) -> bytes:
 
 def good_turn(i: int, scope: tuple[str, str, str] = ("acme", "alice", "barista"), **kw) -> dict:
     tenant, user, character = scope
-    ts = datetime(2026, 9, 1, 9, 0, tzinfo=timezone.utc) + timedelta(minutes=i)
+    ts = datetime(2026, 9, 1, 9, 0, tzinfo=UTC) + timedelta(minutes=i)
     record = {"v": 1, "tenant": tenant, "user": user, "character": character, "turn_id": f"t-{i}",
               "role": "user" if i % 2 == 0 else "ai", "text": f"message {i}",
               "ts": ts.isoformat().replace("+00:00", "Z")}
@@ -205,7 +205,7 @@ def http_requests(tenant: str = "acme", other: str = "globex") -> list[dict]:
     for kind, (value, _) in BAD_IDS.items():
         if not isinstance(value, str) or not value.strip() or "/" in value:
             continue
-        quoted = "".join(c if c.isalnum() else "%{:02X}".format(ord(c)) if ord(c) < 128 else
+        quoted = "".join(c if c.isalnum() else f"%{ord(c):02X}" if ord(c) < 128 else
                          "".join(f"%{b:02X}" for b in c.encode()) for c in value)
         out.append({"kind": f"path_user_{kind}", "method": "GET", "path": f"{base}/users/{quoted}/characters/barista/prompt",
                     "auth": "own", "body": b"", "expect": 400})

@@ -20,8 +20,14 @@ from tests.faults.harness import (
     version_order_violations,
     wait_turns_or_explain,
 )
-from tests.support.pipeline import FAST_GROUP_ENV, collect, flush_and_wait_idle, produce_lines, scopes_of
-from tests.support.pipeline import valid_turn_counts
+from tests.support.pipeline import (
+    FAST_GROUP_ENV,
+    collect,
+    flush_and_wait_idle,
+    produce_lines,
+    scopes_of,
+    valid_turn_counts,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 

@@ -5,12 +5,13 @@ odd-but-valid turn decodes to a scope of its own."""
 from __future__ import annotations
 
 import re
+from datetime import UTC
 
 import pytest
 
 from credence.errors import RecordError
 from credence.streams.runtime.records import decode_control, decode_feedback, decode_turn
-from tests.faults.hostile import http_requests, isolated_turns, topic_corpus, _enc
+from tests.faults.hostile import _enc, http_requests, isolated_turns, topic_corpus
 
 DECODERS = {"turns": decode_turn, "feedback": decode_feedback, "control": decode_control}
 CORPUS = topic_corpus(seed=3)
@@ -38,16 +39,16 @@ def test_odd_but_valid_turns_are_their_own_scopes():
 def test_a_huge_original_is_dead_lettered_truncated_and_says_so():
     import base64
     import json
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     from credence.deadletter import MAX_ORIGINAL_BYTES, dead_letter
 
     raw = b"y" * 3_000_000
     envelope = dead_letter(topic="t", partition=1, offset=2, reason="r" * 10_000, original=raw,
-                           at=datetime(2026, 1, 1, tzinfo=timezone.utc))
+                           at=datetime(2026, 1, 1, tzinfo=UTC))
     assert len(envelope) < 1_000_000  # fits one Kafka record
     d = json.loads(envelope)
     assert base64.b64decode(d["original"]) == raw[:MAX_ORIGINAL_BYTES]
     assert (d["original_bytes"], d["original_truncated"]) == (3_000_000, True)
-    small = json.loads(dead_letter(topic="t", partition=1, offset=2, reason="r", original=b"x", at=datetime.now(timezone.utc)))
+    small = json.loads(dead_letter(topic="t", partition=1, offset=2, reason="r", original=b"x", at=datetime.now(UTC)))
     assert "original_truncated" not in small

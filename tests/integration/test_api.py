@@ -15,14 +15,20 @@ from credence.client import AsyncClient
 from credence.errors import ApiError
 from credence.streams.api.routes import ROUTES
 from credence.streams.ops.process import WorkerProcess, settings_env, wait_until
-from credence.tables.evidence import FEEDBACK_SIGNALS as FEEDBACK_SIGNAL
 from credence.tables.entries import Entry, record_signal
+from credence.tables.evidence import FEEDBACK_SIGNALS as FEEDBACK_SIGNAL
 from credence.tables.lifecycle import deny
 from credence.tables.rendering import render_memory_block
 from credence.tables.scope import Scope
 from tests.support.api import add_tenant, client, turn_bodies
-from tests.support.pipeline import (invalid_lines, pipeline_settings, sample_lines, scopes_of, turn_counts,
-                                    valid_turn_counts)
+from tests.support.pipeline import (
+    invalid_lines,
+    pipeline_settings,
+    sample_lines,
+    scopes_of,
+    turn_counts,
+    valid_turn_counts,
+)
 
 pytestmark = pytest.mark.integration
 

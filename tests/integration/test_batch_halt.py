@@ -14,7 +14,7 @@ from credence.config.pipeline import PipelineSettings
 from credence.kafka import client_options
 from credence.streams.ops.admin import changelog_topic, ensure_topics
 from credence.streams.ops.process import WorkerProcess, wait_until
-from credence.streams.runtime.ownership import Ownership
+from credence.streams.state.ownership import Ownership
 from tests.support.turns import Outgoing, produce, turn
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]

@@ -19,8 +19,8 @@ from credence.config.pipeline import PipelineSettings
 from credence.kafka import client_options
 from credence.streams.ops.admin import ensure_topics
 from credence.streams.ops.process import WorkerProcess, wait_until
-from credence.streams.runtime import codec, redo
-from credence.streams.runtime.redo import Write
+from credence.streams.state import codec, redo
+from credence.streams.state.redo import Write
 from credence.tables.clock import format_instant
 from tests.support.promoting import promoting_scope
 from tests.support.turns import read_topic
@@ -30,8 +30,9 @@ from .test_redo_restore import write_redo
 pytestmark = pytest.mark.integration
 T0 = datetime(2026, 5, 1, 10, 0, tzinfo=UTC)
 SCOPE = "acme/u1/aria"
-# The 5,000 reflections pass too (~100 s on a shared 2-core host, measured); 2,000 keep the suite's
-# pace and, asked all at once with every persona entry each, still make a control value far over 1 MiB.
+# 5,000 reflections, the size the bound was asked to hold, pass too (~100 s on a shared 2-core host,
+# measured); 2,000 keep the suite's pace and, asked all at once with every persona entry each, still make a
+# control value far over 1 MiB.
 REFLECTIONS, PERSONAS = 2000, 50
 DECIDED = {"promoted", "merged", "promote_blocked", "archived"}
 

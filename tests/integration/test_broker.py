@@ -18,7 +18,14 @@ from credence.errors import BrokerError
 from credence.kafka import client_options
 from credence.streams.ops import node as node_module
 from credence.streams.ops.admin import ensure_topics
-from credence.streams.ops.broker import BrokerState, EmbeddedBroker, die_with_parent, free_port, wait_for_metadata
+from credence.streams.ops.broker import (
+    BrokerState,
+    EmbeddedBroker,
+    configured_or_embedded,
+    die_with_parent,
+    free_port,
+    wait_for_metadata,
+)
 from credence.streams.runtime.topics import TOPICS
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -112,6 +119,20 @@ def test_a_stale_broker_file_naming_another_live_process_is_ignored(tmp_path, se
     assert BrokerState.read(data_dir) is None
     with EmbeddedBroker(data_dir, settings.kafka_version, settings.broker_cache_dir) as broker:
         assert BrokerState.read(data_dir).pid == broker.proc.pid
+
+
+def test_configured_kafka_or_an_embedded_broker_for_the_block(tmp_path, settings_factory, kafka_bootstrap):
+    settings = settings_factory(topic_partitions=1)
+    with configured_or_embedded(settings.model_copy(update={"kafka_bootstrap": kafka_bootstrap}),
+                                tmp_path / "unused") as bootstrap:
+        assert bootstrap == kafka_bootstrap
+    assert not (tmp_path / "unused").exists()  # nothing started
+    with configured_or_embedded(settings.model_copy(update={"kafka_bootstrap": ""}), tmp_path / "broker") as bootstrap:
+        wait_for_metadata(bootstrap, 10.0)
+        pid = BrokerState.read(tmp_path / "broker").pid
+    assert BrokerState.read(tmp_path / "broker") is None  # stopped after the block
+    with pytest.raises(ProcessLookupError):
+        os.kill(pid, 0)
 
 
 def test_credence_broker_restarts_on_its_data_dir_after_sigkill(tmp_path):
@@ -211,9 +232,9 @@ def test_llm_results_go_to_their_scopes_partition_through_their_own_producer(kaf
     are on (Faust's producer hashes keys with the same default partitioner), keyed and encoded as the agent
     decodes them; stopping it closes its producer, and a later result starts a new one."""
     from credence.config import load_settings
+    from credence.streams.llm.runner import ResultSender
     from credence.streams.runtime.agent import encode_record
-    from credence.streams.runtime.ownership import Ownership
-    from credence.streams.runtime.runner import ResultSender
+    from credence.streams.state.ownership import Ownership
 
     settings = load_settings(kafka_bootstrap=kafka_bootstrap, topic_prefix=topic_prefix, topic_partitions=4)
     ownership = Ownership(4, settings.topic("turns"))

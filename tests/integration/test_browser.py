@@ -19,8 +19,14 @@ from pathlib import Path
 import pytest
 
 from credence.streams.ops.process import WorkerProcess, wait_until
-from tests.support.pipeline import (flush_and_wait_idle, pipeline_settings, sample_lines, scopes_of, turn_counts,
-                                    valid_turn_counts)
+from tests.support.pipeline import (
+    flush_and_wait_idle,
+    pipeline_settings,
+    sample_lines,
+    scopes_of,
+    turn_counts,
+    valid_turn_counts,
+)
 
 pytestmark = [
     pytest.mark.integration,

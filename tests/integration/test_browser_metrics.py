@@ -10,10 +10,19 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from credence.streams.llm.embeddings import extra_installed
 from credence.streams.ops.process import WorkerProcess, wait_until
-from credence.streams.runtime.embeddings import extra_installed
-from tests.support.pipeline import (flush_and_wait_idle, pipeline_settings, produce_lines, sample_lines,
-                                    scope_views, scopes_of, topic_values, valid_turn_counts, wait_turns)
+from tests.support.pipeline import (
+    flush_and_wait_idle,
+    pipeline_settings,
+    produce_lines,
+    sample_lines,
+    scope_views,
+    scopes_of,
+    topic_values,
+    valid_turn_counts,
+    wait_turns,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 

@@ -1,5 +1,5 @@
 """A worker whose local store is gone restores its tables by reading the changelogs in bulk
-(streams/runtime/restore.py): every changelog record goes through that path, none is left to Faust's
+(streams/state/restore.py): every changelog record goes through that path, none is left to Faust's
 record-by-record loop, and the scopes it then shows are exactly those it showed before — as with the bulk
 path switched off (Faust's own recovery); on both stores."""
 

@@ -13,10 +13,10 @@ from credence.config.pipeline import PipelineSettings
 from credence.sinks.consumer import drain
 from credence.sinks.schema import ARCHIVE, EVIDENCE
 from credence.streams.ops.admin import changelog_topic, ensure_topics
-from credence.streams.runtime import redo
 from credence.streams.ops.cli import main as cli
 from credence.streams.ops.process import WorkerProcess, wait_until
 from credence.streams.ops.replay import replay, send_control
+from credence.streams.state import redo
 
 pytestmark = pytest.mark.integration
 

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pyarrow.dataset as ds
 import pytest
@@ -33,7 +33,7 @@ SCOPES = 120
 LIKES = ("tea", "coffee", "jazz", "chess", "sushi", "hiking", "cycling", "painting", "poetry", "baking",
          "opera", "karate", "skiing", "gardening", "knitting", "surfing", "origami", "pottery")
 KILLS = 10
-T0 = datetime(2026, 4, 1, 8, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 4, 1, 8, 0, tzinfo=UTC)
 
 SINK = """
 import asyncio, sys

@@ -15,8 +15,16 @@ import pytest
 
 from credence.streams.ops.admin import ensure_topics
 from credence.streams.ops.process import WorkerProcess, wait_until
-from tests.support.turns import (INVALID_KINDS, NULL_VALUE, Batch, generate, produce, read_topic,
-                                 reason_matches, uncommitted)
+from tests.support.turns import (
+    INVALID_KINDS,
+    NULL_VALUE,
+    Batch,
+    generate,
+    produce,
+    read_topic,
+    reason_matches,
+    uncommitted,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 

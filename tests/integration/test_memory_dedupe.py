@@ -12,8 +12,18 @@ import pytest
 from credence.config.memory import MemorySettings
 from credence.streams.ops.cli import main as cli
 from credence.streams.ops.process import WorkerProcess, settings_env, wait_until
-from tests.support.pipeline import (DEADLINE_S, FAST_GROUP_ENV, flush_and_wait_idle, pipeline_settings, produce_lines,
-                                    sample_lines, scope_views, topic_values, valid_turn_counts, wait_turns)
+from tests.support.pipeline import (
+    DEADLINE_S,
+    FAST_GROUP_ENV,
+    flush_and_wait_idle,
+    pipeline_settings,
+    produce_lines,
+    sample_lines,
+    scope_views,
+    topic_values,
+    valid_turn_counts,
+    wait_turns,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 

@@ -14,10 +14,10 @@ import pytest
 
 from credence.streams.ops.admin import changelog_topic, ensure_topics
 from credence.streams.ops.process import WorkerProcess, wait_until
-from credence.streams.runtime import codec
 from credence.streams.runtime.forwards import FORWARDED_FROM
-from credence.streams.runtime.ownership import Ownership
 from credence.streams.runtime.topics import TABLES
+from credence.streams.state import codec
+from credence.streams.state.ownership import Ownership
 from tests.support.turns import Outgoing, produce, read_topic, turn, uncommitted
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]

@@ -5,20 +5,19 @@ from __future__ import annotations
 
 import asyncio
 import json
-import math
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
-from credence.kafka import client_options
 from credence.config.pipeline import PipelineSettings
+from credence.kafka import client_options
 from credence.streams.ops.admin import ensure_topics
 from credence.streams.ops.process import WorkerProcess, wait_until
 
 pytestmark = pytest.mark.integration
 
-T0 = datetime(2026, 3, 1, 10, 0, tzinfo=timezone.utc)
+T0 = datetime(2026, 3, 1, 10, 0, tzinfo=UTC)
 END = T0 + timedelta(days=21, hours=2)  # the last turn: 2026-03-22 12:00
 
 
@@ -193,7 +192,7 @@ def test_scripted_conversation_reaches_the_hand_computed_state(scenario_settings
 def test_duplicate_deliveries_give_the_same_state(scenario_settings, kafka_bootstrap, tmp_path):
     once = run_script(scenario_settings(), kafka_bootstrap, tmp_path / "a", copies=1)
     again = scenario_settings()
-    twice = run_script(scenario_settings(topic_prefix="dup-" + again.topic_prefix, app_id="dup-app",
+    twice = run_script(scenario_settings(topic_prefix="dup-" + again.topic_prefix, app_id="dup-" + again.app_id,
                                          data_dir=tmp_path / "dup-data"), kafka_bootstrap, tmp_path / "b", copies=2)
     assert_expected_end_state(*twice)
     strip = lambda d: {k: (v["status"], v["snapshot"]["evidence"], v["version"]) for k, v in d.items()}  # noqa: E731

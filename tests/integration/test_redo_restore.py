@@ -17,10 +17,10 @@ from aiokafka import AIOKafkaProducer
 from credence.kafka import client_options
 from credence.streams.ops.admin import changelog_topic, ensure_topics
 from credence.streams.ops.process import WorkerProcess
-from credence.streams.runtime import codec, redo
-from credence.streams.runtime.ownership import Ownership
-from credence.streams.runtime.redo import Write
 from credence.streams.scope.state import ScopeState
+from credence.streams.state import codec, redo
+from credence.streams.state.ownership import Ownership
+from credence.streams.state.redo import Write
 from credence.tables.entries import new_reflection
 from credence.tables.scope import Scope
 

@@ -14,10 +14,11 @@ import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from credence.kafka import client_options
 from credence.config.archive import ArchiveSettings
-from credence.sinks.consumer import ArchiveSink, drain
+from credence.kafka import client_options
+from credence.sinks.consumer import SinkRunner, drain
 from credence.sinks.forget import forget_user
+from credence.sinks.parquet import ParquetSink
 from credence.sinks.schema import ARCHIVE, IDENTITY_KEYS, SNAPSHOT_FIELDS, to_row
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
@@ -131,8 +132,8 @@ async def test_archived_entries_land_with_every_snapshot_field(kafka_bootstrap, 
     mapped = set(IDENTITY_KEYS) | {k.split(".")[0] for k, _, _ in SNAPSHOT_FIELDS}
     assert mapped == set(records[0]["entry"])  # every Entry key has its column
     dead = await consume_all(kafka_bootstrap, dlq, 2)
-    assert sorted(d["reason"].split(":")[0] for d in dead) == ["scope tenant must be a non-empty string, got None",
-                                                                "value is not JSON"]
+    assert sorted(d["reason"].split(":")[0] for d in dead) == ["'tenant' must be a non-empty string, got None",
+                                                                "not valid JSON"]
 
 
 @run_async
@@ -164,7 +165,7 @@ async def test_group_member_publishes_after_the_flush_interval_and_stops(kafka_b
     await create_topics(kafka_bootstrap, topic)
     settings = sink_settings.model_copy(update={"flush_interval_seconds": 0.1, "max_rows_per_shard": 1000})
     await produce(kafka_bootstrap, topic, [json.dumps(archive_record(i)).encode() for i in range(30)])
-    sink = ArchiveSink(kafka_bootstrap, topic, ARCHIVE, settings, group_id=f"{topic_prefix}-live")
+    sink = SinkRunner(ParquetSink(topic, ARCHIVE, settings, group_id=f"{topic_prefix}-live"), kafka_bootstrap)
     stop = asyncio.Event()
     task = asyncio.create_task(sink.run(stop))
     async with asyncio.timeout(60):

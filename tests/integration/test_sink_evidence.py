@@ -10,8 +10,8 @@ import pytest
 from aiokafka import AIOKafkaProducer
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
-from credence.kafka import client_options
 from credence.config.archive import ArchiveSettings
+from credence.kafka import client_options
 from credence.sinks.analytics import FunnelRow, connect, funnel
 from credence.sinks.consumer import drain
 from credence.sinks.schema import EVIDENCE

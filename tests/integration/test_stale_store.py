@@ -1,5 +1,5 @@
 """A worker's RocksDB store is never trusted past what its changelogs can still bring up to date
-(streams/runtime/freshness.py): one that was out of step longer than the tombstone horizon, or holds
+(streams/state/freshness.py): one that was out of step longer than the tombstone horizon, or holds
 offsets past its changelog's end, is discarded and restored from the changelog's beginning — so a user
 forgotten elsewhere meanwhile, whose tombstones compaction has since removed, does not come back, and keys
 only that store holds are gone."""

@@ -18,22 +18,28 @@ import json
 import uuid
 from datetime import UTC, datetime, timedelta
 
+import httpx
 import pytest
 from aiokafka import AIOKafkaProducer
 
-import httpx
-
 from credence.config.usage import BridgeSettings, TopicFilter, UsageSettings
 from credence.kafka import client_options
+from credence.streams.llm.embeddings import extra_installed
 from credence.streams.ops.cli import main as cli
 from credence.streams.ops.process import WorkerProcess, settings_env, wait_until
-from credence.streams.runtime.embeddings import extra_installed
 from credence.streams.scope.requests import reflection_id
 from credence.tables.entries import Entry
 from credence.tables.validity import as_of
 from tests.support.api import add_tenant
-from tests.support.pipeline import DEADLINE_S, FAST_GROUP_ENV, REPLAY_PIPELINE, flush_and_wait_idle, idle_status, \
-    pipeline_settings, topic_values
+from tests.support.pipeline import (
+    DEADLINE_S,
+    FAST_GROUP_ENV,
+    REPLAY_PIPELINE,
+    flush_and_wait_idle,
+    idle_status,
+    pipeline_settings,
+    topic_values,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
 

@@ -9,7 +9,7 @@ from contextlib import asynccontextmanager
 
 from credence.client import Client
 from credence.config import Settings
-from credence.streams.api import tenant_admin
+from credence.streams.ops import tenant_admin
 from credence.streams.ops.process import WorkerProcess
 
 

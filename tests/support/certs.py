@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import ipaddress
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from cryptography import x509
@@ -34,7 +34,7 @@ def _key() -> ec.EllipticCurvePrivateKey:
 
 
 def _ca(cn: str) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
-    key, now = _key(), datetime.now(timezone.utc)
+    key, now = _key(), datetime.now(UTC)
     cert = (x509.CertificateBuilder().subject_name(_name(cn)).issuer_name(_name(cn))
             .public_key(key.public_key()).serial_number(x509.random_serial_number())
             .not_valid_before(now - timedelta(minutes=5)).not_valid_after(now + timedelta(days=2))
@@ -48,7 +48,7 @@ def _ca(cn: str) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
 
 
 def _leaf(ca_key, ca_cert, cn: str, usage, sans=()) -> tuple[ec.EllipticCurvePrivateKey, x509.Certificate]:
-    key, now = _key(), datetime.now(timezone.utc)
+    key, now = _key(), datetime.now(UTC)
     builder = (x509.CertificateBuilder().subject_name(_name(cn)).issuer_name(ca_cert.subject)
                .public_key(key.public_key()).serial_number(x509.random_serial_number())
                .not_valid_before(now - timedelta(minutes=5)).not_valid_after(now + timedelta(days=1))

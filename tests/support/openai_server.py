@@ -36,7 +36,7 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from credence.streams.llm.openai_parsing import REPAIR_PREFIX, split_user_message
-from credence.streams.llm.prompts import TASKS, candidate_rerank, stage2_classification
+from credence.streams.llm.prompts import PROMPTS, candidate_rerank, stage2_classification
 from credence.streams.llm.prompts.base import fit_to_schema, schema_name
 from credence.streams.llm.token_budget import approx_tokens
 from tests.support.openai_answers import (
@@ -51,7 +51,7 @@ FAILURE_KINDS = ("timeout", "http_500", "http_429", "bad_json", "schema_invalid"
 
 # -- the server ---------------------------------------------------------------------------------
 
-_BY_PREFIX: dict[str, ModuleType] = {module.SYSTEM: module for module in TASKS.values()}
+_BY_PREFIX: dict[str, ModuleType] = {module.SYSTEM: module for module in PROMPTS.values()}
 
 
 class _Refused(Exception):

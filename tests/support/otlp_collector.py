@@ -38,7 +38,9 @@ class Collector:
 
             def do_POST(self) -> None:  # noqa: N802 - stdlib naming
                 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-                    ExportTraceServiceRequest, ExportTraceServiceResponse)
+                    ExportTraceServiceRequest,
+                    ExportTraceServiceResponse,
+                )
 
                 request = ExportTraceServiceRequest()
                 request.ParseFromString(self.rfile.read(int(self.headers.get("Content-Length", 0))))
@@ -68,7 +70,7 @@ class Collector:
         with self._lock:
             return list(self.spans)
 
-    def __enter__(self) -> "Collector":
+    def __enter__(self) -> Collector:
         self._thread.start()
         return self
 

@@ -21,9 +21,9 @@ from credence.kafka import client_options
 from credence.streams.ops.admin import ensure_topics
 from credence.streams.ops.broker import free_port
 from credence.streams.ops.process import WorkerProcess, wait_until
+from credence.streams.ops.replay import send_control
 from credence.streams.runtime.records import decode_turn, scope_key
 from credence.streams.scope.context import FACTS_KIND
-from credence.streams.ops.replay import send_control
 from credence.tables.entries import Entry, apply_snapshot
 from tests.support.turns import read_topic
 
@@ -182,7 +182,7 @@ def fold_journal(events: list[dict]) -> dict[str, Entry]:
     return out
 
 
-def journal_mismatch(run: "RunResult") -> dict[str, object]:
+def journal_mismatch(run: RunResult) -> dict[str, object]:
     """Where the folded journal and the worker's tables disagree (empty when they agree). The tables are
     the active entries (scope views) plus the archived ones (credence.archive). Also: one event id
     ("<entry_id>@<version>") never names two different snapshots (a re-send repeats the same one), and

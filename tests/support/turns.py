@@ -12,19 +12,18 @@ import random
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from credence.config.kafka import KafkaSettings
 from credence.kafka import client_options
-
 from credence.streams.runtime.records import scope_key
 
 TENANTS = ("acme", "globex", "initech")
 USERS = ("alice", "bob", "carol", "dan")
 CHARACTERS = ("barista", "tutor")
-START = datetime(2026, 9, 1, 9, 0, tzinfo=timezone.utc)
+START = datetime(2026, 9, 1, 9, 0, tzinfo=UTC)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ import importlib.util
 import pytest
 
 from credence.errors import ConfigError
-from credence.streams.runtime.embeddings import load_encoder, rank_by_similarity
+from credence.streams.llm.embeddings import load_encoder, rank_by_similarity
 from credence.streams.llm.models import Fact, Observation
 
 AXES = {"tea": [1.0, 0.0, 0.0], "rust": [0.0, 1.0, 0.0], "lisbon": [0.0, 0.0, 1.0]}
@@ -63,7 +63,7 @@ def test_the_bundled_model_ranks_a_paraphrase_first():
 
 
 def test_the_lazy_encoder_loads_nothing_until_its_first_call(monkeypatch):
-    from credence.streams.runtime import embeddings
+    from credence.streams.llm import embeddings
 
     loads = []
     monkeypatch.setattr(embeddings, "load_encoder", lambda path: loads.append(path) or axis_encode)
@@ -80,7 +80,7 @@ def test_the_lazy_encoder_loads_nothing_until_its_first_call(monkeypatch):
 
 def test_recall_cosine_setting_decides_the_recall_encoder():
     from credence.config.pipeline import PipelineSettings
-    from credence.streams.runtime.embeddings import LazyEncoder, extra_installed
+    from credence.streams.llm.embeddings import LazyEncoder, extra_installed
     from credence.streams.serving import recall_encoder
 
     assert recall_encoder(PipelineSettings(recall_cosine=False), shared=axis_encode) is None
@@ -101,7 +101,7 @@ def test_the_stage2_pre_rank_with_the_real_model_reorders_before_the_rerank_cut(
     import asyncio
 
     from credence.streams.llm.rules.backend import RulesBackend
-    from credence.streams.runtime.runner import execute
+    from credence.streams.llm.runner import execute
 
     fact = {"id": "f1", "text": "I adore cats", "subject": "pets", "importance": 8,
             "polarity": "positive", "source_turn_ids": ["t1"]}

@@ -1,20 +1,20 @@
-"""credence.turns v1 decoding: every rejection reason, the dead-letter envelope, and Turn round-trips."""
+"""credence.turns v1 decoding: every rejection reason, the dead-letter envelope, and TurnRecord round-trips."""
 
 from __future__ import annotations
 
 import base64
 import json
 import unicodedata
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from credence.errors import RecordError
 from credence.deadletter import dead_letter
+from credence.errors import RecordError
+from credence.streams.runtime.records import MAX_PART, MAX_TEXT, TurnRecord, decode_turn, parse_utc
 from credence.tables.clock import format_instant
-from credence.streams.runtime.records import MAX_PART, MAX_TEXT, Turn, decode_turn, parse_utc
 
 GOOD = {"v": 1, "tenant": "acme", "user": "alice", "character": "barista", "turn_id": "t-1",
         "role": "user", "text": "I love green tea.", "ts": "2026-09-01T09:00:00Z"}
@@ -36,7 +36,7 @@ DROP = object()
 def test_a_valid_turn_decodes():
     turn = decode_turn(raw(surfaced_ids=["e1", "e2"]))
     assert turn.scope == "acme/alice/barista"
-    assert turn.ts == datetime(2026, 9, 1, 9, tzinfo=timezone.utc)
+    assert turn.ts == datetime(2026, 9, 1, 9, tzinfo=UTC)
     assert turn.surfaced_ids == ("e1", "e2")
 
 
@@ -47,7 +47,7 @@ def test_optional_fields_default():
 
 def test_offsets_are_normalised_to_utc():
     turn = decode_turn(raw(ts="2026-09-01T11:30:00+02:30"))
-    assert turn.ts == datetime(2026, 9, 1, 9, tzinfo=timezone.utc) and turn.ts.tzinfo == timezone.utc
+    assert turn.ts == datetime(2026, 9, 1, 9, tzinfo=UTC) and turn.ts.tzinfo == UTC
 
 
 @pytest.mark.parametrize("record, reason", [
@@ -111,7 +111,7 @@ def test_hostile_records_are_rejected_not_crashing(record):
 
 
 def test_dead_letter_carries_the_original_bytes_and_reason():
-    at = datetime(2026, 9, 1, tzinfo=timezone.utc)
+    at = datetime(2026, 9, 1, tzinfo=UTC)
     envelope = json.loads(dead_letter(topic="credence.turns", partition=3, offset=17, reason="bad role",
                                       original=b"\x00\xffnot json", at=at))
     assert envelope == {"v": 1, "topic": "credence.turns", "partition": 3, "offset": 17, "reason": "bad role",
@@ -128,10 +128,10 @@ part = st.text(min_size=1, max_size=MAX_PART).filter(
     and not any(unicodedata.category(c) in ("Cc", "Cf", "Cs", "Zl", "Zp") for c in s))
 nonempty = st.text(min_size=1, max_size=50).filter(lambda s: s.strip())
 aware = st.datetimes(min_value=datetime(2000, 1, 2), max_value=datetime(2099, 12, 30),
-                     timezones=st.sampled_from([timezone.utc, timezone(timedelta(hours=5, minutes=30)),
+                     timezones=st.sampled_from([UTC, timezone(timedelta(hours=5, minutes=30)),
                                                 timezone(timedelta(hours=-8))]))
 turns = st.builds(
-    Turn, tenant=part, user=part, character=part, turn_id=st.text(min_size=1, max_size=MAX_PART),
+    TurnRecord, tenant=part, user=part, character=part, turn_id=st.text(min_size=1, max_size=MAX_PART),
     role=st.sampled_from(["user", "ai"]), text=nonempty, ts=aware,
     surfaced_ids=st.lists(st.text(min_size=1, max_size=20), max_size=4).map(tuple),
 )
@@ -142,8 +142,8 @@ turns = st.builds(
 def test_encode_then_decode_is_the_same_turn(turn):
     decoded = decode_turn(turn.encode())
     assert decoded == turn
-    assert decoded.ts.tzinfo == timezone.utc
-    assert decoded.encode() == Turn(**{**decoded.__dict__}).encode()
+    assert decoded.ts.tzinfo == UTC
+    assert decoded.encode() == TurnRecord(**{**decoded.__dict__}).encode()
 
 
 @settings(max_examples=300, deadline=None)

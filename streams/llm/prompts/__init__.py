@@ -1,5 +1,8 @@
 """One module per LLM task: VERSION, SYSTEM (the static prefix), Input/Output models, render_user,
-MAX_TOKENS. The JSON schema sent for structured output is the Output model's schema."""
+MAX_TOKENS. The JSON schema sent for structured output is the Output model's schema.
+
+A prompt's NAME is its own (the key of CREDENCE_LLM__MODELS, the schema name a server sees): a task
+(credence.streams.llm.tasks.TaskName) uses one prompt or more."""
 
 from types import ModuleType
 
@@ -13,7 +16,7 @@ from credence.streams.llm.prompts import (
     surfaced_feedback,
 )
 
-TASKS: dict[str, ModuleType] = {
+PROMPTS: dict[str, ModuleType] = {
     module.NAME: module
     for module in (
         stage1_extraction,
@@ -26,4 +29,4 @@ TASKS: dict[str, ModuleType] = {
     )
 }
 
-__all__ = ["TASKS"]
+__all__ = ["PROMPTS"]

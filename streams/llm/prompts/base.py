@@ -10,7 +10,6 @@ aliases in an `enum`, so grammar-constrained decoding cannot emit any other id."
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
@@ -88,7 +87,7 @@ def _inline(node: Any, defs: dict[str, Any]) -> Any:
     return node
 
 
-@cache  # asked for on every in-process answer; callers copy it before changing it (call_schema does)
+@cache  # asked for on every call; never changed (call_schema builds new containers from it)
 def static_schema(output: type[BaseModel]) -> dict[str, Any]:
     """The Output model's schema, inlined and without titles (nothing the decoder needs)."""
     raw = output.model_json_schema()
@@ -110,7 +109,7 @@ def call_schema(output: type[BaseModel], enums: dict[str, list[str]],
                 max_items: dict[str, int] | None = None) -> dict[str, Any]:
     """The schema for one call: every id field an enum of exactly that call's aliases, and top-level
     lists capped where the call bounds them (no more decisions than surfaced reflections)."""
-    schema = _constrain(copy.deepcopy(static_schema(output)), enums)
+    schema = _constrain(static_schema(output), enums)  # a new container at every level: no copy first
     for prop, cap in (max_items or {}).items():
         node = schema["properties"][prop]
         node["maxItems"] = min(node.get("maxItems", cap), max(cap, 0))

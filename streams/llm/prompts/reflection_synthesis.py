@@ -9,7 +9,6 @@ from pydantic import Field
 from credence.streams.llm.aliases import Aliases, Reader
 from credence.streams.llm.models import Fact, Observation, ReflectionDraft
 from credence.streams.llm.prompts.base import (
-    unique,
     DATA_RULE,
     JSON_RULE,
     Call,
@@ -20,6 +19,7 @@ from credence.streams.llm.prompts.base import (
     WireIn,
     real_ids,
     render_json,
+    unique,
 )
 from credence.streams.llm.prompts.stage2_classification import FactRef, fact_refs
 

@@ -10,7 +10,6 @@ from pydantic import Field
 from credence.streams.llm.aliases import Aliases, Reader
 from credence.streams.llm.models import Fact, Polarity, Turn, fact_id
 from credence.streams.llm.prompts.base import (
-    unique,
     DATA_RULE,
     JSON_RULE,
     Call,
@@ -21,6 +20,7 @@ from credence.streams.llm.prompts.base import (
     WireIn,
     real_ids,
     render_json,
+    unique,
 )
 
 NAME = "stage1_extraction"

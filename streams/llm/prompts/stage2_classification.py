@@ -9,7 +9,6 @@ from pydantic import Field
 from credence.streams.llm.aliases import Aliases, Reader
 from credence.streams.llm.models import Classification, Fact, Observation, Polarity, Relation
 from credence.streams.llm.prompts.base import (
-    unique,
     DATA_RULE,
     JSON_RULE,
     Call,
@@ -18,6 +17,7 @@ from credence.streams.llm.prompts.base import (
     Wire,
     WireIn,
     render_json,
+    unique,
 )
 
 NAME = "stage2_classification"

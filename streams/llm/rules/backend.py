@@ -15,21 +15,23 @@ from credence.streams.llm.backend import LLMBackend, LLMStats
 from credence.streams.llm.models import (
     Classification,
     Fact,
-    fact_id,
     FeedbackDecision,
     MergeDecision,
     Observation,
     ReflectionDraft,
     Turn,
+    fact_id,
 )
 from credence.streams.llm.prompts import (
     candidate_rerank,
-    merge_decision as merge_prompt,
     negative_keyword_target,
     reflection_synthesis,
     stage1_extraction,
     stage2_classification,
     surfaced_feedback,
+)
+from credence.streams.llm.prompts import (
+    merge_decision as merge_prompt,
 )
 from credence.streams.llm.prompts.base import fit_to_schema, static_schema
 from credence.streams.llm.rules import extraction, feedback, matching, synthesis

@@ -19,11 +19,11 @@ import json
 import random
 import re
 import sys
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from itertools import combinations
 from pathlib import Path
 
-START = datetime(2026, 1, 5, 8, 0, tzinfo=timezone.utc)
+START = datetime(2026, 1, 5, 8, 0, tzinfo=UTC)
 USERS = ("maya", "omar", "lena", "raj", "sofia", "tom", "yuki", "ines")
 CHARACTERS = ("companion", "coach")
 PETS = (("dog", "pups"), ("cat", "kitties"), ("rabbit", "bunnies"))
@@ -59,7 +59,7 @@ def _statements(p: dict) -> list[str]:
         f"I have {p['n']} {p['pet']}s. I love them and how much joy they bring me.",
         f"My {p['pet']}s are my world. I love them so much.",
         f"I love checking out new parks with my {p['n']} {p['pups']}.",
-        f"I love trying out new recipes and experimenting in the kitchen with my kids on Sundays.",
+        "I love trying out new recipes and experimenting in the kitchen with my kids on Sundays.",
         "Honestly I love your commitment, you always listen to me.",
         "I enjoy what you do, it really helps me.",
         f"I really love {h[0]}. It keeps me sane after work.",

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import json
 import random
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from credence.streams.scope.requests import reflection_id
 from credence.tables.clock import format_instant
+from credence.tables.scope import scope_key
 
-START = datetime(2026, 9, 1, 9, 0, tzinfo=timezone.utc)
+START = datetime(2026, 9, 1, 9, 0, tzinfo=UTC)
 
 SCOPES = [
     ("acme", "alice", "barista"), ("acme", "alice", "tutor"), ("acme", "bob", "barista"),
@@ -57,7 +58,7 @@ def generate() -> list[dict]:
         for week in range(6):
             if week == 3 and (tenant, user, character) in SURFACED:
                 text, ask, reply = SURFACED[(tenant, user, character)]
-                rid = reflection_id(f"{tenant}/{user}/{character}", text)
+                rid = reflection_id(scope_key(tenant, user, character), text)
                 for role, line, extra in (("ai", ask, {"surfaced_ids": [rid]}), ("user", reply, {})):
                     ts += timedelta(hours=rng.randint(6, 40))
                     turns.append({"v": 1, "tenant": tenant, "user": user, "character": character,

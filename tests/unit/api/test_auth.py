@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
-from hypothesis import given, settings as hsettings, strategies as st
+from hypothesis import given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from credence.config.api import ApiSettings
 from credence.errors import ApiError
@@ -13,7 +15,7 @@ from credence.streams.api.auth import RateLimits, TokenBucket, authenticate, bea
 from credence.streams.api.directory import Directory
 from credence.streams.api.tenants import Tenant, TenantSettings, hash_key
 
-NOW = datetime(2026, 1, 1, tzinfo=timezone.utc)
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 class Request:

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from credence.api_models import FeedbackRequest, RecallRequest
 from credence.errors import ApiError
 from credence.streams.api.http import parse_body, path_parts
-from credence.streams.api.models import FeedbackRequest, RecallRequest
 
 
 @pytest.mark.parametrize("raw, status, words", [

@@ -34,7 +34,7 @@ def test_the_consensus_route_takes_a_score_from_zero_to_one_and_who_sets_it():
     import pytest
     from pydantic import ValidationError
 
-    from credence.streams.api.models import ConsensusRequest
+    from credence.api_models import ConsensusRequest
 
     route = {r.name: r for r in ROUTES}["put_consensus"]
     assert route.method == "PUT" and route.path.endswith("/entries/{entry_id}/consensus")

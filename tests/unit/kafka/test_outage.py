@@ -6,7 +6,8 @@ from __future__ import annotations
 import logging
 import random
 
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from credence.outage import QuietOutage, backoff_delays
 

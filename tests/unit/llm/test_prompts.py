@@ -7,7 +7,7 @@ import pytest
 from credence.streams.llm.models import Fact, Observation, ReflectionDraft, Turn
 from credence.streams.llm.openai_backend import response_format
 from credence.streams.llm.prompts import (
-    TASKS,
+    PROMPTS,
     candidate_rerank,
     merge_decision,
     negative_keyword_target,
@@ -62,36 +62,36 @@ def calls(i: int) -> dict:
 
 
 def test_one_module_per_task():
-    assert sorted(TASKS) == sorted(name for name, _ in FINGERPRINTS)
+    assert sorted(PROMPTS) == sorted(name for name, _ in FINGERPRINTS)
 
 
-@pytest.mark.parametrize("name", sorted(TASKS))
+@pytest.mark.parametrize("name", sorted(PROMPTS))
 def test_module_shape(name):
-    module = TASKS[name]
+    module = PROMPTS[name]
     assert isinstance(module.VERSION, int) and module.VERSION >= 1
     assert isinstance(module.MAX_TOKENS, int) and 0 < module.MAX_TOKENS <= 4096
     assert isinstance(module.SYSTEM, str) and "JSON" in module.SYSTEM
 
 
-@pytest.mark.parametrize("name", sorted(TASKS))
+@pytest.mark.parametrize("name", sorted(PROMPTS))
 def test_system_prefix_is_pinned_to_its_version(name):
-    module = TASKS[name]
+    module = PROMPTS[name]
     assert _fingerprint(module.SYSTEM) == FINGERPRINTS[(module.NAME, module.VERSION)], (
         f"{name} SYSTEM changed: bump VERSION and record the new fingerprint {_fingerprint(module.SYSTEM)}"
     )
 
 
-@pytest.mark.parametrize("name", sorted(TASKS))
+@pytest.mark.parametrize("name", sorted(PROMPTS))
 def test_deciding_prompts_carry_worked_examples_including_the_empty_answer(name):
-    system = TASKS[name].SYSTEM
+    system = PROMPTS[name].SYSTEM
     examples = system.count("\nINPUT: ")
-    assert 3 <= examples <= 6  # issue 13: 3-6 worked examples in every prompt that decides something
+    assert 3 <= examples <= 6  # 3-6 worked examples in every prompt that decides something
     assert examples == system.count("\nOUTPUT: ")
     outputs = [line[len("OUTPUT: "):] for line in system.splitlines() if line.startswith("OUTPUT: ")]
     for out in outputs:  # every example answer is valid output of the task
-        TASKS[name].Output.model_validate_json(out)
+        PROMPTS[name].Output.model_validate_json(out)
     for inp in (line[len("INPUT: "):] for line in system.splitlines() if line.startswith("INPUT: ")):
-        TASKS[name].Input.model_validate_json(inp)  # and every example input has the real input's shape
+        PROMPTS[name].Input.model_validate_json(inp)  # and every example input has the real input's shape
     if name == "surfaced_feedback":  # one decision per surfaced entry: "empty" is all-ignore
         assert any({d["decision"] for d in json.loads(out)["decisions"]} == {"ignore"} for out in outputs)
     elif name != "merge_decision":  # merge always decides; its "nothing to do" answer is reject
@@ -122,9 +122,9 @@ def test_stage2_examples_reinforce_negative_with_negative_and_leave_out_a_relate
     assert "green tea ice cream" in system and '"observation_id":"O2"' not in system.split("OUTPUT: ")[1].splitlines()[0]
 
 
-@pytest.mark.parametrize("name", sorted(TASKS))
+@pytest.mark.parametrize("name", sorted(PROMPTS))
 def test_system_prompt_is_byte_identical_across_calls_and_data_goes_in_the_user_message(name):
-    module = TASKS[name]
+    module = PROMPTS[name]
     first, second = calls(1)[name], calls(2)[name]
     system_before = module.SYSTEM
     rendered = [module.render_user(first.payload), module.render_user(second.payload)]
@@ -147,9 +147,9 @@ def _nodes(schema):
             yield from _nodes(item)
 
 
-@pytest.mark.parametrize("name", sorted(TASKS))
+@pytest.mark.parametrize("name", sorted(PROMPTS))
 def test_every_output_model_is_bounded_and_vllm_safe(name):
-    schema = static_schema(TASKS[name].Output)
+    schema = static_schema(PROMPTS[name].Output)
     for node in _nodes(schema):
         if not isinstance(node, dict) or "type" not in node:
             continue
@@ -163,9 +163,9 @@ def test_every_output_model_is_bounded_and_vllm_safe(name):
             assert sorted(node.get("required", [])) == sorted(node.get("properties", {}))
 
 
-@pytest.mark.parametrize("name", sorted(TASKS))
+@pytest.mark.parametrize("name", sorted(PROMPTS))
 def test_call_schema_is_strict_and_its_id_enums_are_exactly_the_calls_aliases(name):
-    module = TASKS[name]
+    module = PROMPTS[name]
     for i in (1, 2):
         call = calls(i)[name]
         fmt = response_format(module, call)
@@ -174,6 +174,28 @@ def test_call_schema_is_strict_and_its_id_enums_are_exactly_the_calls_aliases(na
         schema = fmt["json_schema"]["schema"]
         assert "x-credence-alias" not in json.dumps(schema)
         assert schema_problems(schema, expected_id_enums(module, call.payload)) == []
+
+
+def _containers(node):
+    if isinstance(node, (dict, list)):
+        yield node
+        for value in node.values() if isinstance(node, dict) else node:
+            yield from _containers(value)
+
+
+@pytest.mark.parametrize("name", sorted(PROMPTS))
+def test_a_call_schema_shares_no_container_with_the_cached_schema_or_another_call(name):
+    # call_schema is built fresh from the cached static schema on every request (no deep copy first):
+    # changing one call's schema must change nothing else
+    module = PROMPTS[name]
+    before = json.dumps(static_schema(module.Output), sort_keys=True)
+    first, second = (response_format(module, calls(i)[name])["json_schema"]["schema"] for i in (1, 2))
+    ids = [{id(n) for n in _containers(s)} for s in (static_schema(module.Output), first, second)]
+    assert not ids[0] & ids[1] and not ids[1] & ids[2]
+    for node in _containers(first):
+        if isinstance(node, dict) and node.get("type") == "array":
+            node["maxItems"] = 0
+    assert json.dumps(static_schema(module.Output), sort_keys=True) == before
 
 
 # An answer per task with one id slot, filled with the id under test.
@@ -194,9 +216,9 @@ def _answer(name: str, alias: str) -> dict:
 OFFERED = {"stage1_extraction": "T2", "reflection_synthesis": "F2"}
 
 
-@pytest.mark.parametrize("name", sorted(TASKS))
+@pytest.mark.parametrize("name", sorted(PROMPTS))
 def test_enum_schema_accepts_the_calls_aliases_and_nothing_else(name):
-    schema = response_format(TASKS[name], calls(2)[name])["json_schema"]["schema"]
+    schema = response_format(PROMPTS[name], calls(2)[name])["json_schema"]["schema"]
     jsonschema.validate(_answer(name, OFFERED.get(name, "O2")), schema)
     for invented in ("O3", "T3", "F3", "O9", "r-0000000000000001", "", "o1"):
         with pytest.raises(jsonschema.ValidationError):

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from credence.config import load_settings
 from credence.config.llm import LLMSettings
 from credence.errors import ConfigError
-from credence.streams.llm import make_backend
+from credence.streams.llm.factory import make_backend
 from credence.streams.llm.models import Observation, ReflectionDraft, Turn, fact_id
 from credence.streams.llm.prompts import reflection_synthesis, stage1_extraction
 from credence.streams.llm.prompts.base import MAX_SUBJECT, MAX_TEXT

@@ -4,7 +4,6 @@ from hypothesis import strategies as st
 
 from credence.errors import LLMError
 from credence.streams.llm.models import Fact, Observation
-from credence.tables.tokens import cl100k_tokens
 from credence.streams.llm.token_budget import (
     approx_tokens,
     fit_rerank,
@@ -13,6 +12,7 @@ from credence.streams.llm.token_budget import (
     stage2_prompt_tokens,
     trim_to_tokens,
 )
+from credence.tables.tokens import cl100k_tokens
 
 
 @pytest.mark.parametrize(

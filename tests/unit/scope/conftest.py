@@ -15,7 +15,7 @@ import pytest
 from credence.config.memory import MemorySettings
 from credence.config.pipeline import PipelineSettings
 from credence.streams.llm.rules.backend import RulesBackend
-from credence.streams.runtime.runner import execute
+from credence.streams.llm.runner import execute
 from credence.streams.scope.context import Emit, StepContext
 from credence.streams.scope.state import Request, ScopeState
 from credence.streams.scope.step import event_now, step
@@ -124,7 +124,7 @@ class Driver:
         return req
 
     # -- looking at what came out ----------------------------------------------------------------------
-    def with_candidate(self) -> "Driver":
+    def with_candidate(self) -> Driver:
         """An unrelated active persona entry held before the first turn, so Stage-2 has a candidate to
         compare (with none, the step skips the call) and tests of the Stage-2 request see one issued."""
         entry = new_persona_entry(CANDIDATE_ID, Scope.parse(self.state.scope), "The user's name is Kim.", T0,

@@ -8,14 +8,17 @@ from __future__ import annotations
 from datetime import timedelta
 
 from credence.config.pipeline import PipelineSettings
-from credence.streams.scope.requests import promotion_payload, stage2_payload
 from credence.streams.scope.context import StepContext
+from credence.streams.scope.requests import promotion_payload, stage2_payload
 from credence.tables.entries import new_persona_entry
+from credence.tables.lifecycle import PromotionTicket
 from credence.tables.scope import Scope
 from credence.tables.tokens import approximate_tokens
 from tests.support.promoting import promoting_scope
 
 from .conftest import SCOPE_KEY, T0
+
+TICKET = PromotionTicket("r-00000", 1, 1)
 
 
 def context(pipeline: PipelineSettings, memory) -> StepContext:
@@ -29,9 +32,9 @@ def test_a_promotion_carries_the_k_most_relevant_persona_entries(memory_factory)
         state.entries[pid] = new_persona_entry(pid, parts, text, T0, subject="sailing")
     reflection = state.entries["r-00000"]  # "The user practises sailing with club number 0"
     payload = promotion_payload(state, reflection, context(PipelineSettings(promotion_max_personas=2),
-                                                           memory_factory()))
+                                                           memory_factory()), TICKET)
     assert sorted(p["id"] for p in payload["personas"]) == ["p-sail-1", "p-sail-2"]
-    default = promotion_payload(state, reflection, context(PipelineSettings(), memory_factory()))
+    default = promotion_payload(state, reflection, context(PipelineSettings(), memory_factory()), TICKET)
     assert len(default["personas"]) == PipelineSettings().promotion_max_personas == 20
 
 

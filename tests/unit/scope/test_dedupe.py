@@ -3,11 +3,10 @@ control record the scope's owner applies, merged by the journalled merge path.""
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime, timedelta
 
 from credence.config.memory import MemorySettings
-import json
-
 from credence.streams.runtime.records import decode_control, dedupe_record
 from credence.streams.scope.dedupe import duplicate_pairs
 from credence.tables.clock import format_instant

@@ -8,7 +8,7 @@ import pytest
 
 from credence.errors import CredenceError
 from credence.streams.llm.rules.backend import RulesBackend
-from credence.streams.runtime.runner import execute
+from credence.streams.llm.runner import execute
 
 
 def run(task: str, payload: dict) -> dict:

@@ -148,7 +148,7 @@ def test_with_embeddings_a_draft_close_to_a_related_observation_is_declined(driv
     content word)."""
     import asyncio
 
-    from credence.streams.runtime.runner import execute
+    from credence.streams.llm.runner import execute
     from tests.unit.scope.conftest import _BACKEND
 
     d = driver_factory(auto=False)

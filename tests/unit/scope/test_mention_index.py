@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from credence.config.memory import MemorySettings
 from credence.config.pipeline import PipelineSettings

@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import timedelta
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from credence.streams.scope.state import ScopeState
 from credence.tables.entries import new_reflection

@@ -249,6 +249,11 @@ def test_facts_of_a_dead_lettered_request_leave_the_state_failed_and_are_journal
     assert req.id not in d.state.requests and d.step("tick", {"type": "tick"}).requests == []
 
 
+def held(ctx) -> list:
+    """The requests a step issued that hold the scope (not the windows asked ahead)."""
+    return [r for r in ctx.requests if not r.speculative]
+
+
 def test_a_request_failing_while_the_backend_is_unavailable_waits_and_is_retried_not_dropped(
         driver_factory, pipeline_factory):
     pipeline = pipeline_factory(max_request_failures=2, failed_request_retry_seconds=60, stage1_max_wait_seconds=60)
@@ -267,13 +272,14 @@ def test_a_request_failing_while_the_backend_is_unavailable_waits_and_is_retried
     assert [e for e in d.emits if e.topic == "dlq"] == []
     assert stage2.id in d.state.requests and d.state.facts[fact_id]["stage2"] == "pending"
     # it waits for its back-off in the scope's event time: a turn 30 s later does not re-issue it ...
-    assert d.turn("I like tea", T0 + timedelta(seconds=30)).requests == []
+    # (the Stage-1 of the queued turns' window is asked ahead meanwhile: speculation.py)
+    assert held(d.turn("I like tea", T0 + timedelta(seconds=30))) == []
     # ... one 60 s after it failed does
-    assert [r.id for r in d.turn("I like jazz", T0 + timedelta(seconds=61)).requests] == [stage2.id]
+    assert [r.id for r in held(d.turn("I like jazz", T0 + timedelta(seconds=61)))] == [stage2.id]
     d.fail(stage2, error="HTTP 503 #3", transient=True)  # still down: the next wait is twice as long
-    assert d.turn("I like rain", T0 + timedelta(seconds=100)).requests == []
+    assert held(d.turn("I like rain", T0 + timedelta(seconds=100))) == []
     # a tick without a time (a replay's wall-clock pace) tries again whatever the event time
-    assert [r.id for r in d.step("tick", {"type": "tick"}).requests] == [stage2.id]
+    assert [r.id for r in held(d.step("tick", {"type": "tick"}))] == [stage2.id]
     d.pump()  # the backend answers again: the fact is processed and the queued turns run
     assert fact_id not in d.state.facts and d.state.knows_fact(fact_id)
     assert d.state.queue == [] and d.state.requests == {}

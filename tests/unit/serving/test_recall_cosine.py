@@ -99,7 +99,7 @@ needs_model = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def model_encoder():
-    from credence.streams.runtime.embeddings import load_encoder
+    from credence.streams.llm.embeddings import load_encoder
 
     return load_encoder()
 

@@ -9,42 +9,39 @@ import json
 import logging
 from datetime import date
 from pathlib import Path
-from types import SimpleNamespace
 
 import pyarrow.dataset as ds
 
 from credence.sinks.analytics import FunnelRow, connect, funnel
-from credence.sinks.consumer import ArchiveSink
+from credence.sinks.base import Batch, Record
 from credence.sinks.dedup import IdentitySet, decide_duplicates
 from credence.sinks.forget import forget_user
+from credence.sinks.parquet import ParquetSink
 from credence.sinks.schema import ARCHIVE, EVIDENCE, to_row
 
 
-class _Consumer:
-    """Stands in for the Kafka consumer: only commits are asked of it here."""
-
-    def __init__(self) -> None:
-        self.commits: list[dict] = []
-
-    async def commit(self, offsets) -> None:
-        self.commits.append({tp.partition: o for tp, o in offsets.items()})
-
-
-def _sink(settings, table=ARCHIVE) -> ArchiveSink:
-    sink = ArchiveSink("unused:9092", "topic", table, settings)
-    sink._consumer = _Consumer()
+def _sink(settings, table=ARCHIVE) -> ParquetSink:
+    sink = ParquetSink("topic", table, settings)
+    sink.commits = []  # the offsets it answered durable, as the runner would commit them
     return sink
 
 
-def _feed(sink: ArchiveSink, stream: list[tuple[int, int, dict]], publish_open: bool = True):
+async def _no_position(tp):
+    raise AssertionError("no partition is assigned here: spans seal as the next span's records arrive")
+
+
+def _feed(sink: ParquetSink, stream: list[tuple[int, int, dict]], publish_open: bool = True):
     """Feed (partition, offset, record) in order, as polls would, then publish the open spans."""
+    def commit(written):
+        if written.durable:
+            sink.commits.append({tp.partition: o for tp, o in written.durable.items()})
+
     async def go():
         for partition, offset, record in stream:
-            message = SimpleNamespace(topic="topic", partition=partition, offset=offset, key=b"k",
-                                      value=json.dumps(record).encode())
-            await sink._add(partition, message)
+            message = Record("topic", partition, offset, b"k", json.dumps(record).encode())
+            commit(await sink.write(Batch([message], frozenset(), _no_position)))
         if publish_open:
-            await sink._publish_open_spans()
+            commit(await sink.flush())
         return sink.stats
     return asyncio.run(go())
 
@@ -71,7 +68,7 @@ def test_an_in_span_duplicate_is_dropped_and_the_first_offset_wins(
         (0, 0, "e0", {}), (0, 1, "e1", {}), (0, 2, "e2", {}), (0, 3, "e3", {}), (0, 4, "e4", {}),
         (0, 5, "e2", {"text": "redelivered"}), (0, 6, "e0", {"text": "redelivered"}), (0, 7, "e5", {}),
     ])
-    with caplog.at_level(logging.INFO, logger="credence.sinks.consumer"):
+    with caplog.at_level(logging.INFO, logger="credence.sinks.parquet"):
         stats = _feed(_sink(settings), stream)
     rows = _rows(settings.root)
     assert sorted(r["entry_id"] for r in rows) == ["e0", "e1", "e2", "e3", "e4", "e5"]
@@ -138,7 +135,7 @@ def test_replay_from_zero_after_duplicates_rewrites_byte_identical_files(
         part = [(p, o, r) for n, (p, o, r) in enumerate(stream) if n < cut and o >= resume[p]]
         sink = _sink(settings)
         _feed(sink, part)
-        for commit in sink._consumer.commits:
+        for commit in sink.commits:
             resume.update(commit)
     incremental = _digest(settings.root)
     rows = _rows(settings.root)

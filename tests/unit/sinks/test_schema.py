@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 
 import pytest
 
@@ -16,10 +16,10 @@ def test_archive_row_holds_every_snapshot_key(archive_record_factory):
     row = to_row(ARCHIVE, record, 2, 41)
     assert row.key == ShardKey("acme", "reflection", "2026-01-21")  # 22:30 UTC
     v = row.values
-    assert v["archived_at"] == datetime(2026, 1, 21, 22, 30, tzinfo=timezone.utc)
+    assert v["archived_at"] == datetime(2026, 1, 21, 22, 30, tzinfo=UTC)
     assert v["reinforcement"] == 0.2 and v["sub_zero_days"] == 14
     assert v["sub_zero_last_increment_date"] == date(2026, 1, 20)
-    assert v["rein_last_signal_at"] == datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=timezone.utc)
+    assert v["rein_last_signal_at"] == datetime(2026, 1, 2, 3, 4, 5, 123456, tzinfo=UTC)
     assert v["source_fact_ids"] == ["f1", "f2"] and v["entry_archived_at"] is not None
     assert (v["topic_partition"], v["offset"]) == (2, 41)
     assert json.loads(v["snapshot_json"]) == record["entry"]
@@ -43,11 +43,11 @@ def test_evidence_row_partitions_by_event_time(evidence_record_factory):
 @pytest.mark.parametrize("mutate, reason", [
     (lambda r: r.update(v=2), "unsupported record version"),
     (lambda r: r.update(tenant="a/b"), "without '/'"),
-    (lambda r: r.update(user=""), "user must be a non-empty string"),
+    (lambda r: r.update(user=""), "'user' must be a non-empty string"),
     (lambda r: r.update(entry_kind="fact"), "entry_kind"),
-    (lambda r: r.update(archived_at="yesterday"), "not an ISO-8601"),
-    (lambda r: r.update(archived_at="2026-01-21T10:00:00"), "no UTC offset"),
-    (lambda r: r.pop("entry"), "no 'entry' snapshot"),
+    (lambda r: r.update(archived_at="yesterday"), "not ISO-8601"),
+    (lambda r: r.update(archived_at="2026-01-21T10:00:00"), "needs a UTC offset"),
+    (lambda r: r.pop("entry"), "'entry' must be an object"),
     (lambda r: r["entry"].update(id="other"), "disagrees"),
     (lambda r: r["entry"].update(importance=11), "outside 1..10"),
     (lambda r: r["entry"].update(importance=True), "must be an integer"),

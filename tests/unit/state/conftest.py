@@ -11,10 +11,10 @@ import pytest
 from credence.config.memory import MemorySettings
 from credence.config.pipeline import PipelineSettings
 from credence.config.state import StateSettings
-from credence.streams.runtime.ownership import Ownership
-from credence.streams.runtime.store import ScopeStore, StateTables
-from credence.streams.runtime.writes import TableWrites
 from credence.streams.scope.context import StepContext
+from credence.streams.state.ownership import Ownership
+from credence.streams.state.store import ScopeStore, StateTables
+from credence.streams.state.writes import TableWrites
 
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 SCOPE = "acme/u1/aria"

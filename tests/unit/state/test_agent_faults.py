@@ -16,16 +16,16 @@ from credence.config import load_settings
 from credence.config.pipeline import PipelineSettings
 from credence.config.state import StateSettings
 from credence.streams.llm.factory import make_backend
+from credence.streams.llm.runner import Runner
 from credence.streams.runtime import agent as agent_module
 from credence.streams.runtime import batch as batch_module
 from credence.streams.runtime.agent import ScopeAgent
 from credence.streams.runtime.app import Stats
-from credence.streams.runtime.marks import Marks
-from credence.streams.runtime.ownership import Ownership
-from credence.streams.runtime.positions import Positions
-from credence.streams.runtime.runner import Runner
-from credence.streams.runtime.store import ScopeStore
-from credence.streams.runtime.writes import TableWrites
+from credence.streams.state.marks import Marks
+from credence.streams.state.ownership import Ownership
+from credence.streams.state.positions import Positions
+from credence.streams.state.store import ScopeStore
+from credence.streams.state.writes import TableWrites
 
 from .conftest import SCOPE, T0, new_tables, turn
 

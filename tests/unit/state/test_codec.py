@@ -4,8 +4,8 @@ import orjson
 import pytest
 
 from credence.errors import StateError
-from credence.streams.runtime import codec
 from credence.streams.scope.state import Request, ScopeState
+from credence.streams.state import codec
 from credence.tables.entries import new_reflection
 from credence.tables.scope import Scope
 

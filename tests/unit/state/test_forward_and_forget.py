@@ -15,14 +15,14 @@ from credence.config.state import StateSettings
 from credence.errors import RecordError
 from credence.streams.runtime.agent import ScopeAgent
 from credence.streams.runtime.app import Stats
-from credence.streams.runtime.forgets import Forgets, forget_key
 from credence.streams.runtime.forwards import FORWARDED_FROM, header
-from credence.streams.runtime.marks import Marks
-from credence.streams.runtime.ownership import Ownership
-from credence.streams.runtime.positions import Positions
 from credence.streams.runtime.records import decode_control
-from credence.streams.runtime.store import ScopeStore
-from credence.streams.runtime.writes import TableWrites
+from credence.streams.state.forgets import Forgets, forget_key
+from credence.streams.state.marks import Marks
+from credence.streams.state.ownership import Ownership
+from credence.streams.state.positions import Positions
+from credence.streams.state.store import ScopeStore
+from credence.streams.state.writes import TableWrites
 
 from .conftest import SCOPE, T0, new_tables, turn
 
@@ -113,7 +113,7 @@ def test_a_copy_forwarded_twice_is_applied_once_even_without_an_id_of_its_own():
     copies = [Event("usage", home, n, usage(1), headers=header(("usage", home + 1, 5))) for n in (0, 1)]
     asyncio.run(agent.batch(copies[:1]))
     asyncio.run(agent.batch(copies[1:]))  # the forward made again after a crash: a second copy
-    assert agent.store.get(SCOPE).applied["usage:%d" % home] == 0
+    assert agent.store.get(SCOPE).applied[f"usage:{home}"] == 0
     assert agent.stats.redelivered == 1
 
 

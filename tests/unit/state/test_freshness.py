@@ -1,5 +1,5 @@
 """Whether a local store found on disk may be brought up to date from its persisted offsets
-(streams/runtime/freshness.py): only while every deletion made since it was last in step is sure to still
+(streams/state/freshness.py): only while every deletion made since it was last in step is sure to still
 be in the changelog, and never when it holds offsets past the changelog's end."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from credence.streams.runtime.freshness import Freshness, distrust
+from credence.streams.state.freshness import Freshness, distrust
 
 DAY = 86_400.0
 

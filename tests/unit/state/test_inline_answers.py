@@ -16,15 +16,15 @@ from credence.config import load_settings
 from credence.config.pipeline import PipelineSettings
 from credence.config.state import StateSettings
 from credence.streams.llm.factory import make_backend
+from credence.streams.llm.runner import Runner
 from credence.streams.runtime.agent import ScopeAgent
 from credence.streams.runtime.app import Stats
-from credence.streams.runtime.marks import Marks
-from credence.streams.runtime.ownership import Ownership
-from credence.streams.runtime.positions import Positions
-from credence.streams.runtime.runner import Runner
-from credence.streams.runtime.store import ScopeStore
-from credence.streams.runtime.writes import TableWrites
 from credence.streams.scope import results
+from credence.streams.state.marks import Marks
+from credence.streams.state.ownership import Ownership
+from credence.streams.state.positions import Positions
+from credence.streams.state.store import ScopeStore
+from credence.streams.state.writes import TableWrites
 
 from .conftest import SCOPE, T0, new_tables, turn
 
@@ -191,3 +191,19 @@ def test_an_answer_that_cannot_be_applied_is_dead_lettered_and_its_request_relea
     original = json.loads(base64.b64decode(dead[0]["original"]))
     assert original["type"] == "result" and original["task"] == "stage1"
     assert agent.stats.records_rejected == 2 and agent.stats.turns_accepted == 2
+
+
+def test_turns_count_as_accepted_only_once_the_batch_that_applied_them_is_durable():
+    # /status's turns_accepted is what callers wait on before they read the scopes: counted while the batch
+    # was still being written, a reader saw every turn accepted and the last batch's new scopes missing
+    # (/scopes lists the stored keys, written by the flush).
+    agent, _, p = agent_over(inline=True)
+    flush, seen = agent.writes.flush, []
+
+    async def observed(emitted):
+        seen.append(agent.stats.turns_accepted)
+        await flush(emitted)
+
+    agent.writes.flush = observed
+    asyncio.run(agent.batch(turns(p)))
+    assert seen == [0] and agent.stats.turns_accepted == len(TALK)

@@ -6,9 +6,9 @@ from itertools import islice
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from credence.streams.runtime.marks import Marks, mark_key
-from credence.streams.runtime.ownership import Ownership
-from credence.streams.runtime.writes import TableWrites
+from credence.streams.state.marks import Marks, mark_key
+from credence.streams.state.ownership import Ownership
+from credence.streams.state.writes import TableWrites
 
 from .conftest import SCOPE, T0
 

@@ -18,11 +18,11 @@ from credence.config import load_settings
 from credence.config.state import StateSettings
 from credence.streams.runtime.agent import ScopeAgent
 from credence.streams.runtime.app import Stats
-from credence.streams.runtime.marks import Marks
-from credence.streams.runtime.ownership import Ownership
-from credence.streams.runtime.positions import APPLY, ASK, GAP, SEEN, Positions, position_key
-from credence.streams.runtime.store import ScopeStore
-from credence.streams.runtime.writes import TableWrites
+from credence.streams.state.marks import Marks
+from credence.streams.state.ownership import Ownership
+from credence.streams.state.positions import APPLY, ASK, GAP, SEEN, Positions, position_key
+from credence.streams.state.store import ScopeStore
+from credence.streams.state.writes import TableWrites
 
 from .conftest import SCOPE, new_tables, turn
 

@@ -12,14 +12,14 @@ from datetime import timedelta
 from credence.config import load_settings
 from credence.config.pipeline import PipelineSettings
 from credence.config.state import StateSettings
+from credence.streams.llm.runner import Runner
 from credence.streams.runtime.agent import ScopeAgent
 from credence.streams.runtime.app import Stats
-from credence.streams.runtime.marks import Marks
-from credence.streams.runtime.ownership import Ownership
-from credence.streams.runtime.positions import Positions
-from credence.streams.runtime.runner import Runner
-from credence.streams.runtime.store import Live, ScopeStore
-from credence.streams.runtime.writes import TableWrites
+from credence.streams.state.marks import Marks
+from credence.streams.state.ownership import Ownership
+from credence.streams.state.positions import Positions
+from credence.streams.state.store import ScopeStore
+from credence.streams.state.writes import TableWrites
 from credence.tables.clock import format_instant
 from tests.support.promoting import promoting_scope
 
@@ -91,15 +91,15 @@ def test_an_input_that_would_make_an_oversized_record_is_dead_lettered_and_the_b
 
 def test_a_record_sent_beside_the_scopes_effects_goes_to_the_dlq_when_over_the_limit():
     agent, _, _ = agent_over()
-    assert agent.bounded("turns", b"k", b"x" * 100) == ("turns", b"k", b"x" * 100)
-    topic, key, value = agent.bounded("turns", b"k", b"x" * (LIMIT + 1))
+    assert agent.dlq.bounded("turns", b"k", b"x" * 100) == ("turns", b"k", b"x" * 100)
+    topic, key, value = agent.dlq.bounded("turns", b"k", b"x" * (LIMIT + 1))
     letter = json.loads(value)
     assert topic == "dlq" and key == b"k" and len(value) <= LIMIT
     assert "record limit" in letter["reason"] and letter["original_truncated"]
 
 
 def test_an_llm_result_over_the_limit_comes_back_as_a_failure_with_the_reason(monkeypatch):
-    from credence.streams.runtime import runner as runner_module
+    from credence.streams.llm import runner as runner_module
     from credence.streams.scope.state import Request
 
     async def huge(backend, task, payload, encode=None):

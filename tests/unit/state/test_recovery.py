@@ -1,4 +1,4 @@
-"""Faust's recovery service around the bulk restore (streams/runtime/restore.py): Faust waits
+"""Faust's recovery service around the bulk restore (streams/state/restore.py): Faust waits
 `broker_request_timeout` for its whole offset-building step and ends its recovery loop for good when the
 wait runs out, so the bulk read must end within it, whatever the broker does; and a worker whose recovery
 loop ended anyway (a step that raised or outlived its wait) is told to stop, instead of holding
@@ -14,7 +14,7 @@ from faust.types import TP
 
 from credence.config import load_settings
 from credence.kafka import faust_options
-from credence.streams.runtime import restore
+from credence.streams.state import restore
 
 TIMEOUT = 1.0  # the app's broker_request_timeout: Faust's wait for each recovery step
 

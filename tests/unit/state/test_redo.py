@@ -12,9 +12,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from credence.errors import StateError
-from credence.streams.runtime import redo
-from credence.streams.runtime.redo import Write
-from credence.streams.runtime.writes import TableWrites
+from credence.streams.state import redo
+from credence.streams.state.redo import Write
+from credence.streams.state.writes import TableWrites
 
 NAMES = ("scopes", "entries", "lists", "history", "seen")
 
@@ -169,6 +169,27 @@ def test_the_redo_record_is_sent_and_acknowledged_before_any_write() -> None:
     assert run(broker, FIRST)
     kinds = [redo.is_redo_key(key) for _, _, key, _ in broker.log]
     assert kinds == [True] + [False] * len(FIRST)
+
+
+def test_unfenced_nothing_is_sent_before_the_emits_are_acknowledged() -> None:
+    """Without transactions every changelog record is readable once sent: none may go before the emits
+    the batch's state records as done are durable."""
+    async def flushed() -> list:
+        broker = Broker()
+        tables = tables_on(broker)
+        writes = TableWrites(tables)
+        write_batch(writes, tables, FIRST)
+        emitted = asyncio.get_running_loop().create_future()
+        flushing = asyncio.ensure_future(writes.flush(emitted))
+        for _ in range(100):  # the flush runs as far as it can without the acknowledgements
+            await asyncio.sleep(0)
+        sent_before = list(broker.log)
+        emitted.set_result(None)
+        await flushing
+        assert len(broker.log) == 1 + len(FIRST)
+        return sent_before
+
+    assert asyncio.run(flushed()) == []
 
 
 def test_parts_left_by_a_longer_batch_are_deleted_with_it(monkeypatch) -> None:

@@ -1,4 +1,4 @@
-"""The bulk restore's one rule for what it applies (streams/runtime/restore.py): a changelog record is
+"""The bulk restore's one rule for what it applies (streams/state/restore.py): a changelog record is
 applied when it lies after the partition's last applied offset and not past the highwater Faust measured,
 in offset order, and the partition's offset never runs ahead of what reached the table — so a restore cut
 short anywhere leaves Faust's loop to start exactly where it stopped."""
@@ -8,12 +8,11 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from faust.types import TP as FaustTP
-
 from hypothesis import given
 from hypothesis import strategies as st
 
-from credence.streams.runtime import restore
-from credence.streams.runtime.restore import BulkRecovery
+from credence.streams.state import restore
+from credence.streams.state.restore import BulkRecovery
 
 TP = FaustTP("t-entries-changelog", 1)
 

@@ -8,14 +8,14 @@ from __future__ import annotations
 import asyncio
 
 from credence import tracing
+from credence.config.state import StateSettings
 from credence.streams.runtime.agent import ScopeAgent
 from credence.streams.runtime.app import Stats
-from credence.streams.runtime.marks import Marks
-from credence.streams.runtime.ownership import Ownership
-from credence.streams.runtime.positions import Positions
-from credence.streams.runtime.store import ScopeStore
-from credence.streams.runtime.writes import TableWrites
-from credence.config.state import StateSettings
+from credence.streams.state.marks import Marks
+from credence.streams.state.ownership import Ownership
+from credence.streams.state.positions import Positions
+from credence.streams.state.store import ScopeStore
+from credence.streams.state.writes import TableWrites
 from tests.support.tracing import in_memory_spans
 
 from .conftest import SCOPE, T0, new_tables, turn

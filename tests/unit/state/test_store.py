@@ -7,9 +7,9 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from credence.streams.runtime import codec
 from credence.streams.runtime.batch import Applied, ScopeWork, apply
 from credence.streams.scope.state import ScopeState
+from credence.streams.state import codec
 
 from .conftest import SCOPE, T0, make_context, new_tables, store_over, turn
 
@@ -119,8 +119,8 @@ def test_history_is_the_entrys_journal_oldest_first_and_bounded(tables, ownershi
 def test_history_keeps_exactly_the_newest_events_whatever_the_batches(batches, keep):
     """Journal events arriving in batches of any size: history() is the newest `keep` of them in order,
     and the stored chunks stay within the ring however many events there were."""
-    from credence.streams.runtime.ownership import Ownership
-    from credence.streams.runtime.store import CHUNK
+    from credence.streams.state.history import CHUNK
+    from credence.streams.state.ownership import Ownership
 
     tables = new_tables()
     ownership = Ownership(4, "credence.turns")
@@ -218,9 +218,9 @@ def test_any_batching_of_the_same_records_stores_the_same_state(sizes):
 
 
 def StateTablesOf(store):  # noqa: N802 - the tables a store writes, for a fresh reader
-    from credence.streams.runtime.store import StateTables
+    from credence.streams.state.store import StateTables
 
-    return StateTables(store._scopes, store._entries, store._lists, store._history, {})
+    return StateTables(store._scopes, store._entries, store._lists.table, store._history.table, {})
 
 
 def test_a_new_scope_state_is_empty():
@@ -309,8 +309,8 @@ def test_a_tally_is_the_full_recount_and_reads_only_the_scopes_that_moved(steps)
     always what counting every state afresh gives, and a scope that did not move is not read again."""
     from collections import Counter
 
-    from credence.streams.runtime.ownership import Ownership
-    from credence.streams.runtime.tally import Tally
+    from credence.streams.state.ownership import Ownership
+    from credence.streams.state.tally import Tally
 
     tables, ownership = new_tables(), Ownership(1, "turns")
     ownership.held = {0}

@@ -10,7 +10,7 @@ from credence.tables.lifecycle import (
     BLOCK,
     NOT_DUE,
     WAIT,
-    MergeDecision,
+    MergeOutcome,
     apply_merge_decision,
     archive,
     block_promotion,
@@ -152,7 +152,7 @@ def test_late_result_after_denial_archive_or_newer_attempt_is_refused(reflection
 def test_applying_a_result_to_a_denied_reflection_is_an_error(reflection_factory):
     denied = reflection_factory(status="denied")
     with pytest.raises(DomainError, match="promotion_is_current"):
-        apply_merge_decision(denied, MergeDecision("create"), T0)
+        apply_merge_decision(denied, MergeOutcome("create"), T0)
 
 
 # --- merge-on-promote outcomes -------------------------------------------------------------------
@@ -163,7 +163,7 @@ def test_create_outcome(reflection_factory):
         status="confirmed", importance=8, source_fact_ids=("f1",),
         evidence=Evidence(2.5, 0.5, T0 - timedelta(days=1), T0 - timedelta(days=2), 3, date(2026, 2, 1), 4),
     )  # fmt: skip
-    step = apply_merge_decision(reflection, MergeDecision("create", text="Prefers tea."), T0)
+    step = apply_merge_decision(reflection, MergeOutcome("create", text="Prefers tea."), T0)
     persona = step.persona
     assert step.action == "create"
     assert persona.id == default_persona_id(reflection) and persona.kind == "persona" and persona.status == "active"
@@ -179,7 +179,7 @@ def test_create_outcome(reflection_factory):
 
 def test_create_keeps_reflection_text_without_a_rewrite_and_takes_an_explicit_id(reflection_factory):
     reflection = reflection_factory(status="confirmed", text="likes tea")
-    step = apply_merge_decision(reflection, MergeDecision("create"), T0, persona_id="p-new")
+    step = apply_merge_decision(reflection, MergeOutcome("create"), T0, persona_id="p-new")
     assert step.persona.id == "p-new" and step.persona.text == "likes tea"
 
 
@@ -194,7 +194,7 @@ def test_merge_outcome_takes_per_side_maximum_at_the_merge_instant_not_sum(refle
     )  # fmt: skip
     later = T0 + timedelta(hours=2)
     step = apply_merge_decision(
-        reflection, MergeDecision("merge", target_id=persona.id, text="merged text"), later, target=persona
+        reflection, MergeOutcome("merge", target_id=persona.id, text="merged text"), later, target=persona
     )
     merged = step.persona
     assert merged.id == persona.id and merged.version == persona.version + 1
@@ -219,11 +219,11 @@ def test_repeated_merge_is_a_no_op(reflection_factory, persona_factory):
 def test_merge_needs_the_matching_target(reflection_factory, persona_factory):
     reflection = reflection_factory(status="confirmed")
     with pytest.raises(DomainError, match="not supplied"):
-        apply_merge_decision(reflection, MergeDecision("merge", target_id="p9"), T0, target=persona_factory(id="p1"))
+        apply_merge_decision(reflection, MergeOutcome("merge", target_id="p9"), T0, target=persona_factory(id="p1"))
     with pytest.raises(DomainError, match="target_id"):
-        MergeDecision("merge")
+        MergeOutcome("merge")
     with pytest.raises(DomainError, match="action"):
-        MergeDecision("maybe")
+        MergeOutcome("maybe")
 
 
 @pytest.mark.parametrize(
@@ -241,7 +241,7 @@ def test_reject_is_final_until_a_newer_positive_signal(reflection_factory):
     from credence.tables.entries import record_signal
 
     attempted, _ = record_promote_attempt(reflection_factory(status="confirmed", evidence=fresh(2.5)), T0)
-    step = apply_merge_decision(attempted, MergeDecision("reject"), T0 + timedelta(minutes=1))
+    step = apply_merge_decision(attempted, MergeOutcome("reject"), T0 + timedelta(minutes=1))
     assert step.action == "reject" and step.persona is None
     rejected = step.reflection
     assert rejected.status == "confirmed" and rejected.promotion_rejected_at == T0 + timedelta(minutes=1)

@@ -1,3 +1,4 @@
+import math
 import socket
 import subprocess
 import sys
@@ -22,6 +23,17 @@ from credence.tables.tokens import (
 )
 def test_seed_origin_approximation(text, expected):
     assert approximate_tokens(text) == expected
+
+
+# Characters near every edge of the CJK ranges, beside arbitrary text: where a faster count could differ.
+_EDGES = [chr(c) for low, high in tokens._CJK_RANGES for c in (low - 1, low, low + 1, high - 1, high, high + 1)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.lists(st.one_of(st.text(max_size=20), st.sampled_from(_EDGES)), max_size=30).map("".join))
+def test_the_approximation_counts_exactly_the_characters_is_cjk_names(text):
+    cjk = sum(1 for char in text if tokens.is_cjk(char))
+    assert approximate_tokens(text) == math.ceil(1.5 * cjk + 0.25 * (len(text) - cjk))
 
 
 def test_default_counter_is_the_offline_cl100k_tokenizer():

@@ -1,6 +1,5 @@
 """Bi-temporal validity (seed 002): a change of meaning never overwrites; as_of reads what held at T."""
 
-from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from hypothesis import given

@@ -18,8 +18,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from contextlib import nullcontext
+from typing import Protocol
 
 import orjson
 from aiokafka import AIOKafkaProducer
@@ -29,13 +31,22 @@ from credence.config import Settings
 from credence.errors import CredenceError, LLMUnavailable
 from credence.kafka import client_options, start
 from credence.streams.llm.backend import LLMBackend
-from credence.streams.llm.tasks import STAGE1, SYNTHESIS, TASKS
-from credence.streams.runtime.embeddings import mark_similar, rank_by_similarity
-from credence.streams.scope.state import Request
+from credence.streams.llm.embeddings import mark_similar, rank_by_similarity
+from credence.streams.llm.tasks import TASKS, TaskName
+from credence.tables.scope import Scope
 
 log = logging.getLogger(__name__)
 
 Send = Callable[[str, str, dict], Awaitable[None]]  # (logical topic, scope, record)
+
+
+class Request(Protocol):
+    """What the runner reads of a scope's open request (scope.state.Request): the layer below the scope
+    steps names only the fields a call needs."""
+
+    id: str
+    task: TaskName
+    payload: dict
 
 
 class ResultSender:
@@ -73,17 +84,17 @@ class ResultSender:
             await producer.stop()
 
 
-async def execute(backend: LLMBackend, task: str, p: dict, encode=None) -> dict:
+async def execute(backend: LLMBackend, task: TaskName, p: dict, encode=None) -> dict:
     """One request's LLM work through the task registry, typed in and out. `encode` (optional)
     re-orders Stage-2 candidates by embedding similarity before the token caps cut the list."""
     spec = TASKS.get(task)
     if spec is None:
-        raise CredenceError(f"unknown LLM task {task!r}; known: {sorted(TASKS)}")
+        raise CredenceError(f"unknown LLM task {task!r}; known: {', '.join(sorted(TASKS))}")
     async def rank(facts, obs):
         return await asyncio.to_thread(rank_by_similarity, encode, list(facts), list(obs))
 
     out = await spec.execute(backend, p, rank if encode is not None else None)
-    if task == SYNTHESIS and encode is not None:
+    if task == TaskName.SYNTHESIS and encode is not None:
         await asyncio.to_thread(mark_similar, encode, out["drafts"], p.get("related", []),
                                 p.get("restatement_cosine"))
     return out
@@ -91,14 +102,17 @@ async def execute(backend: LLMBackend, task: str, p: dict, encode=None) -> dict:
 
 class Runner:
     def __init__(self, backend: LLMBackend, send: Send, max_inflight: int, encode=None, inline: bool = False,
-                 max_record_bytes: int | None = None):
+                 max_record_bytes: int | None = None, observe: Callable[[str, str, float], None] | None = None):
         self.backend = backend
         self.max_record_bytes = max_record_bytes  # a larger result is reported as a failure, never sent
         self.encode = encode
         self.send = send
         self.slots = asyncio.Semaphore(max_inflight)
         self.tasks: set[asyncio.Task] = set()
-        self.observe: Callable[[str, str, float], None] | None = None  # (task, outcome, seconds): /metrics
+        # scope -> its requests being answered here, until their result is on the scope's log: a tick
+        # cannot re-issue any of them (same run, not failed, no back-off), so none is sent for them
+        self.running: Counter[str] = Counter()
+        self.observe = observe  # (task, outcome, seconds) of each call: /metrics
         # A backend that computes in this process (rules) answers inside the agent's batch (agent.py,
         # `answer_inline`): its answer is a pure function of the request, so a network round trip through
         # the result topics would only hold the scope.
@@ -110,17 +124,17 @@ class Runner:
 
     def submit(self, scope: str, req: Request) -> None:
         # the task runs in a copy of the caller's context: the trace of the step that asked, if any
+        self.running[scope] += 1
         task = asyncio.ensure_future(self._run(scope, req))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
 
     async def answer(self, scope: str, req: Request) -> dict:
         """The request's result (or failure) record, as it would be posted to the scope's log."""
-        tenant, user, character = scope.split("/")
-        head = {"v": 1, "tenant": tenant, "user": user, "character": character,
-                "request_id": req.id, "task": req.task}
+        parsed = Scope.parse(scope)
+        head = {"v": 1, **parsed.fields(), "request_id": req.id, "task": req.task}
         started = time.perf_counter()
-        with self._span(req.task, tenant) as span:
+        with self._span(req.task, parsed.tenant) as span:
             try:
                 record = head | {"type": "result",
                                  "output": await execute(self.backend, req.task, req.payload, self.encode)}
@@ -143,7 +157,7 @@ class Runner:
             self.observe(req.task, record["type"], time.perf_counter() - started)
         return record
 
-    def _span(self, task: str, tenant: str):
+    def _span(self, task: TaskName, tenant: str):
         """The span of one request's LLM work (in process or not); a null context when tracing is off."""
         if not tracing.active():
             return nullcontext()
@@ -152,11 +166,20 @@ class Runner:
             "credence.llm.in_process": bool(getattr(self.backend, "in_process", False))})
 
     async def _run(self, scope: str, req: Request) -> None:
-        async with self.slots:  # the call's latency is measured inside the slot, not the queueing
-            record = await self.answer(scope, req)
-        topic = "facts" if req.task == STAGE1 and record["type"] == "result" else "control"
         try:
-            await self.send(topic, scope, record)
-        except Exception:  # noqa: BLE001
-            # The request stays in the scope's state and is re-issued on a later step.
-            log.exception("could not post the %s result for %s", req.task, scope)
+            async with self.slots:  # the call's latency is measured inside the slot, not the queueing
+                record = await self.answer(scope, req)
+            topic = "facts" if req.task == TaskName.STAGE1 and record["type"] == "result" else "control"
+            try:
+                await self.send(topic, scope, record)
+            except Exception:  # noqa: BLE001
+                # The request stays in the scope's state and is re-issued on a later step.
+                log.exception("could not post the %s result for %s", req.task, scope)
+        finally:
+            self.running[scope] -= 1
+            if self.running[scope] <= 0:
+                del self.running[scope]
+
+    def waiting(self, scope: str, requests: int) -> bool:
+        """Whether some of the scope's `requests` open requests are not being answered here."""
+        return requests > self.running.get(scope, 0)

@@ -27,7 +27,7 @@ from typing import Final
 import orjson
 
 from credence.errors import StateError
-from credence.streams.runtime import codec
+from credence.streams.state import codec
 
 KIND: Final = "redo"
 PART_BYTES: Final = 512 * 1024  # raw writes per part; compressed, a part stays far below Kafka's 1 MiB record

@@ -28,11 +28,11 @@ import heapq
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from credence.streams.runtime import codec
-from credence.streams.runtime.forgets import is_forget_key
-from credence.streams.runtime.positions import is_position_key
-from credence.streams.runtime.redo import is_redo_key
-from credence.streams.runtime.writes import TableWrites
+from credence.streams.state import codec
+from credence.streams.state.forgets import is_forget_key
+from credence.streams.state.positions import is_position_key
+from credence.streams.state.redo import is_redo_key
+from credence.streams.state.writes import TableWrites
 from credence.tables.clock import format_instant, parse_instant
 
 NO_TIME = float("-inf")

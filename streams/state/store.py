@@ -1,14 +1,11 @@
 """The one way to read and write scope state. Views, timers and the HTTP API read through a ScopeStore,
 never through raw table values; the scope agent writes through it.
 
-Layout (all values are bytes from streams/runtime/codec.py, schema-versioned):
+Layout (all values are bytes from streams/state/codec.py, schema-versioned):
   scopes   `tenant/user/character`            -> the control value (every field of the state but entries)
   entries  `scope\\x1fentry_id`                -> one entry and how many journal events it has had
-  lists    `scope\\x1fname\\x1fseq`              -> one item of a long list of the state (codec.LISTS: queued
-                                               inputs, processed fact ids), so a batch writes its change
-  history  `scope\\x1fentry_id\\x1fslot`        -> a chunk of the entry's journal events (a ring of slots
-                                               keeping at least `history_max` events; one write per
-                                               changed chunk per batch, however many events it gained)
+  lists    `scope\\x1fname\\x1fseq`              -> one item of a long list of the state (streams/state/lists.py)
+  history  `scope\\x1fentry_id\\x1fslot`        -> a chunk of the entry's journal events (streams/state/history.py)
 Every key is written while an input record of the scope's partition is the current event, so all of a
 scope's keys share its changelog partition and recover with it.
 
@@ -28,10 +25,11 @@ from datetime import datetime
 
 from credence.config.state import StateSettings
 from credence.errors import StateError
-from credence.streams.runtime import codec
-from credence.streams.runtime.writes import TableWrites
-from credence.streams.scope.context import FACTS_KIND
 from credence.streams.scope.state import ScopeState
+from credence.streams.state import codec
+from credence.streams.state.history import History
+from credence.streams.state.lists import ListItems, Stored
+from credence.streams.state.writes import TableWrites
 
 
 @dataclass
@@ -55,7 +53,7 @@ class Live:
     state: ScopeState
     history: dict[str, int] = field(default_factory=dict)  # entry id -> journal events recorded
     unsaved: set[str] = field(default_factory=set)  # entry ids to write even if no step changes them
-    lists: dict[str, tuple[int, list]] = field(default_factory=dict)  # name -> (first seq, items as stored)
+    lists: Stored = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -73,7 +71,6 @@ class ScopeSummary:
         return (self.entries_version, self.turns, self.clock)
 
 
-CHUNK = 20  # history items per stored chunk
 READ_CACHE = 256  # scopes decoded for readers (API, views) and kept while their control value is unchanged
 
 
@@ -91,8 +88,9 @@ class ScopeStore:
     def __init__(self, tables: StateTables, settings: StateSettings, partition_of: Callable[[str], int],
                  writes: TableWrites) -> None:
         self._writes = writes  # the agent flushes them (changelog records) once per batch
-        self._scopes, self._entries, self._history = tables.scopes, tables.entries, tables.history
-        self._lists = tables.lists
+        self._scopes, self._entries = tables.scopes, tables.entries
+        self._history = History(tables.history, settings.history_max, writes, partition_of)
+        self._lists = ListItems(tables.lists, writes, partition_of)
         self._settings = settings
         self._partition_of = partition_of
         self._live: OrderedDict[str, Live] = OrderedDict()
@@ -133,7 +131,7 @@ class ScopeStore:
         if control is None:
             return None
         if not control.legacy:
-            self._load_lists(scope, control)
+            self._lists.load(scope, control)
         control.state.entries = {}
         return control.state
 
@@ -210,13 +208,7 @@ class ScopeStore:
         raw = self._entries.get(codec.entry_key(scope, entry_id))
         if raw is None:
             return []
-        _, count = codec.decode_entry(raw)
-        start = max(0, count - self._settings.history_max)
-        items: list[dict] = []
-        for chunk in range(start // CHUNK, -(-count // CHUNK)):
-            first, stored = self._chunk(scope, entry_id, chunk)
-            items += stored[max(0, start - first):]
-        return items
+        return self._history.read(scope, entry_id, codec.decode_entry(raw)[1])
 
     def feedback_applied(self, scope: str, feedback_id: str, partition: int, offset: int) -> bool:
         """Whether the feedback record at `partition`/`offset` of the feedback topic was applied to the scope
@@ -225,34 +217,6 @@ class ScopeStore:
         if state is None or state.applied.get(f"feedback:{partition}", -1) < offset:
             return False
         return not any(item["record"].get("feedback_id") == feedback_id for item in state.queue)
-
-    def _slots(self) -> int:
-        return -(-self._settings.history_max // CHUNK) + 1
-
-    def _chunk(self, scope: str, entry_id: str, chunk: int) -> tuple[int, list[dict]]:
-        """(first item number, items) of the entry's `chunk`-th chunk; empty if its slot holds another."""
-        raw = self._history.get(codec.history_key(scope, entry_id, chunk % self._slots()))
-        if raw is not None:
-            first, items = codec.decode_history(raw)
-            if first == chunk * CHUNK:
-                return first, items
-        return chunk * CHUNK, []
-
-    def _append_history(self, scope: str, live: Live, journal: list[dict]) -> None:
-        by_entry: dict[str, list[dict]] = {}
-        for record in journal:
-            if record.get("entry_kind") != FACTS_KIND:  # an entry's history, not a request's facts
-                by_entry.setdefault(record["entry_id"], []).append(codec.history_item(record))
-        for eid, new in by_entry.items():
-            n = live.history.get(eid, 0)
-            live.history[eid] = n + len(new)
-            while new:
-                chunk = n // CHUNK
-                first, items = self._chunk(scope, eid, chunk) if n % CHUNK else (chunk * CHUNK, [])
-                take = CHUNK - (n - first)
-                items, new, n = items[:n - first] + new[:take], new[take:], n + min(take, len(new))
-                self._put(self._history, codec.history_key(scope, eid, chunk % self._slots()), scope,
-                          codec.encode_history(first, items))
 
     # -- the agent's side ---------------------------------------------------------------------------
     def live(self, scope: str) -> Live:
@@ -281,7 +245,7 @@ class ScopeStore:
         if gone), and the control value. The caller has set the scope's record as the current event."""
         live = self._live[scope]
         state = live.state
-        self._append_history(scope, live, journal)
+        self._history.append(scope, live.history, journal)
         ids = set(changed) | live.unsaved
         for eid in ids:
             entry = state.entries.get(eid)
@@ -295,27 +259,10 @@ class ScopeStore:
         if set(changed):
             state.entries_version += 1
         live.unsaved.clear()
-        self._write_lists(scope, live)
+        self._lists.write(scope, state, live.lists)
         heads = {name: head for name, (head, _) in live.lists.items()}
         self._put(self._scopes, scope, scope, codec.encode_control(state, heads))
         self._pending.discard(scope)
-
-    def _write_lists(self, scope: str, live: Live) -> None:
-        """Store each of LISTS' change: steps only pop from a list's front and append to its end, so the
-        items popped are deleted and the items appended written; anything else rewrites it whole."""
-        partition = self._partition_of(scope)
-        for name in codec.LISTS:
-            now, (head, saved) = getattr(live.state, name), live.lists.get(name, (0, []))
-            popped = next((k for k in range(len(saved)) if now and _same(saved[k], now[0])), len(saved))
-            kept = len(saved) - popped
-            if len(now) < kept or not all(_same(a, b) for a, b in zip(now[:kept], saved[popped:])):
-                popped, kept = len(saved), 0
-            for seq in range(head, head + popped):
-                self._writes.delete(self._lists, codec.list_key(scope, name, seq), partition)
-            head += popped
-            for seq, item in enumerate(now[kept:], start=head + kept):
-                self._put(self._lists, codec.list_key(scope, name, seq), scope, codec.encode_item(item))
-            live.lists[name] = (head, list(now))
 
     def forget(self, prefix: str, partition: int) -> list[str]:
         """Delete every key of the scopes under `prefix` (a `tenant/user/`) held on `partition`; the
@@ -324,7 +271,7 @@ class ScopeStore:
             return key.startswith(prefix) and self._partition_of(codec.split_key(key)[0]) == partition
 
         doomed = [k for k in self._scopes.keys() if mine(k)]
-        for table in (self._history, self._entries, self._lists, self._scopes):
+        for table in (self._history.table, self._entries, self._lists.table, self._scopes):
             for key in [k for k in table.keys() if mine(k)]:
                 self._writes.delete(table, key, partition)
         for scope in doomed:
@@ -364,7 +311,7 @@ class ScopeStore:
             # key (and the control value in schema 2) with the scope's next batch.
             return Live(control.state, unsaved=set(control.state.entries))
         state = control.state
-        live = Live(state, lists=self._load_lists(scope, control))
+        live = Live(state, lists=self._lists.load(scope, control))
         for eid in sorted(self._index_now().get(scope, ())):
             raw = self._entries.get(codec.entry_key(scope, eid))
             if raw is not None:
@@ -372,16 +319,6 @@ class ScopeStore:
                 state.entries[eid] = entry
                 live.history[eid] = count
         return live
-
-    def _load_lists(self, scope: str, control: codec.Control) -> dict[str, tuple[int, list]]:
-        """Read the scope's LISTS into its state; returns them as stored (name -> (first seq, items))."""
-        out = {}
-        for name, (head, length) in control.spans.items():
-            items = [codec.decode_item(self._lists.get(codec.list_key(scope, name, seq)))
-                     for seq in range(head, head + length)]
-            setattr(control.state, name, items)
-            out[name] = (head, list(items))
-        return out
 
     def _is_legacy(self, scope: str) -> bool:
         control = codec.decode_control(self._scopes.get(scope))
@@ -397,10 +334,8 @@ class ScopeStore:
         return self._index
 
     def _drop_entry(self, scope: str, eid: str, history: int) -> None:
-        partition = self._partition_of(scope)
-        self._writes.delete(self._entries, codec.entry_key(scope, eid), partition)
-        for slot in range(min(self._slots(), -(-history // CHUNK))):
-            self._writes.delete(self._history, codec.history_key(scope, eid, slot), partition)
+        self._writes.delete(self._entries, codec.entry_key(scope, eid), self._partition_of(scope))
+        self._history.drop(scope, eid, history)
         if self._index is not None:
             self._index.get(scope, set()).discard(eid)
 
@@ -414,7 +349,3 @@ class ScopeStore:
     def _put(self, table, key: str, scope: str, value: bytes) -> None:
         self._writes.put(table, key, value, self._partition_of(scope))
 
-
-def _same(a, b) -> bool:
-    """The same list item: queued inputs by identity (two equal flushes are two items), ids by value."""
-    return a is b or (isinstance(a, str) and a == b)

@@ -9,7 +9,10 @@ exactly-once v1 does: one transactional producer per held input partition, `tran
 `<app_id>-scopes-<partition>`, and every changelog record of partition p (the batch's redo record and table
 writes, the redo replay after a restore) sent in one transaction on p's producer and committed. The batch's
 emits (journal, archive, dead letters) stay on the app's producer: they are at-least-once already, and a
-zombie's are the repeats a crash leaves (the same ids: downstream keeps the first).
+zombie's are the repeats a crash leaves (the same ids: downstream keeps the first). Each partition's
+transaction is begun and its records sent while the emits are in flight, and committed only once every
+emit is acknowledged: a batch then waits for the transaction's round trips beside the emits' instead of
+after them, and its state still never records as done an emit that could be lost.
 
 Safety argument. Assumptions: the brokers implement transactions (Kafka >= 0.11, `transaction.state.log`
 replicated as configured); every changelog partition p of every table is written only through
@@ -25,13 +28,16 @@ ends, and reads them `read_committed` (our bulk reader, and Faust's consumer: tr
    history includes it — or in one aborted by step 1 or refused afterwards, which read_committed readers
    never see. Nothing a zombie writes after the new owner's `hold` can be read by anyone.
 3. A batch's writes of p are one transaction, so a restore sees all of them or none (the redo record keeps
-   doing that job when transactions are off). The input offsets are committed only after the commit.
+   doing that job when transactions are off). The transaction is committed only after the batch's emits
+   are acknowledged (until then its records are sent but read by no one), and the input offsets only
+   after the commit.
 4. A fenced producer raises FencedError; the agent halts without writing anything else (agent.halt), so the
    zombie's in-memory state, ahead of nothing anyone reads, is dropped with the process.
 Limits: the zombie's emits of the refused batch are published (as a crash's are: the same ids); a changelog
-write outside `TableWrites` would bypass the fence; a zombie that gets its partition back keeps its fenced
-producer and halts at its next batch (safe, one restart). Its local store takes a batch's writes only after
-the commit, so the refused batch never reaches it.
+write outside `TableWrites` would bypass the fence; a zombie that gets its partition back without having
+seen it revoked keeps its fenced producer and halts at its next batch (safe, one restart), while a worker
+that saw it revoked starts its writer anew in `hold` (`moved`). Its local store takes a batch's writes only
+after the commit, so the refused batch never reaches it.
 
 Transaction markers occupy offsets: the last offset of a changelog partition is a marker no reader is
 given, which the restore accounts for (restore.py).
@@ -41,18 +47,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 
 from aiokafka import AIOKafkaProducer
 from aiokafka.errors import InvalidProducerEpoch, ProducerFenced, TransactionCoordinatorFenced
+from aiokafka.producer import sender as aiokafka_sender
 
 from credence.config import Settings
 from credence.errors import FencedError
-from credence.kafka import client_options, release, start
+from credence.kafka import DELIVERY_TIMEOUT_S, client_options, release, start
 
 log = logging.getLogger(__name__)
 
 _FENCED = (ProducerFenced, InvalidProducerEpoch, TransactionCoordinatorFenced)
+# After a commit the coordinator refuses the next transaction's AddPartitionsToTxn (CONCURRENT_TRANSACTIONS)
+# until it has written the commit's markers, a few ms; aiokafka asks again after 20 ms (as Java's client
+# does), which a batch right behind its predecessor waits in full. Only transactional producers use it, and
+# in a worker those are the fence's.
+CONCURRENT_RETRY_S = 0.005
 Record = tuple[str, bytes | None, bytes | None]  # (topic, key, value); value None is a tombstone
 
 
@@ -61,8 +73,10 @@ class Fence:
 
     def __init__(self, settings: Settings, bootstrap: str) -> None:
         self._settings, self._bootstrap = settings, bootstrap
+        aiokafka_sender.BACKOFF_OVERRIDE = CONCURRENT_RETRY_S  # read at each retry (aiokafka pinned < 0.15)
         self._producers: dict[int, AIOKafkaProducer] = {}
         self._locks: dict[int, asyncio.Lock] = {}
+        self._stale: set[int] = set()  # moved since their writer started: another holder may have fenced it
 
     def transactional_id(self, partition: int) -> str:
         return f"{self._settings.app_id}-scopes-{partition}"
@@ -71,8 +85,9 @@ class Fence:
         """Own exactly `partitions`: close the producers of the others, start (and so fence every earlier
         holder of) the new ones. Called by the restore before it reads anything of them."""
         wanted = set(partitions)
-        for partition in sorted(set(self._producers) - wanted):
+        for partition in sorted((set(self._producers) - wanted) | (self._stale & set(self._producers))):
             await self._close(partition)
+        self._stale.clear()
         new = sorted(wanted - set(self._producers))
         started = await asyncio.gather(*(self._start(p) for p in new), return_exceptions=True)
         failed = None
@@ -86,9 +101,17 @@ class Fence:
         if new:
             log.info("changelog writers of partitions %s started (earlier holders fenced)", new)
 
-    async def send(self, partition: int, records: list[Record]) -> list:
+    def moved(self, partitions: set[int]) -> None:
+        """`partitions` were revoked or newly assigned: a worker that held them meanwhile fenced this
+        one's writers of them, so `hold` starts those anew (a kept one would refuse every transaction)."""
+        self._stale |= partitions
+
+    async def send(self, partition: int, records: list[Record], before_commit: Awaitable | None = None) -> list:
         """Write `records` (all on `partition`) in one committed transaction; their metadata, in order.
-        Raises FencedError when another worker has taken the partition over since this one's `hold`."""
+        The transaction is begun and its records sent at once, and committed only once `before_commit` (the
+        batch's emits being acknowledged) is done: the two round trips a transaction adds before its commit
+        (AddPartitionsToTxn, the produce) overlap the emits' instead of following them. Raises FencedError
+        when another worker has taken the partition over since this one's `hold`."""
         producer = self._producers.get(partition)
         if producer is None:
             raise FencedError(f"partition {partition} is not held by this worker: its changelog writes are "
@@ -100,6 +123,8 @@ class Fence:
                            for topic, key, value in records]
                 release(producer)
                 metas = [await fut for fut in futures]
+                if before_commit is not None:
+                    await before_commit
                 await producer.commit_transaction()
             except _FENCED as exc:
                 raise FencedError(f"partition {partition} was taken over by another worker: this worker's "
@@ -115,7 +140,7 @@ class Fence:
         extra = {"compression_type": kafka.compression_type} if kafka.compression_type != "none" else {}
         producer = AIOKafkaProducer(**client_options(
             self._bootstrap, kafka, acks="all", transactional_id=self.transactional_id(partition),
-            linger_ms=5, max_batch_size=512 * 1024, **extra))
+            linger_ms=5, max_batch_size=512 * 1024, request_timeout_ms=int(DELIVERY_TIMEOUT_S * 1000), **extra))
         await start(producer, self._bootstrap, kafka)  # InitProducerId: the fencing itself (step 1)
         return producer
 

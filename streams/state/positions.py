@@ -25,8 +25,8 @@ from typing import Final
 
 import orjson
 
-from credence.streams.runtime import codec
-from credence.streams.runtime.writes import TableWrites
+from credence.streams.state import codec
+from credence.streams.state.writes import TableWrites
 
 log = logging.getLogger(__name__)
 

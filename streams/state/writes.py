@@ -18,14 +18,17 @@ tests) has no changelog and takes each write at once.
 With a fence (fence.py), each partition's redo record and writes go in one Kafka transaction on that
 partition's own producer, which a newer owner of the partition fences (a worker that lost the partition
 can no longer write into the changelogs its new owner restored), and they reach the local store once the
-transaction is committed.
+transaction is committed. `flush` is handed the batch's emits still in flight: the transactions' records go
+out meanwhile (unreadable until committed) and are committed once the emits are acknowledged; unfenced,
+nothing is sent before that.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import weakref
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -34,12 +37,14 @@ from faust.streams import _current_event, current_event
 
 from credence import tracing
 from credence.kafka import send_now
-from credence.streams.runtime import redo
-from credence.streams.runtime.freshness import Freshness
-from credence.streams.runtime.redo import Write
+from credence.streams.state import redo
+from credence.streams.state.freshness import Freshness
+from credence.streams.state.redo import Write
 
 if TYPE_CHECKING:
-    from credence.streams.runtime.fence import Fence
+    from credence.streams.state.fence import Fence
+
+log = logging.getLogger(__name__)
 
 
 def local(table):
@@ -113,12 +118,17 @@ class TableWrites:
             if event is not None and event.message.partition == partition:
                 self._events[partition] = event
 
-    async def flush(self) -> int:
+    async def flush(self, after: Awaitable | None = None) -> int:
         """Make the batch durable: its redo record per partition first (sent and acknowledged), then the
-        redo record and every write into the local stores, then every write (sent, awaited). Returns the
-        count of writes sent."""
+        redo record and every write into the local stores, then every write (sent, awaited). Nothing of it
+        is readable before `after` (the acknowledgements of the batch's emits, which its state records as
+        done): unfenced, nothing is sent before; fenced, each partition's transaction is sent meanwhile and
+        committed after. Returns the count of writes sent."""
         held, self._held = list(self._held.values()), {}
         events, self._events = self._events, {}
+        after = asyncio.ensure_future(after) if after is not None else None  # each partition's commit awaits it
+        if after is not None and (not held or self._fence is None):
+            await after
         if not held:
             return 0
         by_partition: dict[int, list[tuple[object, str, bytes | None, int]]] = {}
@@ -130,7 +140,8 @@ class TableWrites:
                 logs[p] = self._redo_records(p, items) if self._redo is not None else []
         redo_records = [r for records in logs.values() for r in records]
         # with a fence, one transaction per partition (its redo record and writes) committed before them
-        acked = await self._send(redo_records + held if self._fence is not None else redo_records)
+        acked = await (self._send_fenced(redo_records + held, after) if self._fence is not None
+                       else self._send(redo_records))
         for p, items in by_partition.items():
             with _current(p, events.get(p)):
                 _apply(logs[p] + items)
@@ -141,13 +152,19 @@ class TableWrites:
             self._freshness.touch(by_partition)
         return len(held)
 
-    async def replay(self, partitions: Iterable[int]) -> int:
+    async def replay(self, partitions: Iterable[int], holds: Callable[[int], bool] = lambda p: True) -> int:
         """After a restore: apply each partition's last whole redo record again, locally and to the
-        changelogs, so no write of a batch is missing. Returns the count of writes replayed."""
+        changelogs, so no write of a batch is missing. Returns the count of writes replayed.
+
+        A new rebalance can take partitions away while this runs (the next restore closes their writers
+        under it): a partition `holds` no longer names is its next owner's to replay, so it is skipped,
+        and its failed write is no error."""
         if self._redo is None:
             return 0
         store, count = local(self._redo), 0
         for p in sorted(partitions):
+            if not holds(p):
+                continue
             with _current(p):
                 found = redo.complete(lambda part, p=p: store.get(redo.redo_key(p, part)))
                 if found is None:
@@ -156,7 +173,13 @@ class TableWrites:
                 records = [(self._redo, redo.redo_key(p, i), raw, p) for i, raw in enumerate(raws)]
                 items = [(self._tables[w.table], w.key, w.value, p) for w in writes if w.table in self._tables]
                 _apply(items)
-            _persisted(await self._send(records + items))
+            try:
+                _persisted(await self._send(records + items))
+            except Exception:
+                if holds(p):
+                    raise
+                log.info("partition %d moved to another worker during its redo replay; its owner replays it", p)
+                continue
             count += len(items)
         self.replayed += count
         return count
@@ -194,8 +217,9 @@ class TableWrites:
             newest[(id(table), meta.topic_partition)] = (table, meta.topic_partition, meta.offset)
         return newest
 
-    async def _send_fenced(self, items) -> dict:
-        """`_send` through the fence: each partition's records in one transaction, the partitions at once."""
+    async def _send_fenced(self, items, before_commit: Awaitable | None = None) -> dict:
+        """`_send` through the fence: each partition's records in one transaction, the partitions at once,
+        each committed once `before_commit` is done."""
         by_partition: dict[int, list] = {}
         for table, key, value, partition in items:
             topic = getattr(table, "changelog_topic", None)
@@ -203,7 +227,10 @@ class TableWrites:
                 raw_key, _ = topic.prepare_key(key, table.key_serializer)
                 by_partition.setdefault(partition, []).append((table, topic.get_topic_name(), raw_key, value))
         parts = sorted(by_partition)
-        metas = await asyncio.gather(*(self._fence.send(p, [r[1:] for r in by_partition[p]]) for p in parts))
+        if not parts and before_commit is not None:
+            await before_commit  # nothing of a changelog (plain mappings): still nothing before it
+        metas = await asyncio.gather(*(self._fence.send(p, [r[1:] for r in by_partition[p]], before_commit)
+                                       for p in parts))
         newest: dict = {}
         for p, partition_metas in zip(parts, metas):
             for (table, *_), meta in zip(by_partition[p], partition_metas):

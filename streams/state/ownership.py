@@ -21,6 +21,9 @@ class Ownership:
         self.held: set[int] = set()
         self.unscanned: set[int] = set()  # assigned partitions not yet scanned for unfinished work
         self.busy: set[str] = set()  # held scopes with work in flight, queued or buffered
+        # held partition -> the assignment it came with: a partition lost and assigned again has a new one
+        self.tenure: dict[int, int] = {}
+        self._assignments = 0
         self._on_moved: list[Callable[[set[int]], None]] = []
 
     def partition_of(self, scope: str) -> int:
@@ -52,6 +55,8 @@ class Ownership:
         if not new:
             return
         self.held |= new
+        self._assignments += 1
+        self.tenure.update(dict.fromkeys(new, self._assignments))
         self.unscanned |= new
         self._moved(new)
         log.info("partitions assigned: %s (holding %s)", sorted(new), sorted(self.held))
@@ -61,6 +66,7 @@ class Ownership:
         if not gone:
             return
         self.held -= gone
+        self.tenure = {p: t for p, t in self.tenure.items() if p not in gone}
         self.unscanned -= gone
         self.busy = {s for s in self.busy if self.partition_of(s) not in gone}
         self._moved(gone)

@@ -34,8 +34,9 @@ from typing import Final
 
 import orjson
 
-from credence.streams.runtime import codec
-from credence.streams.runtime.writes import TableWrites
+from credence.streams.state import codec
+from credence.streams.state.writes import TableWrites
+from credence.tables.scope import user_prefix_of
 
 KIND: Final = "forget"  # a `seen` key's first part: kind␟partition
 Expected = Callable[[str, int], int | None]  # (topic, partition) -> the next offset to apply (Positions)
@@ -76,7 +77,7 @@ class Forgets:
         held = self._of(partition)
         if not held:
             return False
-        after = held.get(scope[:scope.rindex("/") + 1])  # the user's prefix, `tenant/user/`
+        after = held.get(user_prefix_of(scope))
         if after is None:
             return False
         topic, at_partition, offset = origin

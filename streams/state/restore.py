@@ -47,7 +47,7 @@ from mode import Service
 
 from credence.config import Settings
 from credence.kafka import client_options
-from credence.streams.runtime.freshness import Freshness
+from credence.streams.state.freshness import Freshness
 
 log = logging.getLogger(__name__)
 

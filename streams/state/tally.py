@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 
-from credence.streams.runtime.store import ScopeStore
 from credence.streams.scope.state import ScopeState
+from credence.streams.state.store import ScopeStore
 
 
 class Tally:

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from aiokafka import AIOKafkaProducer
 from pydantic import ValidationError
 
-from credence.kafka import client_options
 from credence.config import Settings
 from credence.errors import RecordError, TenantError
+from credence.kafka import client_options
 from credence.streams.api.directory import Directory, follow
 from credence.streams.api.tenants import Tenant, TenantSettings, check_tenant_name, hash_key, new_key
 from credence.streams.ops.admin import ensure_topics
@@ -53,7 +53,7 @@ async def add(bootstrap: str, settings: Settings, name: str, tenant_settings: Te
     if name in directory.tenants:
         raise TenantError(f"tenant {name!r} exists; use `credence tenants rotate-key {name}` for a new key")
     key = new_key()
-    tenant = Tenant(name=name, key_hash=hash_key(key), created_at=datetime.now(timezone.utc), settings=tenant_settings)
+    tenant = Tenant(name=name, key_hash=hash_key(key), created_at=datetime.now(UTC), settings=tenant_settings)
     await _write(bootstrap, settings, name, tenant.encode())
     return key
 

@@ -1,0 +1,75 @@
+"""Per-tenant stream settings: a tenant's scopes are stepped with its record's overrides (config/tenants.py)
+over the worker's core config, for the powerful-memory switch and the evidence settings (time zone,
+budgets). The records come from the tenants topic, which the API's directory follows; the runtime knows it
+only as `TenantRecords`. The composition root (streams/ops/worker.py) builds these before the agent, which
+takes them in its constructor."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Protocol, runtime_checkable
+
+from credence.config.memory import MemorySettings
+from credence.config.tenants import TenantSettings
+from credence.streams.runtime.switch import PowerSwitch
+from credence.tables.scope import tenant_of
+
+
+@runtime_checkable
+class TenantRecords(Protocol):
+    """The tenants' settings as this worker knows them (streams/api/directory.py's Directory)."""
+
+    ready: asyncio.Event  # set once the tenants topic was read up to where it ended at start
+
+    def tenant_settings(self, tenant: str) -> TenantSettings | None: ...
+
+
+class NoTenants:
+    """No tenant records (a runtime without the API): every tenant has the core config's settings."""
+
+    def __init__(self) -> None:
+        self.ready = asyncio.Event()
+        self.ready.set()
+
+    def tenant_settings(self, tenant: str) -> TenantSettings | None:
+        return None
+
+
+class Switch(Protocol):
+    """Whether a tenant's scopes run powerful memory (the agent reads it once per tenant and batch)."""
+
+    def enabled(self, tenant: str) -> bool: ...
+
+
+class TenantSwitch:
+    """The powerful-memory switch with the tenant record's override first, then the core config file."""
+
+    def __init__(self, inner: PowerSwitch, records: TenantRecords) -> None:
+        self.inner = inner
+        self.records = records
+
+    def enabled(self, tenant: str) -> bool:
+        settings = self.records.tenant_settings(tenant)
+        if settings is not None and settings.powerful_memory is not None:
+            return settings.powerful_memory
+        return self.inner.enabled(tenant)
+
+
+class TenantMemory:
+    """The evidence settings a scope is stepped with: the tenant record's overrides (its time zone for the
+    daily sweeps, its budgets) over the worker's, as the API's reads apply them. One copy per tenant
+    record, made again only when the record changes."""
+
+    def __init__(self, memory: MemorySettings, records: TenantRecords) -> None:
+        self.memory, self.records = memory, records
+        self._copies: dict[str, tuple[TenantSettings, MemorySettings]] = {}
+
+    def __call__(self, scope: str) -> MemorySettings:
+        tenant = tenant_of(scope)
+        settings = self.records.tenant_settings(tenant)
+        if settings is None:
+            return self.memory
+        cached = self._copies.get(tenant)
+        if cached is None or cached[0] is not settings:
+            cached = self._copies[tenant] = (settings, settings.memory(self.memory, tenant))
+        return cached[1]
