@@ -101,6 +101,8 @@ def register(credence) -> None:
             "busy_scopes": len(credence.busy),
             "state": {"held_partitions": sorted(credence.ownership.held), "live_scopes": store.live_count(),
                       "duplicate_marks": credence.marks.count(),
+                      # input topic:partition -> the next offset to apply, for the partitions held
+                      "positions": credence.agent.positions.known(credence.ownership.held),
                       "unreadable_scopes": sorted(store.unreadable),  # as of the last reflection count
                       "restored": asdict(credence.restored)},  # changelog records read in bulk (restore.py)
             "llm": {"backend": credence.backend.label, "stats": credence.backend.stats.as_dict(),

@@ -123,6 +123,12 @@ class Positions:
                  if (t, p) not in self._delivered]
         return [(t, p, offset) for t, p, offset in found if offset is not None]
 
+    def known(self, partitions: set[int]) -> dict[str, int]:
+        """{"topic:partition": next offset} of what this worker has read or restored on `partitions` (for
+        /status: how far each held input partition is applied); nothing is read from the table here."""
+        return {f"{t}:{p}": offset for (t, p), offset in sorted(self._next.items())
+                if p in partitions and offset is not None}
+
     def reset(self) -> None:
         """Partitions moved: read the positions from the table again when next needed."""
         self._next.clear()

@@ -25,7 +25,7 @@ from credence.streams.ops.replay import send_control
 from credence.streams.runtime.records import decode_turn, scope_key
 from credence.streams.scope.context import FACTS_KIND
 from credence.tables.entries import Entry, apply_snapshot
-from tests.support.turns import read_topic, uncommitted
+from tests.support.turns import end_offsets, read_topic
 
 SAMPLE = Path(__file__).resolve().parents[2] / "streams" / "ops" / "data" / "sample_turns.jsonl"
 
@@ -143,16 +143,23 @@ def idle_status(worker: WorkerProcess, scopes: list[str]) -> dict | None:
 
 def flush_and_wait_idle(worker: WorkerProcess, bootstrap: str, settings: Settings, scopes: list[str],
                         deadline_s: float = DEADLINE_S) -> dict:
-    """Close the scopes' windows once every turn produced so far was read, then wait for the pipeline.
+    """Close the scopes' windows once the worker has read every turn produced so far, then wait for the
+    pipeline to idle.
 
     The flush travels on `control`, the turns on `turns`: fetched together (a busy worker), the flush can be
     applied first, find the window still empty, and leave the turns after it in an open window for good.
-    So the flush goes out only when the worker's group has committed every turn (Faust commits each second
-    what the batches made durable)."""
+    So the flush goes out only when the worker's positions (/status) reach the turns topic's end on every
+    partition it holds. (The group's committed offset cannot say it: a worker restarted at its stored
+    positions with nothing left to read commits nothing.)"""
     turns = settings.topic("turns")
-    wait_until(lambda: asyncio.run(uncommitted(bootstrap, settings.app_id, turns, settings.topic_partitions,
-                                               settings.kafka)) == 0,
-               deadline_s, f"the worker to read every turn before the flush (log: {worker.log_path})")
+    ends = asyncio.run(end_offsets(bootstrap, turns, settings.topic_partitions, settings.kafka))
+
+    def read_all() -> bool:
+        state = worker.get("/status")["state"]
+        return all(state["positions"].get(f"{turns}:{p}", 0) >= end
+                   for p, end in ends.items() if end and p in state["held_partitions"])
+
+    wait_until(read_all, deadline_s, f"the worker to read every turn before the flush (log: {worker.log_path})")
     asyncio.run(send_control(bootstrap, settings, scopes, "flush"))
     return wait_until(lambda: idle_status(worker, scopes), deadline_s,
                       f"the pipeline to idle after the flush (log: {worker.log_path})")

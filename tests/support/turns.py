@@ -205,3 +205,14 @@ async def uncommitted(bootstrap: str, group: str, topic: str, partitions: int,
     finally:
         await consumer.stop()
         await admin.close()
+
+
+async def end_offsets(bootstrap: str, topic: str, partitions: int, kafka: KafkaSettings | None = None) -> dict[int, int]:
+    """{partition: the offset the next record of `topic` will get}."""
+    consumer = AIOKafkaConsumer(**client_options(bootstrap, kafka, enable_auto_commit=False))
+    await consumer.start()
+    try:
+        ends = await consumer.end_offsets([TopicPartition(topic, p) for p in range(partitions)])
+        return {tp.partition: end for tp, end in ends.items()}
+    finally:
+        await consumer.stop()

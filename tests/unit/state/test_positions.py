@@ -148,6 +148,18 @@ def test_after_an_assignment_each_input_partition_is_read_from_its_stored_positi
     assert len(consumer.seeks) == 1
 
 
+def test_status_shows_how_far_each_held_partition_is_read_also_after_a_restart(tables, ownership):
+    consumer = Consumer()
+    agent, p = agent_over(tables, ownership, consumer)
+    asyncio.run(agent.batch([Event(p, n, turn(n, f"message {n}")) for n in range(3)]))
+    assert agent.positions.known({p}) == {f"{TURNS}:{p}": 3}
+    assert agent.positions.known({p + 1}) == {}  # another worker's partition: not shown
+    agent.positions.reset()  # a restart: nothing in memory until the assignment's rewind reads the table
+    assert agent.positions.known({p}) == {}
+    asyncio.run(agent.rewind_held({p}))
+    assert agent.positions.known({p}) == {f"{TURNS}:{p}": 3}
+
+
 def test_a_partition_that_brought_a_record_since_the_assignment_is_not_rewound(tables, ownership):
     """It was read from at most its stored position (a later start is a gap, rewound by `check`), and a
     seek on a partition being read only brings its records again (seen as redeliveries in a clean run)."""
