@@ -195,16 +195,13 @@ async def uncommitted(bootstrap: str, group: str, topic: str, partitions: int,
     from aiokafka.admin import AIOKafkaAdminClient
 
     admin = AIOKafkaAdminClient(**client_options(bootstrap, kafka))
-    consumer = AIOKafkaConsumer(**client_options(bootstrap, kafka, enable_auto_commit=False))
     await admin.start()
-    await consumer.start()
     try:
         committed = await admin.list_consumer_group_offsets(group)
-        ends = await consumer.end_offsets([TopicPartition(topic, p) for p in range(partitions)])
-        return sum(end - max(getattr(committed.get(tp), "offset", 0), 0) for tp, end in ends.items())
     finally:
-        await consumer.stop()
         await admin.close()
+    ends = await end_offsets(bootstrap, topic, partitions, kafka)
+    return sum(end - max(getattr(committed.get(TopicPartition(topic, p)), "offset", 0), 0) for p, end in ends.items())
 
 
 async def end_offsets(bootstrap: str, topic: str, partitions: int, kafka: KafkaSettings | None = None) -> dict[int, int]:
