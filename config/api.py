@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+import json
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic_settings import NoDecode
 
 
 class ApiSettings(BaseModel):
@@ -21,3 +25,23 @@ class ApiSettings(BaseModel):
     forward_timeout_seconds: float = Field(default=10.0, gt=0)
     # How long a starting worker waits to read the tenants and cards topics before it answers anyway.
     directory_catchup_seconds: float = Field(default=30.0, gt=0)
+
+    # The port's door (streams/api/door.py). A request whose Host names none of these (plus the loopback
+    # names and the worker's canonical URL host, always allowed) is refused with 421; "*" allows any Host
+    # (behind a proxy that checks it). Comma-separated or a JSON list; a name with or without :port.
+    allowed_hosts: Annotated[tuple[str, ...], NoDecode] = ()
+    # Origins a browser page may call the port from (scheme://host[:port]) beside those on an allowed
+    # host; a request carrying another Origin is refused with 403 (DNS rebinding, cross-site pages).
+    allowed_origins: Annotated[tuple[str, ...], NoDecode] = ()
+    # The bearer key that reads every tenant's scope views (/scopes, /scope/…) and /status's scope names;
+    # unset, no key does (a tenant key reads only its own tenant's scopes).
+    operator_key: SecretStr | None = None
+    # /metrics labels turns, signals and entries by tenant only when asked: tenant names are tenant data.
+    metrics_tenant_labels: bool = False
+
+    @field_validator("allowed_hosts", "allowed_origins", mode="before")
+    @classmethod
+    def _names(cls, value):
+        if isinstance(value, str):
+            value = json.loads(value) if value.lstrip().startswith("[") else value.split(",")
+        return tuple(str(name).strip().lower() for name in value if str(name).strip())

@@ -57,6 +57,9 @@ class Settings(BaseSettings):
     table_store: Literal["rocksdb", "memory"] = "rocksdb"  # rocksdict or memory; see README for the measurement
     web_port: int = Field(default=6066, ge=0, le=65535)
     web_host: str = "127.0.0.1"
+    # The URL the other workers reach this one's web port at (owner routing of /v1 reads). Empty: the
+    # bind host, or when that is a wildcard (0.0.0.0, ::) this machine's first non-loopback address.
+    canonical_url: str = ""
     # The hot-read switch file (powerful_memory_enabled, per tenant); read on each decision.
     core_config_path: Path = Path("config/core_config.json")
 
@@ -94,6 +97,16 @@ class Settings(BaseSettings):
         if not names or "" in names or len(set(names)) != len(names):
             raise ValueError(f"name each sink once, comma-separated (e.g. archive,evidence); got {value!r}")
         return names
+
+    @field_validator("canonical_url")
+    @classmethod
+    def _routable_url(cls, value: str) -> str:
+        value = value.strip().rstrip("/")
+        if value and not re.fullmatch(r"https?://(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(:\d{1,5})?", value):
+            raise ValueError(f"must be http(s)://host[:port], a URL the other workers can reach; got {value[:80]!r}")
+        if value and re.match(r"https?://(0\.0\.0\.0|\[::\])(:|$)", value):
+            raise ValueError(f"{value} is a wildcard address, not one another worker can reach")
+        return value
 
     @field_validator("topic_prefix", "app_id")
     @classmethod

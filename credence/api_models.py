@@ -79,6 +79,8 @@ class RecallHit(BaseModel):
 
 class RecallResponse(BaseModel):
     hits: list[RecallHit]
+    rankers: list[str] = Field(default_factory=list, description="the rankers this answer fused: bm25, and "
+                               "cosine once the embedding model has loaded (a worker answers by bm25 meanwhile)")
 
 
 class MemoryActionRequest(BaseModel):

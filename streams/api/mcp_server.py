@@ -58,7 +58,9 @@ class McpEndpoint:
         self.tools = tool_list()
         self.server = Server("credence", version=__version__, instructions=INSTRUCTIONS,
                              on_list_tools=self.list_tools, on_call_tool=self.call_tool)
-        self.manager = StreamableHTTPSessionManager(self.server, json_response=True, stateless=True)
+        # The SDK's DNS rebinding protection, with the door's lists (the door has checked them already).
+        self.manager = StreamableHTTPSessionManager(self.server, json_response=True, stateless=True,
+                                                    security_settings=api.door.transport_security())
         self.running = asyncio.Event()
 
     async def serve(self) -> None:

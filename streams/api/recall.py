@@ -16,17 +16,21 @@ async def recall(handlers, scope, version, entries, now, body: models.RecallRequ
             raise ApiError(422, f"{name} needs a UTC offset (e.g. 2026-01-01T12:00:00Z)")
     if version is None:  # no store version yet: the entries' own versions name the index
         version = hash(frozenset((e.id, e.version) for e in entries))
-    search = getattr(service, "asearch", None)
+    answer = getattr(service, "aanswer", None)
     args = (scope.key, version, entries, now, body.query, body.top_k, body.since, body.until, memory)
     try:
-        hits = await search(*args) if search else service.search(*args)
+        if answer is not None:  # the worker's service says which rankers it fused (BM25 while cosine's model loads)
+            hits, rankers = await answer(*args)
+        else:
+            hits = service.search(*args)
+            rankers = sorted({name for hit in hits for name in hit.rankers})
     except ValueError as exc:  # the service's RecallError: a request it cannot answer as asked
         raise ApiError(422, str(exc)) from None
     except CredenceError as exc:
         raise ApiError(503, f"recall failed: {exc}") from None
     return models.RecallResponse(hits=[models.RecallHit(
         id=h.id, text=h.text, kind=h.kind, tier=h.tier, score=_finite(h.score), rrf=h.rrf, rankers=dict(h.rankers))
-        for h in hits])
+        for h in hits], rankers=list(rankers))
 
 
 def _finite(score: float | None) -> float | None:

@@ -12,6 +12,7 @@ from credence import tracing
 from credence.errors import ApiError
 from credence.streams.api.auth import RateLimits, authenticate
 from credence.streams.api.directory import Directory, follow
+from credence.streams.api.door import Door, middleware
 from credence.streams.api.handlers import Call, Handlers
 from credence.streams.api.http import error_response, json_response, parse_body, path_parts, read_body, server_span
 from credence.streams.api.routes import ROUTES, Route
@@ -54,6 +55,8 @@ class Api:
         self.router = OwnerRouter(credence.app, credence.tables["scopes"].name, credence.settings.topic_partitions,
                                   credence.settings.api.forward_timeout_seconds)
         self.handlers = Handlers(credence, directory, bootstrap)
+        settings = credence.settings
+        self.door = Door.of(settings.api, str(credence.app.conf.canonical_url), settings.web_host)
 
     def authenticate(self, request, tenant: str | None = None):
         """The tenant of the request's key (401/404/429 as ApiError); what the browser and /metrics use."""
@@ -114,6 +117,8 @@ def register(credence: Credence, bootstrap: str, directory: Directory) -> Api:
     stream reads its tenants' settings from); returns the Api (for other pages)."""
     api = Api(credence, bootstrap, directory)
     app = credence.app
+    if app.conf.web_enabled:  # the door before every route of the port, Faust's own pages included
+        app.web.web_app.middlewares.append(middleware(api.door))
     server_log = logging.getLogger("aiohttp.server")
     if _MALFORMED not in server_log.filters:
         server_log.addFilter(_MALFORMED)
@@ -123,6 +128,9 @@ def register(credence: Credence, bootstrap: str, directory: Directory) -> Api:
     for path, routes in by_path.items():
         app.page(path, name=f"v1_{routes[0].name}")(_view(api, routes))
     from credence.streams.api.mcp_server import register as register_mcp
+    from credence.streams.api.scope_views import register as register_scope_views
+
+    register_scope_views(api)  # /scopes and /scope/…, behind the keys
 
     register_mcp(credence, api)  # the same routes as MCP tools, on POST /mcp
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -12,6 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import httpx
+from pydantic import SecretStr
 
 from credence.config import Settings
 from credence.errors import CredenceError
@@ -45,6 +47,8 @@ def settings_env(settings: Settings, bootstrap: str) -> dict[str, str]:
             value["api_key"] = settings.llm.api_key.get_secret_value()
         if name == "kafka" and settings.kafka.password is not None:
             value["password"] = settings.kafka.password.get_secret_value()
+        if name == "api" and settings.api.operator_key is not None:
+            value["operator_key"] = settings.api.operator_key.get_secret_value()
         env[f"CREDENCE_{name.upper()}"] = json.dumps(value) if isinstance(value, (dict, list)) else str(value)
     env["CREDENCE_KAFKA_BOOTSTRAP"] = bootstrap
     return env
@@ -54,6 +58,10 @@ class WorkerProcess:
     """`credence worker` in a child process, with its web port as the way to ask it questions."""
 
     def __init__(self, settings: Settings, bootstrap: str, log_path: Path, extra_env: dict | None = None):
+        if settings.api.operator_key is None:
+            # Its parent reads every tenant's scope views (/scopes, /scope/…): with a key of its own.
+            key = SecretStr(secrets.token_urlsafe(32))
+            settings = settings.model_copy(update={"api": settings.api.model_copy(update={"operator_key": key})})
         self.settings = settings
         self.bootstrap = bootstrap
         self.log_path = log_path
@@ -62,6 +70,11 @@ class WorkerProcess:
         # One client for every question: a new one per call builds a TLS context (~25 ms of CPU), which
         # a benchmark polling /status every 0.1 s took from the worker it measures.
         self._http: httpx.Client | None = None
+
+    @property
+    def operator_headers(self) -> dict[str, str]:
+        """What reads every tenant's scope views and /status's scope names on this worker."""
+        return {"Authorization": f"Bearer {self.settings.api.operator_key.get_secret_value()}"}
 
     @property
     def url(self) -> str:
@@ -82,7 +95,7 @@ class WorkerProcess:
         try:
             if self._http is None:
                 self._http = httpx.Client(timeout=5.0)
-            return self._http.get(self.url + path)
+            return self._http.get(self.url + path, headers=self.operator_headers)
         except httpx.TransportError:
             self._alive()  # a dead worker is an answer (CredenceError), not a reason to keep waiting
             raise

@@ -18,6 +18,7 @@ from credence.streams.llm.factory import make_backend
 from credence.streams.llm.runner import ResultSender, Runner
 from credence.streams.runtime import timers, views
 from credence.streams.runtime.agent import ScopeAgent, encode_record, halt
+from credence.streams.runtime.canonical import UniqueUrlAssignor, canonical_url
 from credence.streams.runtime.probe import OffsetProbe
 from credence.streams.runtime.switch import PowerSwitch
 from credence.streams.runtime.tenancy import NoTenants, TenantMemory, TenantRecords, TenantSwitch
@@ -141,6 +142,11 @@ def faust_app(settings: Settings, bootstrap: str) -> faust.App:
         web_port=settings.web_port or 6066,
         web_bind=settings.web_host,
         web_host=settings.web_host,
+        canonical_url=canonical_url(settings),  # routable, unique in the group (canonical.py)
+        PartitionAssignor=UniqueUrlAssignor,
+        # Faust's own table and router pages answer any caller with table values and who holds a key.
+        web_tables_enabled=False,
+        web_router_enabled=False,
         consumer_auto_offset_reset="earliest",
         producer_acks=-1,
         producer_linger=0.005,  # 5 ms lets a batch's records share produce requests (0 costs ~24%)

@@ -1,22 +1,23 @@
-"""Read-only web views of a worker: /status, /scopes, /scope/{tenant}/{user}/{character}."""
+"""Read-only web views of a worker: /status, and what the scope views (/scopes, /scope/{tenant}/{user}/
+{character}, mounted behind the API's keys by streams/api/scope_views.py) show of a scope."""
 
 from __future__ import annotations
 
+import hmac
 import math
 import time
 from collections import Counter
 from dataclasses import asdict
 
 from credence import __version__
-from credence.errors import StateError
 from credence.streams.llm import embeddings
 from credence.streams.scope.state import ScopeState
 from credence.streams.state.tally import Tally
 from credence.tables.clock import format_instant
 from credence.tables.evidence import derived_tier
 from credence.tables.rendering import render_memory_block
-from credence.tables.scope import Scope, scope_key
-from credence.tables.tokens import default_token_counter, default_tokenizer_name
+from credence.tables.scope import Scope
+from credence.tables.tokens import default_tokenizer_name
 
 
 def is_ready(app) -> bool:
@@ -26,6 +27,15 @@ def is_ready(app) -> bool:
     except AttributeError:
         recovered = True
     return bool(recovered and not app.rebalancing)
+
+
+def is_operator(headers, operator_key) -> bool:
+    """Whether the request carries the operator key (CREDENCE_API__OPERATOR_KEY); never with none set."""
+    if operator_key is None:
+        return False
+    scheme, _, key = headers.get("Authorization", "").partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(key.strip().encode(),
+                                                              operator_key.get_secret_value().encode())
 
 
 def broker_text(unreachable_since: float) -> str:
@@ -86,11 +96,15 @@ class Refreshed:
 
 def register(credence) -> None:
     app, settings = credence.app, credence.settings
-    count_tokens = default_token_counter()
-
     store = credence.store
     tally = Tally(store, scope_reflections)  # only the scopes that moved are read again
     reflections = Refreshed(lambda: dict(sorted(tally().items())))
+
+    def unreadable_names(request) -> dict:
+        # Scope keys name a tenant and its users: only the operator's key is told which (no probe needs it).
+        if not is_operator(request.headers, settings.api.operator_key):
+            return {}
+        return {"unreadable_scope_names": sorted(store.unreadable)}
 
     @app.page("/status")
     async def status(web, request):
@@ -103,8 +117,9 @@ def register(credence) -> None:
                       "duplicate_marks": credence.marks.count(),
                       # input topic:partition -> the next offset to apply, for the partitions held
                       "positions": credence.agent.positions.known(credence.ownership.held),
-                      "unreadable_scopes": sorted(store.unreadable),  # as of the last reflection count
-                      "restored": asdict(credence.restored)},  # changelog records read in bulk (restore.py)
+                      "unreadable_scopes": len(store.unreadable),  # as of the last reflection count
+                      "restored": asdict(credence.restored)}  # changelog records read in bulk (restore.py)
+            | unreadable_names(request),
             "llm": {"backend": credence.backend.label, "stats": credence.backend.stats.as_dict(),
                     "inflight": credence.runner.inflight,
                     "concurrency_limit": credence.backend.concurrency_limit},  # adaptive; null: unbounded
@@ -113,26 +128,3 @@ def register(credence) -> None:
             "broker": broker_text(credence.stats.broker_unreachable_since),
             "embeddings": embeddings.status(credence.encoder, getattr(credence.recall, "encoder", None)),
         })
-
-    @app.page("/scopes")
-    async def scopes(web, request):
-        try:
-            summaries = [(scope, store.summary(scope)) for scope in store.scopes()]
-        except StateError as exc:
-            # While a rebalance's recovery is still reading changelogs, one table can be ahead of another.
-            return web.json({"error": f"scope state is being recovered; try again ({exc})"}, status=503)
-        summaries = [(scope, c) for scope, c in summaries if c is not None]
-        return web.json({
-            "turn_counts": {scope: c.turns for scope, c in summaries},
-            "scopes": {scope: {"turns": c.turns, "entries": store.entry_count(scope), "idle": c.idle,
-                               "queued": c.queued, "requests": c.requests}
-                       for scope, c in summaries},
-        })
-
-    @app.page("/scope/{tenant}/{user}/{character}")
-    async def scope(web, request, tenant: str, user: str, character: str):
-        key = scope_key(tenant, user, character)  # unchecked: a malformed path is an unknown scope
-        state = store.get(key)
-        if state is None:
-            return web.json({"error": f"unknown scope {key} on this worker"}, status=404)
-        return web.json(scope_view(state, settings.memory, count_tokens))

@@ -46,8 +46,9 @@ def register(credence) -> None:
 
 
 async def _warm_up(encoder: LazyEncoder) -> None:
-    """Load recall's model in a thread once the worker runs, so the first recall does not pay for it. A
-    recall that comes first waits on the same load; a load that fails is logged and retried by it."""
+    """Load recall's model in a thread once the worker runs, so recall ranks by cosine as soon as it can.
+    A recall that comes first answers by BM25 alone (RecallService.cosine_ready); a load that fails is
+    logged and tried again by the next recall."""
     started = time.perf_counter()
     try:
         await asyncio.to_thread(encoder.load)

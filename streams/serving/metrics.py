@@ -2,12 +2,13 @@
 time: nothing here runs on the scope agent's path except the LLM latency observation the runner makes.
 
 Exported: consumer lag per assigned partition (highwater minus committed offset), turns and evidence
-signals by tenant (and signal kind), entries by tenant, kind and tier (from the scope store, computed at
-scrape time), LLM call latency (histogram by task and outcome) and the backend's counters, dead-lettered
+signals (by signal kind), entries by kind and tier (from the scope store, computed at scrape time) — the
+last three also by tenant only with CREDENCE_API__METRICS_TENANT_LABELS=true: tenant names are tenant
+data —, LLM call latency (histogram by task and outcome) and the backend's counters, dead-lettered
 records, statements the self-containment gate refused (by stage and reason), recall index builds, and every
 numeric field of `credence.stats` as `credence_stats_<field>` (numeric dict fields get a `key` label), so
 fields added to Stats show up without touching this file.
-No secrets: no keys, no LLM URL, no entry text.
+No secrets: no keys, no LLM URL, no entry text, no tenant name unless asked.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ class WorkerCollector:
 
     def __init__(self, credence) -> None:
         self.credence = credence
+        # Tenant names are tenant data: only an operator who asks gets series per tenant.
+        self.tenant_labels = credence.settings.api.metrics_tenant_labels
         memory = credence.settings.memory
 
         def tiers(state) -> Counter:
@@ -71,6 +74,8 @@ class WorkerCollector:
                 family = GaugeMetricFamily(f"credence_stats_{f.name}", f"Stats.{f.name} since the worker started")
                 family.add_metric([], value)
                 yield family
+            elif f.name.endswith("_by_tenant"):
+                continue  # keyed by tenant name: exported above as credence_turns / credence_signals
             elif isinstance(value, dict) and value and all(_number(v) for v in value.values()):
                 family = GaugeMetricFamily(f"credence_stats_{f.name}", f"Stats.{f.name} since the worker started",
                                            labels=["key"])
@@ -90,16 +95,19 @@ class WorkerCollector:
         yield refused
 
     def _per_tenant(self):
-        stats = self.credence.stats
-        turns = CounterMetricFamily("credence_turns", "Turns applied, by tenant", labels=["tenant"])
-        for tenant, n in sorted(getattr(stats, "turns_by_tenant", {}).items()):
-            turns.add_metric([tenant], n)
+        stats, named = self.credence.stats, self.tenant_labels
+        turns = CounterMetricFamily("credence_turns", "Turns applied" + (", by tenant" if named else ""),
+                                    labels=["tenant"] if named else [])
+        for labels, n in _summed((((t,), n) for t, n in getattr(stats, "turns_by_tenant", {}).items()), named):
+            turns.add_metric(list(labels), n)
         yield turns
-        signals = CounterMetricFamily("credence_signals", "Evidence signals applied, by tenant and signal kind",
-                                      labels=["tenant", "kind"])
-        for tenant, kinds in sorted(getattr(stats, "signals_by_tenant", {}).items()):
-            for kind, n in sorted(kinds.items()):
-                signals.add_metric([tenant, kind], n)
+        signals = CounterMetricFamily("credence_signals", "Evidence signals applied, by "
+                                      + ("tenant and " if named else "") + "signal kind",
+                                      labels=["tenant", "kind"] if named else ["kind"])
+        by_kind = (((tenant, kind), n) for tenant, kinds in getattr(stats, "signals_by_tenant", {}).items()
+                   for kind, n in kinds.items())
+        for labels, n in _summed(by_kind, named):
+            signals.add_metric(list(labels), n)
         yield signals
 
     def _lag(self):
@@ -120,9 +128,10 @@ class WorkerCollector:
         yield lag
 
     def _tiers(self):
+        named = self.tenant_labels
         entries = GaugeMetricFamily("credence_entries", "Entries of the scopes this worker holds, by tier",
-                                    labels=["tenant", "kind", "tier"])
-        for labels, n in sorted(self._tally().items()):
+                                    labels=["tenant", "kind", "tier"] if named else ["kind", "tier"])
+        for labels, n in _summed(self._tally().items(), named):
             entries.add_metric(list(labels), n)
         yield entries
 
@@ -147,6 +156,14 @@ class WorkerCollector:
             family = GaugeMetricFamily(name, text)
             family.add_metric([], value)
             yield family
+
+
+def _summed(counts, named: bool = True) -> list[tuple[tuple, float]]:
+    """(labels, n) sorted by labels; without `named`, the first label (the tenant) summed away."""
+    total: Counter = Counter()
+    for labels, n in counts:
+        total[tuple(labels) if named else tuple(labels)[1:]] += n
+    return sorted(total.items())
 
 
 def _safe(read, tp):

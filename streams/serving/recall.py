@@ -19,6 +19,7 @@ per entry version across builds, so a new scope version embeds only the entries 
 from __future__ import annotations
 
 import asyncio
+import logging
 import math
 import threading
 from collections import OrderedDict
@@ -36,6 +37,8 @@ from credence.streams.serving.index import ScopeIndex, build_index, tokens
 from credence.tables.clock import as_utc
 from credence.tables.entries import Entry
 from credence.tables.evidence import derived_tier
+
+log = logging.getLogger(__name__)
 
 CACHE_SCOPES = 1024  # scope indexes kept per worker (least recently used dropped first)
 MAX_TOP_K = 100
@@ -73,6 +76,7 @@ class RecallService:
         self._cache: OrderedDict[str, ScopeIndex] = OrderedDict()
         self._cache_scopes = cache_scopes
         self._lock = threading.Lock()
+        self._loading: threading.Thread | None = None
         self.builds = 0  # index builds since start (tests and /metrics read it)
         self.embedded = 0  # entry texts embedded since start
 
@@ -84,34 +88,58 @@ class RecallService:
     def cosine_enabled(self) -> bool:
         return self._encode is not None
 
-    def search(self, scope: str, version: int, entries: Sequence[Entry], now: datetime, query: str,
+    @property
+    def cosine_ready(self) -> bool:
+        """Whether cosine can rank now. An encoder whose model is still loading (a LazyEncoder at start:
+        ~16 s on a loaded host) is loaded in the background, and recall answers by BM25 alone meanwhile
+        instead of waiting for it."""
+        if self._encode is None:
+            return False
+        if getattr(self._encode, "loaded", True):
+            return True
+        with self._lock:
+            if self._loading is None or not self._loading.is_alive():
+                self._loading = threading.Thread(target=_load, args=(self._encode,), name="recall-model", daemon=True)
+                self._loading.start()
+        return False
+
+    def answer(self, scope: str, version: int, entries: Sequence[Entry], now: datetime, query: str,
                top_k: int, since: datetime | None, until: datetime | None, memory: MemorySettings
-               ) -> list[RecallHit]:
-        """The top_k entries for `query`, best first. `version` must change whenever `entries` change
-        (the scope store's entries version): the cached index is trusted for an unchanged version."""
+               ) -> tuple[list[RecallHit], list[str]]:
+        """The top_k entries for `query`, best first, and the rankers fused ("bm25", + "cosine" once its
+        model is loaded). `version` must change whenever `entries` change (the scope store's entries
+        version): the cached index is trusted for an unchanged version."""
         _check(query, top_k, since, until)
-        index = self.index(scope, version, entries)
+        index = self.index(scope, version, entries, self.cosine_ready)
         candidates = index.window(since, until)
         ranks = {"bm25": index.bm25_ranks(tokens(query), candidates)}
         if index.vectors is not None:
             ranks["cosine"] = index.cosine_ranks(self._embed([query])[0], candidates)
         order, rrf, _ = fused_order(ranks, self.rrf_k)
         return [_hit(index.entries[i], float(rrf[i]), {n: int(r[i]) for n, r in ranks.items() if r[i] > 0},
-                     now, memory) for i in order[:top_k]]
+                     now, memory) for i in order[:top_k]], list(ranks)
+
+    def search(self, *args, **kwargs) -> list[RecallHit]:
+        return self.answer(*args, **kwargs)[0]
 
     async def asearch(self, *args, **kwargs) -> list[RecallHit]:
         return await asyncio.to_thread(self.search, *args, **kwargs)
 
-    def index(self, scope: str, version: int, entries: Sequence[Entry]) -> ScopeIndex:
-        """The scope's index at `version`, built (and embedded) only on a miss."""
+    async def aanswer(self, *args, **kwargs) -> tuple[list[RecallHit], list[str]]:
+        return await asyncio.to_thread(self.answer, *args, **kwargs)
+
+    def index(self, scope: str, version: int, entries: Sequence[Entry], cosine: bool | None = None) -> ScopeIndex:
+        """The scope's index at `version` (with vectors when `cosine`, by default when there is an encoder),
+        built (and embedded) only on a miss."""
+        cosine = self._encode is not None if cosine is None else cosine
         with self._lock:
             cached = self._cache.get(scope)
-            if cached is not None and cached.version == version:
+            if cached is not None and cached.version == version and (cached.vectors is not None) == cosine:
                 self._cache.move_to_end(scope)
                 return cached
         # Built outside the lock: embedding a large scope must not hold up other scopes' queries. Two
         # threads missing the same version at once both build it; either result is the same index.
-        index = build_index(version, entries, self._embed_entries if self._encode else None, cached)
+        index = build_index(version, entries, self._embed_entries if cosine else None, cached)
         with self._lock:
             self.builds += 1
             current = self._cache.get(scope)
@@ -133,6 +161,13 @@ class RecallService:
     def _embed_entries(self, texts: list[str]) -> np.ndarray:
         self.embedded += len(texts)
         return self._embed(texts)
+
+
+def _load(encoder) -> None:
+    try:
+        encoder.load()
+    except Exception:  # noqa: BLE001 - recall goes on by BM25; the next recall tries again
+        log.exception("loading recall's embedding model failed; recall answers by BM25 until it loads")
 
 
 def _check(query: str, top_k: int, since: datetime | None, until: datetime | None) -> None:
