@@ -196,7 +196,7 @@ PROMPT_KEY: dict[str, str] = {}  # tenant -> API key, when the HTTP API serves t
 
 async def _view(client, worker, key: str) -> dict:
     """The scope view; its memory_block is the prompt route's rendering when the API is there."""
-    response = await client.get(f"{worker.url}/scope/{key}", timeout=5.0)
+    response = await client.get(f"{worker.url}/scope/{key}", headers=worker.operator_headers, timeout=5.0)
     view = response.json() if response.status_code == 200 else {}
     tenant, user, character = astuple(Scope.parse(key))
     if tenant in PROMPT_KEY and view:

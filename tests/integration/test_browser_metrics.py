@@ -42,7 +42,9 @@ def by_labels(samples, name: str, *labels: str) -> dict:
 
 @pytest.fixture
 def worker(kafka_bootstrap, tmp_path, topic_prefix):
-    settings = pipeline_settings(kafka_bootstrap, tmp_path, topic_prefix)
+    # Series per tenant, as an operator asks for them (CREDENCE_API__METRICS_TENANT_LABELS; off by default,
+    # tests/integration/test_api_door.py).
+    settings = pipeline_settings(kafka_bootstrap, tmp_path, topic_prefix, api={"metrics_tenant_labels": True})
     lines = sample_lines(SCOPES)
     asyncio.run(produce_lines(kafka_bootstrap, settings, lines))
     process = WorkerProcess(settings, kafka_bootstrap, tmp_path / "worker.log").start()

@@ -117,3 +117,33 @@ def test_the_real_model_recalls_a_paraphrase_bm25_cannot_see(corpus, now, model_
 def test_the_real_model_and_bm25_agree_on_a_literal_query(corpus, now, model_encoder):
     hits = search(RecallService(encoder=model_encoder), corpus, "Rust programming", now, top_k=3)
     assert hits[0].id == "p-rust" and hits[0].rankers == {"bm25": 1, "cosine": 1}
+
+
+class LoadingEncoder(AxisEncoder):
+    """A model that loads only when `release` is set, like a LazyEncoder at a worker's start."""
+
+    def __init__(self):
+        super().__init__()
+        self.release = threading.Event()
+        self.loaded = False
+        self.loads = 0
+
+    def load(self):
+        self.loads += 1
+        self.release.wait(30)
+        self.loaded = True
+        return self
+
+
+def test_recall_answers_by_bm25_while_the_model_loads_and_uses_cosine_once_loaded(corpus, now):
+    encoder = LoadingEncoder()
+    service = RecallService(encoder=encoder)
+    hits, rankers = service.answer(SCOPE.key, 1, corpus, now, "tea", 10, None, None, MEMORY)
+    assert rankers == ["bm25"] and hits and all(set(h.rankers) == {"bm25"} for h in hits)
+    assert encoder.batches == []  # nothing waited for the model, nothing embedded
+    encoder.release.set()
+    service._loading.join(30)  # the load recall started in the background
+    assert encoder.loaded and encoder.loads == 1
+    hits, rankers = service.answer(SCOPE.key, 1, corpus, now, "tea", 10, None, None, MEMORY)
+    assert rankers == ["bm25", "cosine"]  # the same entries version, rebuilt with vectors
+    assert any("cosine" in h.rankers for h in hits) and encoder.batches

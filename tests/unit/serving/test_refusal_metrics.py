@@ -23,3 +23,25 @@ def test_refusals_are_summed_per_stage_and_reason_and_exported():
     (counter,) = [f for f in families if f.name == "credence_statements_refused"]
     assert {(s.labels["stage"], s.labels["reason"]): s.value for s in counter.samples} == {
         ("stage1", "first_person"): 3.0, ("synthesis", "restatement"): 1.0}
+
+
+def per_tenant_families(labels: bool):
+    stats = Stats()
+    stats.turns_by_tenant = {"acme": 3, "globex": 2}
+    stats.signals_by_tenant = {"acme": {"confirm": 1}, "globex": {"confirm": 2, "deny": 1}}
+    tally = {("acme", "persona", "pending"): 2, ("globex", "persona", "pending"): 1}
+    collector = SimpleNamespace(credence=SimpleNamespace(stats=stats), tenant_labels=labels, _tally=lambda: tally)
+    families = [*WorkerCollector._stats(collector), *WorkerCollector._per_tenant(collector),
+                *WorkerCollector._tiers(collector)]
+    return {f.name: {tuple(sorted(s.labels.items())): s.value for s in f.samples} for f in families}
+
+
+def test_metrics_name_no_tenant_unless_the_operator_asks():
+    plain = per_tenant_families(labels=False)
+    assert "acme" not in repr(plain) and "globex" not in repr(plain)
+    assert plain["credence_turns"] == {(): 5.0}
+    assert plain["credence_signals"] == {(("kind", "confirm"),): 3.0, (("kind", "deny"),): 1.0}
+    assert plain["credence_entries"] == {(("kind", "persona"), ("tier", "pending")): 3.0}
+    named = per_tenant_families(labels=True)
+    assert named["credence_turns"] == {(("tenant", "acme"),): 3.0, (("tenant", "globex"),): 2.0}
+    assert named["credence_entries"][(("kind", "persona"), ("tenant", "globex"), ("tier", "pending"))] == 1.0
