@@ -259,7 +259,7 @@ def _runtime_parsers(sub) -> None:
     p = sub.add_parser("worker", help="run a stream worker (Faust) against CREDENCE_KAFKA_BOOTSTRAP or "
                                       "the embedded broker",
                        description="Runs the scope agent (turns, feedback, facts, control), its LLM runner, "
-                                   "timers and web views (/status, /scopes, /scope/T/U/C) until Ctrl-C. Kafka: "
+                                   "timers and web views (/status; /scopes and /scope/T/U/C with a key) until Ctrl-C. Kafka: "
                                    "CREDENCE_KAFKA_BOOTSTRAP, or the broker started by `credence broker`. LLM: "
                                    "CREDENCE_LLM__BACKEND=rules (offline fallback, default) or openai "
                                    "(CREDENCE_LLM__BASE_URL, CREDENCE_LLM__MODEL). Run several workers with the "
