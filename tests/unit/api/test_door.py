@@ -91,3 +91,23 @@ def test_the_mcp_endpoint_runs_the_sdks_protection_with_the_doors_lists():
     security = endpoint.manager.security_settings
     assert security is not None and security.enable_dns_rebinding_protection
     assert "worker:*" in security.allowed_hosts and "http://localhost:*" in security.allowed_origins
+
+
+# Every route a worker's web port serves, and who may read it. A new route fails this test until it is
+# placed here: behind the tenant key (/v1, /mcp, the scope views) or carrying no tenant data.
+KEYED = {"/v1/", "/mcp", "/scopes", "/scope/"}
+TENANT_FREE = {"/", "/status", "/metrics", "/browser", "/browser/browser.js", "/browser/browser.css"}
+
+
+def test_every_route_on_the_port_is_known_and_behind_the_door(tmp_path):
+    from credence.config import load_settings
+    from credence.streams.ops.worker import build_worker
+
+    credence = build_worker(load_settings(data_dir=tmp_path, table_store="memory"), "localhost:1")
+    web = credence.app.web
+    web.init_server()
+    paths = {route.resource.canonical for route in web.web_app.router.routes()}
+    unknown = {p for p in paths if p not in TENANT_FREE and not p.startswith(tuple(KEYED))}
+    assert not unknown, f"routes neither keyed nor known to carry no tenant data: {sorted(unknown)}"
+    assert not any(p.startswith(("/table", "/router")) for p in paths)  # Faust's own table pages are off
+    assert [m.__qualname__ for m in web.web_app.middlewares] == ["middleware.<locals>.check"]
