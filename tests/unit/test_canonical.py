@@ -73,3 +73,36 @@ def test_a_worker_refuses_to_run_when_another_member_advertises_its_url(tmp_path
     # Another member with the same URL got partitions 1 and 3; the group's map kept its entry, not ours.
     app.assignor.on_assignment(member_assignment(app.assignor, mine, {"http://worker:6066": {changelog: [1, 3]}}))
     assert len(halted) == 1 and "http://worker:6066" in halted[0] and "CREDENCE_CANONICAL_URL" in halted[0]
+
+
+class Cluster:
+    """The cluster metadata the group leader assigns from: every topic with `partitions` partitions."""
+
+    def __init__(self, partitions: int) -> None:
+        self.partitions = partitions
+
+    def partitions_for_topic(self, topic):
+        return set(range(self.partitions))
+
+
+@pytest.mark.parametrize(("urls", "refusals"), [(("http://worker:6066", "http://worker:6066"), 1),
+                                                (("http://worker-a:6066", "http://worker-b:6066"), 0)])
+def test_of_two_members_advertising_one_url_through_fausts_assignment_one_refuses(tmp_path, monkeypatch, urls,
+                                                                                   refusals):
+    from credence.streams.runtime import agent
+    from credence.streams.runtime.app import faust_app, raw_table
+
+    members = []
+    for name, url in zip("ab", urls):
+        settings = load_settings(canonical_url=url, data_dir=tmp_path / name, topic_partitions=4)
+        app = faust_app(settings, "localhost:1")
+        changelog = raw_table(app, "scopes", 4, {}).changelog_topic.get_topic_name()
+        members.append(app.assignor)
+    halted: list[str] = []
+    monkeypatch.setattr(agent, "halt", halted.append)
+    topics = {"credence.turns", changelog}
+    leader = members[0]
+    assignment = leader.assign(Cluster(4), {"m-a": members[0].metadata(topics), "m-b": members[1].metadata(topics)})
+    members[0].on_assignment(assignment["m-a"])
+    members[1].on_assignment(assignment["m-b"])
+    assert len(halted) == refusals and all(urls[0] in reason for reason in halted)
