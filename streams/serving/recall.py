@@ -22,6 +22,7 @@ import asyncio
 import logging
 import math
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -40,6 +41,7 @@ from credence.tables.evidence import derived_tier
 
 log = logging.getLogger(__name__)
 
+LOAD_RETRY_SECONDS = 30.0  # a failed background load of the model is tried again after this long
 CACHE_SCOPES = 1024  # scope indexes kept per worker (least recently used dropped first)
 MAX_TOP_K = 100
 
@@ -77,6 +79,7 @@ class RecallService:
         self._cache_scopes = cache_scopes
         self._lock = threading.Lock()
         self._loading: threading.Thread | None = None
+        self._next_load = 0.0  # monotonic time before which no new background load starts
         self.builds = 0  # index builds since start (tests and /metrics read it)
         self.embedded = 0  # entry texts embedded since start
 
@@ -98,7 +101,10 @@ class RecallService:
         if getattr(self._encode, "loaded", True):
             return True
         with self._lock:
-            if self._loading is None or not self._loading.is_alive():
+            # One load at a time, and after a failed one not again for a while (each failure logs a traceback).
+            now = time.monotonic()
+            if (self._loading is None or not self._loading.is_alive()) and now >= self._next_load:
+                self._next_load = now + LOAD_RETRY_SECONDS
                 self._loading = threading.Thread(target=_load, args=(self._encode,), name="recall-model", daemon=True)
                 self._loading.start()
         return False

@@ -147,3 +147,18 @@ def test_recall_answers_by_bm25_while_the_model_loads_and_uses_cosine_once_loade
     hits, rankers = service.answer(SCOPE.key, 1, corpus, now, "tea", 10, None, None, MEMORY)
     assert rankers == ["bm25", "cosine"]  # the same entries version, rebuilt with vectors
     assert any("cosine" in h.rankers for h in hits) and encoder.batches
+
+
+def test_a_model_that_fails_to_load_leaves_recall_on_bm25_without_a_load_per_query(corpus, now):
+    class Broken(LoadingEncoder):
+        def load(self):
+            self.loads += 1
+            raise OSError("no model here")
+
+    encoder = Broken()
+    service = RecallService(encoder=encoder)
+    for _ in range(3):
+        hits, rankers = service.answer(SCOPE.key, 1, corpus, now, "tea", 10, None, None, MEMORY)
+        assert rankers == ["bm25"] and hits
+        service._loading.join(30)
+    assert encoder.loads == 1  # tried again only after LOAD_RETRY_SECONDS
