@@ -310,6 +310,15 @@ def read_shard(archive: Archive, path: str, columns: list[str] | None = None) ->
         raise ArchiveError(f"cannot read shard {path}: {exc}") from exc
 
 
+def shard_columns(archive: Archive, path: str) -> list[str]:
+    """The columns a shard was written with (its footer only): shards written before a column was added
+    lack it."""
+    try:
+        return pq.read_schema(path, filesystem=archive.fs).names
+    except (OSError, pa.ArrowException) as exc:
+        raise ArchiveError(f"cannot read shard {path}: {exc}") from exc
+
+
 def _fsync_dir(directory: str) -> None:
     # The rename is durable only once the directory entry is; not every platform allows it.
     try:

@@ -216,10 +216,12 @@ def test_a_duplicate_of_a_forgotten_first_occurrence_stays_out_and_replays_ident
 
 def test_decisions_of_a_prefix_are_those_of_the_whole(archive_record_factory):
     rows = [to_row(ARCHIVE, archive_record_factory(entry_id=f"e{i % 5}"), 0, i) for i in range(12)]
-    kept, dropped = decide_duplicates(rows, "entry_id", IdentitySet(["e4"]))
-    assert kept == {"e0", "e1", "e2", "e3"} and dropped == set(range(4, 12))  # e4 was seen before the span
+    version = rows[0].values["version"]
+    seen = [f"e4@{version}"]
+    kept, dropped = decide_duplicates(rows, ARCHIVE, IdentitySet(seen))
+    assert kept == {f"e{i}@{version}" for i in range(4)} and dropped == set(range(4, 12))  # e4 seen before
     for n in range(len(rows)):
-        _, prefix = decide_duplicates(rows[:n], "entry_id", IdentitySet(["e4"]))
+        _, prefix = decide_duplicates(rows[:n], ARCHIVE, IdentitySet(seen))
         assert prefix == {o for o in dropped if o < n}
 
 
