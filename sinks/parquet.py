@@ -51,7 +51,7 @@ from credence.envelope import loads
 from credence.errors import ArchiveError, RecordError
 from credence.sinks.base import Batch, Record, SinkStats, Written
 from credence.sinks.dedup import IdentitySet, decide_duplicates, load_identities
-from credence.sinks.forget import forgotten_users
+from credence.sinks.forget import forgotten_markers
 from credence.sinks.schema import TABLES, Row, ShardKey, to_row
 from credence.sinks.shards import Archive, open_archive, remove_stale_temp_files, write_shards
 
@@ -108,6 +108,7 @@ class ParquetSink:
         self._seen: dict[int, _Seen] = {}
         self._durable: dict[int, int] = {}
         self._rejected: list[tuple[Record, str]] = []
+        self._markers: dict = {}  # forget markers read, by path and version (forget.forgotten_markers)
 
     def __repr__(self) -> str:
         return f"{self.topic} -> {self.settings.root}/{self.table}"
@@ -205,7 +206,7 @@ class ParquetSink:
         seen = await self._seen_before(partition, span.start)
         _, duplicates = decide_duplicates(span.rows, self.table, seen.ids)
         rows = [r for r in span.rows if r.key in span.dirty]
-        forgotten = await asyncio.to_thread(forgotten_users, self.archive)
+        forgotten = await asyncio.to_thread(forgotten_markers, self.archive, self._markers)
         paths = await asyncio.to_thread(
             write_shards, self.archive, self.table, partition, rows, self.settings, span.last, forgotten,
             frozenset(duplicates),

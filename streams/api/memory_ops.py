@@ -86,7 +86,8 @@ async def nominate(handlers, call) -> tuple[int, models.MemoryActionResponse]:
     bootstrap = getattr(handlers, "bootstrap", None) or settings.kafka_bootstrap
     events = await journal_of(bootstrap, settings, entry_id, scope)
     try:
-        candidate = candidate_from_journal(events, entry_id, datetime.now(UTC), call.body.by, settings)
+        candidate = candidate_from_journal(events, entry_id, datetime.now(UTC), call.body.by, settings,
+                                           state.incarnation)  # never a forgotten incarnation's
     except BridgeError as exc:
         raise ApiError(409, str(exc)) from None
     await handlers._send("fact_candidates", scope.key, _raw(candidate))

@@ -241,3 +241,44 @@ def test_identity_set_membership_merges_and_shared_high_halves():
     found = pairs.contains_digests(np.array([7, 7, 7, 3, 4], dtype=np.uint64),
                                    np.array([1, 2, 3, 9, 9], dtype=np.uint64))
     assert found.tolist() == [True, True, False, True, False]
+
+
+def test_a_second_archival_of_an_entry_is_kept_and_an_old_shard_still_counts(
+        archive_settings_factory, archive_record_factory):
+    """Issue 31.6: the archive's identity is (entry_id, version) in the scope's incarnation. An entry that
+    came back under its deterministic id and was archived again (a higher version), or a forgotten user's
+    entry archived again in the new life (same id and version, a later incarnation), is a new archival;
+    only a redelivered copy (same id, version and incarnation) is dropped, across spans and restarts too."""
+    settings = archive_settings_factory(max_rows_per_shard=4)
+    stream = _stream(archive_record_factory, [
+        (0, 0, "e0", {"version": 3}), (0, 1, "e1", {"version": 2}), (0, 2, "e0", {"version": 3}),  # redelivered
+        (0, 4, "e0", {"version": 7}),  # back and archived again
+        (0, 5, "e1", {"version": 2}),  # redelivered, a span later
+    ])
+    stream.append((0, 6, archive_record_factory(entry_id="e1", version=2) | {"incarnation": 12}))  # a new life
+    stats = _feed(_sink(settings), stream)
+    rows = _rows(settings.root)
+    assert sorted((r["entry_id"], r["version"], r["incarnation"] or 0) for r in rows) == [
+        ("e0", 3, 0), ("e0", 7, 0), ("e1", 2, 0), ("e1", 2, 12)]
+    assert stats.duplicates_dropped == 2
+    # a restarted sink rebuilds the set from the shards' identity columns and decides alike
+    _feed(_sink(settings), stream)
+    assert sorted((r["entry_id"], r["version"]) for r in _rows(settings.root)) == [
+        ("e0", 3), ("e0", 7), ("e1", 2), ("e1", 2)]
+
+
+def test_identities_of_a_shard_written_before_the_incarnation_column(archive_settings_factory,
+                                                                    archive_record_factory):
+    import pyarrow.parquet as pq
+
+    from credence.sinks.dedup import load_identities
+    from credence.sinks.shards import list_shards, open_archive, write_shards
+
+    settings = archive_settings_factory()
+    archive = open_archive(settings.root)
+    write_shards(archive, ARCHIVE, 0, [to_row(ARCHIVE, archive_record_factory(entry_id="e0"), 0, 0)], settings,
+                 range_last=9)
+    [path] = list_shards(archive, ARCHIVE)
+    old = pq.read_table(path, partitioning=None)
+    pq.write_table(old.drop_columns(["incarnation"]), path)  # as a sink before the column wrote it
+    assert f"e0@{old.column('version')[0].as_py()}" in load_identities(archive, ARCHIVE, 0, 10)
