@@ -217,8 +217,18 @@ class ScopeStore:
 
     def as_of(self, state: ScopeState, at: datetime) -> list[Entry]:
         """What was valid in the scope at `at`, from its kept entry versions (versions.py): every entry the
-        scope has now or archived, nothing of another scope read. Raises versions.Truncated."""
-        newest = {**state.archived, **{eid: e.version for eid, e in state.entries.items()}}
+        scope has or archived, nothing of another scope read. `state` (a reader's copy) names the entries;
+        their newest versions are the tables' (what the batches made durable, as the versions are: a live
+        scope may be a batch ahead of them). Safe off the event loop. Raises versions.Truncated."""
+        control = codec.decode_control(self._scopes.get(state.scope))
+        durable = control.state.archived if control is not None else {}
+        newest = {}
+        for eid in sorted({*state.entries, *state.archived, *durable}):
+            raw = self._entries.get(codec.entry_key(state.scope, eid))
+            if raw is not None:
+                newest[eid] = codec.decode_entry(raw)[0].version
+            elif eid in durable:
+                newest[eid] = durable[eid]
         return self._versions.as_of(state.scope, newest, at)
 
     def feedback_applied(self, scope: str, feedback_id: str, partition: int, offset: int) -> bool:
