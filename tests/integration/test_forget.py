@@ -102,6 +102,24 @@ def test_forget_removes_the_user_everywhere_and_only_them(settings_factory, kafk
             assert {k for k in kept if "/ann/" in k} and all(v is None for k, v in kept.items() if "/ann/" in k)
             assert any(v is not None for k, v in kept.items() if "/ben/" in k)
         assert cli(["forget", "acme", "ann", "--archive-only"]) == 0  # idempotent
+
+        # Issues 31.7 and 36.6: the marker names no one, and forgets one life of ann's: back again, she is
+        # archived again (her new rows are past the marker's cut-off), her forgotten rows stay out
+        path.write_text("".join(json.dumps(t | {"turn_id": f"back-{t['turn_id']}", "ts": "2026-05-10T10:00:00Z"})
+                                + "\n" for t in turns() if t["user"] == "ann"))
+        asyncio.run(replay(path, kafka_bootstrap, settings, progress=False))
+        asyncio.run(send_control(kafka_bootstrap, settings, ["acme/ann/barista", "acme/ann/tutor"], "flush"))
+        wait_until(lambda: (s := worker.get("/status"))["stats"]["turns_accepted"] == 18
+                   and s["busy_scopes"] == 0 and s["llm"]["inflight"] == 0, 60, "ann's second life to settle")
+        asyncio.run(drain(kafka_bootstrap, settings.topic("evidence"), EVIDENCE, settings.archive))
+        back = ds.dataset(root / "evidence", format="parquet", partitioning="hive").to_table(["user"])
+        assert "ann" in back.column("user").to_pylist()
+        back = ds.dataset(root / "evidence", format="parquet", partitioning="hive").to_table(
+            ["user", "incarnation"]).to_pylist()
+        assert all(r["incarnation"] for r in back if r["user"] == "ann")  # her second life's rows only
+        assert len([r for r in back if r["user"] == "ben"]) == after.column("user").to_pylist().count("ben")
+        markers = [p.name for p in (root / "_forgotten").rglob("*") if p.is_file()]
+        assert len(markers) == 1 and "ann" not in markers[0] and "acme" not in str(markers)
     finally:
         worker.stop()
 
