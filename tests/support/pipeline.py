@@ -188,9 +188,12 @@ def topic_values(bootstrap: str, settings: Settings, name: str) -> list[dict]:
 
 
 def fold_journal(events: list[dict]) -> dict[str, Entry]:
-    """The journal replayed: each event's snapshot applied with `apply_snapshot` (newer version wins)."""
+    """The journal replayed: each event's snapshot applied with `apply_snapshot` (newer version wins), of
+    each scope's newest incarnation (a forgotten life's entries are not the scope's)."""
+    from credence.streams.runtime.journal import one_incarnation
+
     out: dict[str, Entry] = {}
-    for event in events:
+    for event in one_incarnation(events):
         if event["entry_kind"] == FACTS_KIND:
             continue  # what became of a request's facts (docs/records.md): no entry to fold
         snap = Entry.from_dict(event["entry"])
