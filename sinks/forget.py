@@ -14,9 +14,11 @@ The marker forgets one life of the user, not the user for ever. Its cut-off is t
 user's scopes begin after the forget, per partition (streams/state/incarnations.py: the offset + 1 of
 the forget record `credence forget` wrote to that control partition; the journal topics are
 partitioned as the control topic, by scope): a row of the user on partition p is forgotten when its
-incarnation is below the cut-off of p, so a user who comes back is archived again. A marker without a
-cut-off (`--archive-only` with no earlier marker, and markers written before cut-offs) forgets every
-row of the user.
+incarnation is below the cut-off of p (1 for a partition it does not name: the life before any forget),
+so a user who comes back is archived again. `--archive-only` sends no forget: its cut-off is one past the
+newest incarnation of the user's rows archived so far on each partition, so everything archived of them
+is forgotten, and a life begun by a later forget is kept. Only markers written before cut-offs forget
+every row of the user.
 
 Its key names no one: ``<root>/_forgotten/<sha256 hex of "credence-forget␟tenant␟user">``. Plain
 SHA-256, not keyed: a secret salt kept in the archive would be readable by anyone who can list the
@@ -49,10 +51,12 @@ from credence.sinks.shards import (
     publish,
     read_shard,
     remove_shard,
+    shard_columns,
 )
 
 FORGOTTEN_DIR = "_forgotten"
 Cutoff = dict[int, int] | None  # partition -> the first incarnation kept; None: no row of the user is kept
+FIRST_KEPT = 1  # of a partition a cut-off does not name: incarnation 0, the life before any forget, is not
 
 
 @dataclass(frozen=True)
@@ -91,9 +95,8 @@ class Forgotten:
         for user in users:
             theirs = pc.equal(chunk.column("user"), user)
             cutoff = self.cutoff(tenant, user)
-            kept_from = None if cutoff is None else cutoff.get(partition)
-            if kept_from is not None:
-                below = pc.less(life, kept_from) if life is not None else pa.scalar(True)
+            if cutoff is not None:
+                below = pc.less(life, cutoff.get(partition, FIRST_KEPT)) if life is not None else pa.scalar(True)
                 theirs = pc.and_(theirs, below)
             dropped = theirs if dropped is None else pc.or_(dropped, theirs)
         return pc.fill_null(dropped, False)
@@ -101,14 +104,14 @@ class Forgotten:
 
 def forget_user(root: str, tenant: str, user: str, settings: ArchiveSettings | None = None,
                 cutoff: Cutoff = None) -> ForgetReport:
-    """Remove the rows of ``tenant``/``user`` below ``cutoff`` (every row without one) from the archive and
-    evidence shards under ``root``.
+    """Remove the rows of ``tenant``/``user`` below ``cutoff`` from the archive and evidence shards under
+    ``root``; without one (``--archive-only``), every row of theirs archived so far (``archived_lives``).
 
     ``settings`` supplies the writer options (compression) for rewritten shards; defaults otherwise.
     """
     settings = settings or ArchiveSettings(root=root)
     archive = open_archive(root, settings)
-    mark_forgotten(archive, tenant, user, cutoff)
+    mark_forgotten(archive, tenant, user, archived_lives(archive, tenant, user) if cutoff is None else cutoff)
     forgotten = forgotten_markers(archive)
     removed = rewritten = deleted = 0
     for table in TABLES:
@@ -132,6 +135,21 @@ def forget_user(root: str, tenant: str, user: str, settings: ArchiveSettings | N
     return ForgetReport(removed, rewritten, deleted)
 
 
+def archived_lives(archive: Archive, tenant: str, user: str) -> dict[int, int]:
+    """Per partition, one past the newest incarnation of the user's archived rows: the cut-off that forgets
+    everything archived of them so far."""
+    newest: dict[int, int] = {}
+    for table in TABLES:
+        for path in list_shards(archive, table, tenant):
+            columns = ["user", "topic_partition"] + [c for c in ("incarnation",) if c in shard_columns(archive, path)]
+            shard = read_shard(archive, path, columns)
+            rows = shard.filter(pc.fill_null(pc.equal(shard.column("user"), user), False)).to_pylist()
+            for row in rows:
+                p = row["topic_partition"]
+                newest[p] = max(newest.get(p, FIRST_KEPT), (row.get("incarnation") or 0) + 1)
+    return newest
+
+
 def mark_forgotten(archive: Archive, tenant: str, user: str, cutoff: Cutoff = None) -> None:
     """Record that ``tenant``/``user`` is forgotten below ``cutoff``, so sink writes leave those rows out. A
     marker already there keeps the later cut-off of each partition; without a new cut-off it stays as it is.
@@ -140,11 +158,11 @@ def mark_forgotten(archive: Archive, tenant: str, user: str, cutoff: Cutoff = No
         raise ArchiveError(f"user must be a non-empty string, got {user!r}")
     path = f"{archive.base}/{FORGOTTEN_DIR}/{marker_name(tenant, user)}"
     known = forgotten_markers(archive)
-    if known.knows(tenant, user) and cutoff is None:
-        cutoff = known.cutoff(tenant, user)
-    elif known.knows(tenant, user) and known.cutoff(tenant, user) is not None:
-        earlier = known.cutoff(tenant, user)
-        cutoff = {p: max(cutoff.get(p, 0), earlier.get(p, 0)) for p in {*cutoff, *earlier}}
+    earlier = known.cutoff(tenant, user) if known.knows(tenant, user) else None
+    if cutoff is None:
+        cutoff = earlier
+    elif earlier is not None:  # an older marker without a cut-off gives way: the new one forgets as much
+        cutoff = {p: max(cutoff.get(p, FIRST_KEPT), earlier.get(p, FIRST_KEPT)) for p in {*cutoff, *earlier}}
     body = {"v": 1, "before": None if cutoff is None else {str(p): o for p, o in sorted(cutoff.items())}}
     publish(archive, path, json.dumps(body).encode())
     legacy = f"{archive.base}/{FORGOTTEN_DIR}/{tenant_segment(tenant)}/{_legacy_name(user)}"

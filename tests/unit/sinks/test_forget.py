@@ -107,11 +107,29 @@ def test_a_marker_forgets_only_the_rows_below_its_cut_off(archive_settings_facto
     rows = forgotten + [row("b1", 2, user="bob")] + back
     write_shards(archive, ARCHIVE, 0, rows, settings, range_last=99, forgotten=forgotten_markers(archive))
     assert sorted(_entries(archive)) == ["a1", "a3", "b1"]
-    assert forget_user(settings.root, "acme", "alice", settings) == ForgetReport(0, 0, 0)  # cut-off kept
-    assert forgotten_markers(archive).cutoff("acme", "alice") == {0: 8, 1: 4}
-    # a later forget moves the cut-off on: the second life goes too
-    assert forget_user(settings.root, "acme", "alice", settings, {0: 10, 1: 4}).rows_removed == 2
+    # --archive-only forgets everything archived of her so far, this life too, and keeps any later one
+    assert forget_user(settings.root, "acme", "alice", settings).rows_removed == 2
     assert sorted(_entries(archive)) == ["b1"]
+    assert forgotten_markers(archive).cutoff("acme", "alice") == {0: 10, 1: 4}
+    rows.append(row("a1", 5, incarnation=10))
+    write_shards(archive, ARCHIVE, 0, rows, settings, range_last=99, forgotten=forgotten_markers(archive))
+    assert sorted(_entries(archive)) == ["a1", "b1"]
+
+
+def test_an_archive_only_forget_keeps_a_life_begun_by_a_later_forget(archive_settings_factory,
+                                                                     archive_record_factory):
+    settings = archive_settings_factory()
+    archive = open_archive(settings.root)
+    rows = [to_row(ARCHIVE, archive_record_factory(user="alice", entry_id="a1"), 2, 0)]
+    write_shards(archive, ARCHIVE, 2, rows, settings, range_last=99)
+    assert forget_user(settings.root, "acme", "alice", settings).rows_removed == 1
+    assert forgotten_markers(archive).cutoff("acme", "alice") == {2: 1}
+    def later(partition):  # her next life, after a forget through the workers
+        return to_row(ARCHIVE, archive_record_factory(user="alice", entry_id="a1") | {"incarnation": 4}, partition, 1)
+
+    write_shards(archive, ARCHIVE, 2, rows + [later(2)], settings, range_last=99, forgotten=forgotten_markers(archive))
+    write_shards(archive, ARCHIVE, 3, [later(3)], settings, range_last=99, forgotten=forgotten_markers(archive))
+    assert sorted(_entries(archive)) == ["a1", "a1"]  # her next life, on both partitions
 
 
 def _entries(archive):
