@@ -135,3 +135,26 @@ def test_an_archive_record_reads_back_from_its_row(tenant, user, character, at, 
     row = to_row(ARCHIVE, decode(json.dumps(record), ARCHIVE), 0, 0)
     assert (row.key.tenant, row.key.date) == (tenant, at.date().isoformat())
     assert {n: row.values[n] for n in _stored(record)} == _stored(record) | {"archived_at": at}
+
+
+def test_a_fold_of_the_journal_keeps_one_life_of_a_scope():
+    """Issue 31.3: a user forgotten and back again has entries under the forgotten ids, their version lines
+    begun again; folding the journal (bridge nominate, memory dedupe) keeps the newest life, or the one named."""
+    from credence.streams.runtime.journal import entries_from_journal, one_incarnation
+    from credence.tables.entries import changed
+
+    def lived(incarnation: int, text: str, versions: int) -> list[dict]:
+        ctx = StepContext(now=NOW, powerful=True, boot="b", memory=MemorySettings(), pipeline=PipelineSettings(),
+                          incarnation=incarnation)
+        state, entry = ScopeState(scope=SCOPE.key), new_reflection("r-1", SCOPE, text, NOW)
+        ctx.put(state, entry, "created", "synthesis")
+        for _ in range(versions - 1):
+            before = state.entries["r-1"]
+            ctx.put(state, changed(before, NOW, importance=before.importance % 10 + 1), "signal", "x", before)
+        return [json.loads(json.dumps(e.record)) for e in ctx.emits]
+
+    forgotten, back = lived(0, "The user likes tea.", 3), lived(7, "The user likes tea.", 1)
+    journal = forgotten + back
+    assert {e.version for e in entries_from_journal(journal)} == {1}  # the new life, not the forgotten v3
+    assert {e.version for e in entries_from_journal(journal, incarnation=0)} == {3}
+    assert one_incarnation(journal) == back
