@@ -56,7 +56,7 @@ from credence.sinks.shards import (
 
 FORGOTTEN_DIR = "_forgotten"
 Cutoff = dict[int, int] | None  # partition -> the first incarnation kept; None: no row of the user is kept
-FIRST_KEPT = 1  # of a partition a cut-off does not name: incarnation 0, the life before any forget, is not
+FIRST_KEPT = 1  # on a partition a cut-off does not name: every life but the one before any forget is kept
 
 
 @dataclass(frozen=True)
