@@ -169,11 +169,14 @@ def test_a_forgotten_user_never_comes_back_from_the_journal(settings_factory, ka
                       "text": "I love green tea.", "ts": ts} for i in range(2)]
             assert call("POST", "/v1/tenants/acme/turns", json={"turns": turns}).status_code == 202
 
-        def settled() -> dict[str, dict]:
-            return idle_status(worker, ["acme/ann/barista"]) and entries()
+        def settled(turns: int):
+            def done() -> dict[str, dict]:
+                status = idle_status(worker, ["acme/ann/barista"])
+                return status and status["stats"]["turns_accepted"] == turns and entries()
+            return done
 
         talk("first", FIRST_LIFE)
-        first = wait_until(settled, 60, "ann's first entries")
+        first = wait_until(settled(2), 60, "ann's first entries")
         # as-of answers from the scope's kept versions, once the batch that wrote them is durable
         wait_until(lambda: set(entries(as_of=AS_OF_FIRST)) == set(first), 30, "ann's first entries as of then")
 
@@ -184,7 +187,7 @@ def test_a_forgotten_user_never_comes_back_from_the_journal(settings_factory, ka
             assert gone.status_code == 404 and "no state" in gone.json()["error"], gone.text
 
         talk("second", SECOND_LIFE)
-        back = wait_until(settled, 60, "ann's entries in her second life")
+        back = wait_until(settled(4), 60, "ann's entries in her second life")
         wait_until(lambda: set(entries(as_of=AS_OF_SECOND)) == set(back), 30, "her second life as of then")
         assert set(back) == set(first)  # deterministic ids: the same entries again, under the same ids
         assert entries(as_of=AS_OF_FIRST) == {}  # nothing of the forgotten life, though the ids are back
