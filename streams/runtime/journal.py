@@ -10,6 +10,7 @@ its state's), else the newest the scope's events show."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -20,6 +21,7 @@ from credence.envelope import decode
 from credence.errors import BridgeError, CredenceError
 from credence.journal_records import EVENT_FIELDS, event_id, incarnation_of
 from credence.kafka import client_options
+from credence.streams.state.codec import decode_control
 from credence.tables.bridge import nominate
 from credence.tables.entries import Entry
 from credence.tables.scope import Scope
@@ -77,6 +79,33 @@ async def journal_of(bootstrap: str, settings: Settings, entry_id: str | None, s
                             == (scope.tenant, scope.user, scope.character)):
                         events.append(event)
         return events
+    finally:
+        await consumer.stop()
+
+
+async def scope_incarnation(bootstrap: str, settings: Settings, scope: Scope) -> int | None:
+    """The scope's incarnation as its owner stored it, from the `scopes` table's changelog (its partition,
+    read_committed: a fenced owner's writes never count); None when the scope has no state (never written
+    to, or its user forgotten). For the commands that fold the journal outside the worker: without it,
+    the newest life the journal shows is a forgotten one when the user has not come back."""
+    topic = f"{settings.app_id}-scopes-changelog"  # Faust's naming (ops.admin.changelog_topic)
+    everyone = list(range(settings.topic_partitions))
+    tp = TopicPartition(topic, DefaultPartitioner()(scope.key.encode(), everyone, everyone))
+    consumer = AIOKafkaConsumer(**client_options(bootstrap, settings.kafka, enable_auto_commit=False,
+                                                 auto_offset_reset="earliest", isolation_level="read_committed"))
+    await consumer.start()
+    try:
+        consumer.assign([tp])
+        await consumer.seek_to_beginning(tp)
+        end, keys, value = (await consumer.end_offsets([tp]))[tp], {json.dumps(scope.key).encode(),
+                                                                   scope.key.encode()}, None
+        while await consumer.position(tp) < end:
+            for records in (await consumer.getmany(tp, timeout_ms=1000)).values():
+                for r in records:
+                    if r.offset < end and r.key in keys:
+                        value = r.value  # the latest wins; a tombstone (None) is a forgotten scope
+        control = decode_control(value)
+        return None if control is None else control.state.incarnation
     finally:
         await consumer.stop()
 

@@ -144,7 +144,8 @@ def test_a_forgotten_user_never_comes_back_from_the_journal(settings_factory, ka
     import httpx
 
     from credence.sinks.analytics import valid_at
-    from credence.streams.runtime.journal import entries_from_journal
+    from credence.streams.runtime.journal import entries_from_journal, scope_incarnation
+    from credence.tables.scope import Scope
     from tests.support.api import add_tenant
     from tests.support.pipeline import idle_status, topic_values
 
@@ -185,6 +186,10 @@ def test_a_forgotten_user_never_comes_back_from_the_journal(settings_factory, ka
         for route in ("/entries", "/prompt"):
             gone = call("GET", SCOPE_PATH + route, params={"as_of": AS_OF_FIRST})
             assert gone.status_code == 404 and "no state" in gone.json()["error"], gone.text
+        # the commands that fold the journal outside the worker ask the scope's state, which is gone
+        scope = Scope("acme", "ann", "barista")
+        wait_until(lambda: asyncio.run(scope_incarnation(kafka_bootstrap, settings, scope)) is None, 30,
+                   "the scope's tombstone in the scopes changelog")
 
         talk("second", SECOND_LIFE)
         back = wait_until(settled(4), 60, "ann's entries in her second life")
@@ -200,7 +205,10 @@ def test_a_forgotten_user_never_comes_back_from_the_journal(settings_factory, ka
         old = {e["event_id"] for e in journal if "incarnation" not in e}
         new = {e["event_id"] for e in journal if e.get("incarnation")}
         assert old and new and not old & new  # a new life's events never reuse a forgotten event's id
-        folded = {e.id: e for e in entries_from_journal(journal)}
+        life = wait_until(lambda: asyncio.run(scope_incarnation(kafka_bootstrap, settings, scope)), 30,
+                          "the scope's second life in the scopes changelog")
+        assert {e["incarnation"] for e in journal if e.get("incarnation")} == {life}
+        folded = {e.id: e for e in entries_from_journal(journal, life)}
         assert {k: (e.version, e.text) for k, e in folded.items()} == {
             k: (v["version"], v["text"]) for k, v in back.items()}
         asyncio.run(drain(kafka_bootstrap, settings.topic("evidence"), EVIDENCE, settings.archive))
