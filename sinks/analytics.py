@@ -90,15 +90,21 @@ def _entry_versions_view(conn: duckdb.DuckDBPyConnection) -> None:
     have = {row[0] for row in conn.execute("DESCRIBE evidence").fetchall()}
     valid_from = "coalesce(valid_from, created_at)" if "valid_from" in have else "created_at"
     invalidated_at = "invalidated_at" if "invalidated_at" in have else "CAST(NULL AS TIMESTAMPTZ)"
+    incarnation = "coalesce(incarnation, 0)" if "incarnation" in have else "0"
+    # Only a scope's newest incarnation (journal_records.INCARNATION): a user forgotten and back again
+    # restarts the version lines under the same entry ids, and the forgotten lines are not theirs.
     conn.execute(f"""
         CREATE VIEW entry_versions AS
         SELECT tenant, "user", "character", entry_id, entry_kind, version, status, text, event, cause,
                "at" AS recorded_at,
                lead("at") OVER (PARTITION BY tenant, "user", "character", entry_id
                                 ORDER BY version, "offset") AS superseded_at,
-               {valid_from} AS valid_from, {invalidated_at} AS invalidated_at, snapshot_json
-        FROM evidence
-        WHERE entry_kind <> '{FACTS_KIND}'""")
+               held_from AS valid_from, held_until AS invalidated_at, snapshot_json
+        FROM (SELECT *, {valid_from} AS held_from, {invalidated_at} AS held_until,
+                     {incarnation} AS life,
+                     max({incarnation}) OVER (PARTITION BY tenant, "user", "character") AS newest_life
+              FROM evidence WHERE entry_kind <> '{FACTS_KIND}')
+        WHERE life = newest_life""")
 
 
 def valid_at(root: str, at: datetime, settings: ArchiveSettings | None = None) -> list[dict[str, Any]]:

@@ -1,6 +1,7 @@
 """De-duplication of at-least-once records: "first offset wins" per topic partition (parquet.py).
 
-The identities seen below a span (schema.IDENTITY: archive entry_id, evidence event_id) are kept
+The identities seen below a span (schema.identity: an archival's entry_id@version, an evidence event_id,
+both with the scope's incarnation when it has one) are kept
 per partition as 128-bit BLAKE2b digests in two sorted numpy arrays: 16 bytes per identity, against
 about 120 bytes for a Python set of "<uuid>@<version>" strings (measured: 1M event_ids = 121 MB as
 a set of str, 16 MB here; a merge briefly needs ~40 bytes per identity). Two different identities
@@ -14,8 +15,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from credence.sinks.schema import IDENTITY, Row
-from credence.sinks.shards import Archive, list_shards, parse_shard_name, read_shard
+from credence.sinks.schema import IDENTITY, Row, identity
+from credence.sinks.shards import Archive, list_shards, parse_shard_name, read_shard, shard_columns
 
 _EMPTY = np.empty(0, dtype=np.uint64)
 
@@ -75,14 +76,17 @@ class IdentitySet:
 def load_identities(archive: Archive, table: str, partition: int, below: int, since: int = 0,
                     into: IdentitySet | None = None) -> IdentitySet:
     """Add to ``into`` (or a new set) the identities of every shard of topic ``partition`` cut from
-    an offset range that ends in [since, below): only the identity column of each is read."""
-    column = IDENTITY[table]
+    an offset range that ends in [since, below): only the identity columns of each are read (those an
+    older shard has: one written before the incarnation column reads it as 0)."""
     his, los = [], []
     for path in list_shards(archive, table):
         parsed = parse_shard_name(path.rsplit("/", 1)[1])
         if parsed is None or parsed[0] != partition or not since <= parsed[2] < below:
             continue
-        hi, lo = digests(read_shard(archive, path, [column]).column(column).to_pylist())
+        columns = list(IDENTITY[table])
+        if len(columns) > 1:  # the archive's: a shard may predate one of them
+            columns = [c for c in columns if c in shard_columns(archive, path)]
+        hi, lo = digests(identity(table, row) for row in read_shard(archive, path, columns).to_pylist())
         his.append(hi)
         los.append(lo)
     result = into if into is not None else IdentitySet()
@@ -99,18 +103,18 @@ def _unique(hi: np.ndarray, lo: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return hi[keep], lo[keep]
 
 
-def decide_duplicates(rows: list[Row], column: str, seen: IdentitySet) -> tuple[set[str], set[int]]:
+def decide_duplicates(rows: list[Row], table: str, seen: IdentitySet) -> tuple[set[str], set[int]]:
     """First offset wins: (identities kept, offsets of the rows dropped) for one span's rows, given
     the identities ``seen`` at lower offsets of the partition. A row's decision depends only on rows
     at lower offsets, so a prefix of the span gets the decisions the whole span gives it."""
     ordered = sorted(rows, key=lambda r: r.values["offset"])
-    ids = [r.values[column] for r in ordered]
+    ids = [identity(table, r.values) for r in ordered]
     before = seen.contains(ids) if ids else np.zeros(0, dtype=bool)
     kept: set[str] = set()
     dropped: set[int] = set()
-    for row, identity, known in zip(ordered, ids, before.tolist()):
-        if known or identity in kept:
+    for row, ident, known in zip(ordered, ids, before.tolist()):
+        if known or ident in kept:
             dropped.add(row.values["offset"])
         else:
-            kept.add(identity)
+            kept.add(ident)
     return kept, dropped

@@ -16,11 +16,11 @@ Batch boundaries (the rule that makes replays and crash restarts rewrite the sam
   same names; a replay from offset 0 does the same for every span. So no row is ever in two files
   and the file set after a replay equals the one before it.
 De-duplication ("first offset wins", per topic partition). The worker delivers both topics at least
-once, so one identity (schema.IDENTITY: archive entry_id, evidence event_id; a scope, hence an
-entry, lives on one partition) can sit at several offsets. When a span is written, a row is dropped
-if its identity appears at a lower offset of the same partition: earlier in the span, or in a shard
+once, so one identity (schema.identity: an archival's entry_id@version, an evidence event_id, each in
+its scope's incarnation; a scope, hence an entry, lives on one partition) can sit at several offsets.
+When a span is written, a row is dropped if its identity appears at a lower offset of the same partition: earlier in the span, or in a shard
 of an earlier span. The identities of earlier spans are a per-partition set in the sink, filled
-once from the identity column of the partition's shards whose range ends before the span, then
+once from the identity columns of the partition's shards whose range ends before the span, then
 kept up to date as spans are sealed; a replay from 0 starts from an empty set and refills it span by
 span, so every decision is the one an incremental run made. A row's decision depends only on lower
 offsets, so a later, fuller write of an open span repeats the decisions of the earlier one.
@@ -51,8 +51,8 @@ from credence.envelope import loads
 from credence.errors import ArchiveError, RecordError
 from credence.sinks.base import Batch, Record, SinkStats, Written
 from credence.sinks.dedup import IdentitySet, decide_duplicates, load_identities
-from credence.sinks.forget import forgotten_users
-from credence.sinks.schema import IDENTITY, TABLES, Row, ShardKey, to_row
+from credence.sinks.forget import forgotten_markers
+from credence.sinks.schema import TABLES, Row, ShardKey, to_row
 from credence.sinks.shards import Archive, open_archive, remove_stale_temp_files, write_shards
 
 log = logging.getLogger(__name__)
@@ -108,6 +108,7 @@ class ParquetSink:
         self._seen: dict[int, _Seen] = {}
         self._durable: dict[int, int] = {}
         self._rejected: list[tuple[Record, str]] = []
+        self._markers: dict = {}  # forget markers read, by path and version (forget.forgotten_markers)
 
     def __repr__(self) -> str:
         return f"{self.topic} -> {self.settings.root}/{self.table}"
@@ -175,7 +176,7 @@ class ParquetSink:
         await self._publish(partition, span)
         self.stats.spans_sealed += 1
         seen = await self._seen_before(partition, span.start)
-        kept, _ = decide_duplicates(span.rows, IDENTITY[self.table], seen.ids)
+        kept, _ = decide_duplicates(span.rows, self.table, seen.ids)
         seen.ids.update(sorted(kept))
         seen.upto = span.last + 1
         self._durable[partition] = span.last + 1
@@ -203,9 +204,9 @@ class ParquetSink:
         # Decided over the whole span: a duplicate can fall in another shard key than its first
         # occurrence (a resync event at another time); rows of clean keys keep their decisions.
         seen = await self._seen_before(partition, span.start)
-        _, duplicates = decide_duplicates(span.rows, IDENTITY[self.table], seen.ids)
+        _, duplicates = decide_duplicates(span.rows, self.table, seen.ids)
         rows = [r for r in span.rows if r.key in span.dirty]
-        forgotten = await asyncio.to_thread(forgotten_users, self.archive)
+        forgotten = await asyncio.to_thread(forgotten_markers, self.archive, self._markers)
         paths = await asyncio.to_thread(
             write_shards, self.archive, self.table, partition, rows, self.settings, span.last, forgotten,
             frozenset(duplicates),

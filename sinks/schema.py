@@ -27,11 +27,11 @@ import pyarrow as pa
 
 from credence.envelope import check
 from credence.errors import ArchiveError, DomainError, RecordError
-from credence.journal_records import ARCHIVE, EVIDENCE, FACTS_KIND, FIELDS, IDENTITY, KINDS, Field
+from credence.journal_records import ARCHIVE, EVIDENCE, FACTS_KIND, FIELDS, IDENTITY, KINDS, Field, event_id
 from credence.tables.scope import check_part
 
 TABLES = (ARCHIVE, EVIDENCE)
-__all__ = ["ARCHIVE", "EVIDENCE", "FACTS_KIND", "IDENTITY", "TABLES"]  # the journal's names, read here by the sinks
+__all__ = ["ARCHIVE", "EVIDENCE", "FACTS_KIND", "IDENTITY", "TABLES", "identity"]  # the journal's names, read here by the sinks
 
 TS = pa.timestamp("us", tz="UTC")
 STRINGS = pa.list_(pa.string())
@@ -76,7 +76,7 @@ IDENTITY_KEYS = {"id": "entry_id", "kind": "entry_kind", "tenant": "tenant", "us
 # The column type of each kind of journal field (credence/journal_records.py). The tenant is the hive
 # path's, and the snapshot is spread over the snapshot columns, so neither is a record column.
 COLUMN_TYPES = {"version": pa.int16(), "part": pa.string(), "text": pa.string(), "string": pa.string(),
-                "instant": TS, "number": pa.float64()}
+                "instant": TS, "number": pa.float64(), "count": pa.int64()}
 PATH_FIELDS = ("tenant", "entry")
 
 
@@ -170,8 +170,22 @@ def to_row(table: str, record: Any, partition: int, offset: int) -> Row:
     return Row(key, values)
 
 
+def identity(table: str, values: dict[str, Any]) -> str:
+    """The de-duplication identity of a row (or of a shard's columns ``IDENTITY[table]`` as a dict): an
+    evidence event's id, an archival's entry id, version and incarnation in the same form. A column an older
+    shard lacks (incarnation) reads as 0."""
+    if table == EVIDENCE:
+        return values["event_id"]
+    return event_id(values["entry_id"], values.get("version") or 0, values.get("incarnation") or 0)
+
+
 def _column(record: dict, field: Field) -> Any:
     """A journal field's column value; the envelope checked the required fields' presence already."""
+    if field.kind == "count":
+        value = _int(record, field.name, field.name)
+        if value is not None and value < 0:
+            raise ArchiveError(f"{field.name} must be >= 0, got {value}")
+        return value
     if field.kind == "instant":
         return _timestamp(record, field.name, required=field.required)
     if field.kind == "number":

@@ -22,6 +22,7 @@ import os
 import time
 import uuid
 from dataclasses import dataclass
+from typing import Protocol
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -177,8 +178,14 @@ def parse_shard_name(name: str) -> tuple[int, int, int] | None:
     return partition, first, last
 
 
+class ForgetFilter(Protocol):
+    """The archive's forget markers (forget.Forgotten): which rows of a tenant's chunk they forget."""
+
+    def drop(self, chunk: pa.Table, tenant: str, partition: int) -> pa.ChunkedArray | None: ...
+
+
 def write_shards(archive: Archive, table: str, partition: int, rows: list[Row], settings: ArchiveSettings,
-                 range_last: int | None = None, forgotten: frozenset[tuple[str, str]] = frozenset(),
+                 range_last: int | None = None, forgotten: ForgetFilter | None = None,
                  duplicates: frozenset[int] = frozenset()) -> list[str]:
     """Write validated rows of one topic partition as bounded shards; return the published paths."""
     if not rows:
@@ -188,14 +195,15 @@ def write_shards(archive: Archive, table: str, partition: int, rows: list[Row], 
 
 
 def write_table(archive: Archive, table: str, partition: int, data: pa.Table, settings: ArchiveSettings,
-                range_last: int | None = None, forgotten: frozenset[tuple[str, str]] = frozenset(),
+                range_last: int | None = None, forgotten: ForgetFilter | None = None,
                 duplicates: frozenset[int] = frozenset()) -> list[str]:
     """Write an Arrow table of one topic partition (the table's columns plus string key columns
     tenant, kind, date) as bounded shards; return the published paths.
 
     ``range_last`` is the last offset of the range these rows were cut from (the sink passes its
     span end); without it each shard is named by its own last row's offset.
-    Rows of ``forgotten`` (tenant, user) pairs are left out *after* the shards are planned, so
+    Rows ``forgotten`` drops (a forgotten user's, below the marker's cut-off) are left out *after* the
+    shards are planned, so
     names do not depend on forgetting and stay those a replay or forget_user produces; a shard
     left empty is removed. Rows at the offsets in ``duplicates`` are left out the same way, so the
     names do not depend on de-duplication decisions either (parquet.py explains why that matters).
@@ -216,12 +224,12 @@ def write_table(archive: Archive, table: str, partition: int, data: pa.Table, se
             last = range_last
         chunk = data.slice(start, stop - start).select(schema.names).cast(schema)
         path = f"{archive.table_dir(table)}/{key.path()}/{shard_name(partition, first, last)}"
-        users = {user for tenant, user in forgotten if tenant == key.tenant}
-        if users:
-            chunk = chunk.filter(pc.invert(pc.is_in(chunk.column("user"), value_set=pa.array(sorted(users)))))
+        gone = forgotten.drop(chunk, key.tenant, partition) if forgotten else None
+        if gone is not None:
+            chunk = chunk.filter(pc.invert(gone))
         if duplicate_set is not None:
             chunk = chunk.filter(pc.invert(pc.is_in(chunk.column("offset"), value_set=duplicate_set)))
-        if users or duplicate_set is not None:
+        if gone is not None or duplicate_set is not None:
             if chunk.num_rows == 0:
                 remove_shard(archive, path, missing_ok=True)
                 continue
@@ -306,6 +314,15 @@ def read_shard(archive: Archive, path: str, columns: list[str] | None = None) ->
     """One shard's columns as written (no partition columns)."""
     try:
         return pq.read_table(path, filesystem=archive.fs, partitioning=None, columns=columns)
+    except (OSError, pa.ArrowException) as exc:
+        raise ArchiveError(f"cannot read shard {path}: {exc}") from exc
+
+
+def shard_columns(archive: Archive, path: str) -> list[str]:
+    """The columns a shard was written with (its footer only): shards written before a column was added
+    lack it."""
+    try:
+        return pq.read_schema(path, filesystem=archive.fs).names
     except (OSError, pa.ArrowException) as exc:
         raise ArchiveError(f"cannot read shard {path}: {exc}") from exc
 

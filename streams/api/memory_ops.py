@@ -4,16 +4,17 @@ owner applies them in order; nothing of a refused request is produced."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import UTC, datetime
 
 from credence import api_models as models
 from credence.errors import ApiError, BridgeError, RecordError
 from credence.streams.runtime.records import consensus_record, decode_control, restore_record, usage_record
-from credence.streams.scope.context import FACTS_KIND
+from credence.streams.state.versions import Truncated
+from credence.tables.clock import format_instant
 from credence.tables.entries import ARCHIVED, Entry
 from credence.tables.usage import RECALL
-from credence.tables.validity import as_of
 
 
 def _raw(record: dict) -> bytes:
@@ -85,7 +86,8 @@ async def nominate(handlers, call) -> tuple[int, models.MemoryActionResponse]:
     bootstrap = getattr(handlers, "bootstrap", None) or settings.kafka_bootstrap
     events = await journal_of(bootstrap, settings, entry_id, scope)
     try:
-        candidate = candidate_from_journal(events, entry_id, datetime.now(UTC), call.body.by, settings)
+        candidate = candidate_from_journal(events, entry_id, datetime.now(UTC), call.body.by, settings,
+                                           state.incarnation)  # never a forgotten incarnation's
     except BridgeError as exc:
         raise ApiError(409, str(exc)) from None
     await handlers._send("fact_candidates", scope.key, _raw(candidate))
@@ -94,16 +96,17 @@ async def nominate(handlers, call) -> tuple[int, models.MemoryActionResponse]:
 
 
 async def entries_as_of(handlers, scope, at: datetime) -> list[Entry]:
-    """What was valid in ``scope`` at ``at``: its journal (one partition of credence.evidence) folded by
-    tables.validity.as_of. A scan per request: as-of reads are for audits, not for serving prompts."""
-    from credence.streams.runtime.journal import journal_of
-
-    settings = handlers.credence.settings
-    bootstrap = getattr(handlers, "bootstrap", None) or settings.kafka_bootstrap
+    """What was valid in ``scope`` at ``at``: the scope's kept entry versions (streams/state/versions.py),
+    folded by tables.validity.as_of off the event loop, a bounded number of reads per entry. Never the
+    journal: it keeps what a forget removed, and reading a scope from it is a scan of a shared partition.
+    A scope with no state (never written to, or its user forgotten) has nothing to answer."""
+    state = handlers.store.get(scope.key)
+    if state is None:
+        raise ApiError(404, "this scope has no state (never written to, or its user was forgotten): "
+                            "nothing was valid in it at any instant this worker can answer for")
     try:
-        events = await journal_of(bootstrap, settings, None, scope)
-    except Exception as exc:  # noqa: BLE001 - the journal could not be read: say so, never answer half
-        raise ApiError(503, f"could not read the journal for as_of ({type(exc).__name__}); retry") from None
-    # Facts events (docs/records.md) share the journal but hold no entry snapshot.
-    snapshots = (Entry.from_dict(e["entry"]) for e in events if e.get("entry_kind") != FACTS_KIND)
-    return list(as_of(snapshots, at).values())
+        return await asyncio.to_thread(handlers.store.as_of, state, at)
+    except Truncated as exc:
+        raise ApiError(410, f"as_of is before the versions kept of entry {exc.entry_id!r} (from "
+                            f"{format_instant(exc.oldest)}); the Parquet journal's entry_versions view "
+                            f"answers older instants") from None

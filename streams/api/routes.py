@@ -37,7 +37,8 @@ class Route:
 
 AT = Query("at", "string", "ISO-8601 instant to read scores at (default: the scope's clock)")
 AS_OF = Query("as_of", "string", "ISO-8601 instant: answer with the entry versions valid then (bi-temporal, "
-              "from the journal), read at that instant")
+              "from the scope's kept entry versions), read at that instant; 404 for a scope with no state, "
+              "410 before the versions kept")
 
 ROUTES: tuple[Route, ...] = (
     Route("POST", T + "/turns", "post_turns", "Send conversation turns (validated one by one, produced to "

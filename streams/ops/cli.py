@@ -147,17 +147,19 @@ def cmd_archive_report(args) -> int:
 
 def cmd_forget(args) -> int:
     from credence.sinks.forget import forget_user
-    from credence.streams.ops.replay import send_forget
+    from credence.streams.ops.replay import send_forget_at
     from credence.streams.ops.worker import bootstrap_for
     from credence.tables.scope import check_part
 
     check_part("tenant", args.tenant)  # the scope-part rule, before anything is sent or rewritten
     check_part("user", args.user)
     settings = _settings(args)
+    cutoff = None  # --archive-only: the cut-off of an earlier forget, if any, else every row of the user
     if not args.archive_only:
-        parts = asyncio.run(send_forget(bootstrap_for(settings), settings, args.tenant, args.user))
-        print(f"asked the owners of {parts} partitions to delete {args.tenant}/{args.user} from their tables")
-    report = forget_user(args.root or settings.archive.root, args.tenant, args.user, settings.archive)
+        written = asyncio.run(send_forget_at(bootstrap_for(settings), settings, args.tenant, args.user))
+        print(f"asked the owners of {len(written)} partitions to delete {args.tenant}/{args.user} from their tables")
+        cutoff = {partition: offset + 1 for partition, offset in written.items()}  # the user's next incarnation
+    report = forget_user(args.root or settings.archive.root, args.tenant, args.user, settings.archive, cutoff)
     print(f"archive: removed {report.rows_removed} rows of {args.tenant}/{args.user} "
           f"({report.shards_rewritten} shards rewritten, {report.shards_deleted} deleted)")
     return 0

@@ -84,7 +84,7 @@ def _score(text: str) -> float:
 def cmd_memory_dedupe(args) -> int:
     from credence.streams.ops.operator import send_dedupe
     from credence.streams.ops.worker import bootstrap_for
-    from credence.streams.runtime.journal import entries_from_journal, journal_of
+    from credence.streams.runtime.journal import entries_from_journal, journal_of, scope_incarnation
     from credence.streams.scope.dedupe import duplicate_pairs
     from credence.tables.scope import Scope
 
@@ -93,7 +93,9 @@ def cmd_memory_dedupe(args) -> int:
     by = _operator(args) if args.apply else ""
     bootstrap = bootstrap_for(settings)
     now = datetime.now(UTC)
-    entries = entries_from_journal(asyncio.run(journal_of(bootstrap, settings, None, scope)))
+    incarnation = asyncio.run(scope_incarnation(bootstrap, settings, scope))
+    events = asyncio.run(journal_of(bootstrap, settings, None, scope)) if incarnation is not None else []
+    entries = entries_from_journal(events, incarnation)  # never a forgotten life's
     pairs = duplicate_pairs(entries, now, settings.memory)
     for keep, drop in pairs:
         print(f"{drop.id} ({drop.kind}, {drop.status}) {drop.text!r}\n  restates {keep.id} ({keep.kind}, "
@@ -107,10 +109,10 @@ def cmd_memory_dedupe(args) -> int:
 
 
 def cmd_bridge_nominate(args) -> int:
-    from credence.errors import BridgeRetired
+    from credence.errors import BridgeError, BridgeRetired
     from credence.streams.ops.operator import send_candidate
     from credence.streams.ops.worker import bootstrap_for
-    from credence.streams.runtime.journal import candidate_from_journal, journal_of
+    from credence.streams.runtime.journal import candidate_from_journal, journal_of, scope_incarnation, scope_of
 
     settings = _settings()
     if not settings.bridge.bridge_enabled:  # refuse before touching the cluster: nothing is read or emitted
@@ -119,7 +121,11 @@ def cmd_bridge_nominate(args) -> int:
     by = _operator(args)
     bootstrap = bootstrap_for(settings)
     events = asyncio.run(journal_of(bootstrap, settings, args.entry_id, _scope_arg(args)))
-    candidate = candidate_from_journal(events, args.entry_id, datetime.now(UTC), by, settings)
+    incarnation = asyncio.run(scope_incarnation(bootstrap, settings, scope_of(events, args.entry_id)))
+    if incarnation is None:
+        raise BridgeError(f"the scope of {args.entry_id!r} has no state (its user was forgotten): nothing to "
+                          "nominate")
+    candidate = candidate_from_journal(events, args.entry_id, datetime.now(UTC), by, settings, incarnation)
     asyncio.run(send_candidate(bootstrap, settings, candidate))
     print(f"nominated {candidate['candidate_id']} ({candidate['tenant']}/{candidate['user']}/"
           f"{candidate['character']}) to {settings.topic('fact-candidates')} with "

@@ -128,7 +128,13 @@ async def send_control(bootstrap: str, settings: Settings, scopes: list[Scope | 
 
 async def send_forget(bootstrap: str, settings: Settings, tenant: str, user: str) -> int:
     """Ask every partition's owner to delete the user's scopes: one forget record per partition (a user's
-    scopes — one per character — live on many partitions). Returns the partitions asked.
+    scopes — one per character — live on many partitions). Returns the partitions asked."""
+    return len(await send_forget_at(bootstrap, settings, tenant, user))
+
+
+async def send_forget_at(bootstrap: str, settings: Settings, tenant: str, user: str) -> dict[int, int]:
+    """`send_forget`, returning the offset each partition's forget record was written at: the user's scopes
+    begin again there as incarnation offset + 1 (streams/state/incarnations.py), the archive's cut-off.
 
     The record names every input topic's end offsets at sending (`after`): the user's records queued
     before the forget on any topic are dropped when the worker reads them later, never applied
@@ -140,8 +146,11 @@ async def send_forget(bootstrap: str, settings: Settings, tenant: str, user: str
         topic = settings.topic("control")
         parts = sorted(producer.client.cluster.partitions_for_topic(topic) or range(settings.topic_partitions))
         body = forget_record(tenant, user, await end_offsets(bootstrap, settings, parts))
+        written = {}
         for partition in parts:
-            await producer.send_and_wait(topic, body, key=user_prefix(tenant, user).encode(), partition=partition)
-        return len(parts)
+            meta = await producer.send_and_wait(topic, body, key=user_prefix(tenant, user).encode(),
+                                                partition=partition)
+            written[partition] = meta.offset
+        return written
     finally:
         await producer.stop()

@@ -175,7 +175,7 @@ class ScopeAgent:
                 await self.commit(work, sends, last)
                 work, sends, last = {}, Sends(), {event.message.partition: event}
                 set_current_event(event)
-                self.forget(item.scope, event.message.partition, item.record.get("after"))
+                self.forget(item.scope, msg.partition, item.record.get("after"), msg.offset)
                 try:
                     await self.writes.flush()
                 except BaseException as exc:  # noqa: BLE001
@@ -382,13 +382,13 @@ class ScopeAgent:
         self.stats.count_refused(scope_work.refused)
         return turns
 
-    def forget(self, prefix: str, partition: int, after: dict[str, list[int]] | None = None) -> None:
+    def forget(self, prefix: str, partition: int, after: dict[str, list[int]] | None = None, offset=None) -> None:
         """Right to be forgotten: delete the user's scopes, entries and duplicate marks. Each key is
         deleted while processing its own partition's copy of the request, so the tombstone lands in the
         changelog partition that holds the key (compacted topics: the data is gone after compaction).
         `after`: the input topics' end offsets when it was sent; what was queued before them is dropped
-        when read later (forgets.py)."""
-        doomed = self.store.forget(prefix, partition)
+        when read later (forgets.py). `offset`: the forget's own, which names the user's next incarnation."""
+        doomed = self.store.forget(prefix, partition, offset)
         marks = self.marks.forget(prefix, partition)
         if after is not None:
             self.forgets.hold(prefix, partition, {name: ends for name, ends in after.items() if name in INPUTS})

@@ -1,9 +1,16 @@
 """The journal (credence.evidence, kept forever) read back from outside the worker: every event of an entry
 or a scope, the newest snapshot of each entry, and the bridge's candidate built from an entry's history.
-The operator's commands and the API's as-of reads and nominations share it."""
+The operator's commands and the API's nominations share it (as-of reads use the scope's kept versions,
+streams/state/versions.py).
+
+A forget never touches the journal: a forgotten user's events stay, and a returning user's entries come
+back under the same deterministic ids with version lines begun again. Every fold here keeps one
+incarnation of the scope (journal_records.INCARNATION): the one the caller names (the scope's owner knows
+its state's), else the newest the scope's events show."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -11,18 +18,32 @@ from aiokafka.partitioner import DefaultPartitioner
 
 from credence.config import Settings
 from credence.envelope import decode
-from credence.errors import CredenceError
-from credence.journal_records import EVENT_FIELDS
+from credence.errors import BridgeError, CredenceError
+from credence.journal_records import EVENT_FIELDS, event_id, incarnation_of
 from credence.kafka import client_options
+from credence.streams.state.codec import decode_control
 from credence.tables.bridge import nominate
 from credence.tables.entries import Entry
 from credence.tables.scope import Scope
 
 
-def entries_from_journal(events: list[dict]) -> list[Entry]:
-    """The newest snapshot of every entry the events name (facts events skipped): the scope as stored."""
-    latest: dict[str, Entry] = {}
+def one_incarnation(events: list[dict], incarnation: int | None = None) -> list[dict]:
+    """The events of one incarnation of each scope they name: ``incarnation``, or each scope's newest."""
+    def scope(e: dict) -> tuple:
+        return e.get("tenant"), e.get("user"), e.get("character")
+
+    newest: dict[tuple, int] = {}
     for e in events:
+        newest[scope(e)] = max(newest.get(scope(e), 0), incarnation_of(e))
+    return [e for e in events
+            if incarnation_of(e) == (newest[scope(e)] if incarnation is None else incarnation)]
+
+
+def entries_from_journal(events: list[dict], incarnation: int | None = None) -> list[Entry]:
+    """The newest snapshot of every entry the events name (facts events skipped): the scope as stored, in
+    one incarnation (``one_incarnation``)."""
+    latest: dict[str, Entry] = {}
+    for e in one_incarnation(events, incarnation):
         if e.get("entry_kind") in ("reflection", "persona"):
             snap = Entry.from_dict(e["entry"])
             if snap.id not in latest or snap.version > latest[snap.id].version:
@@ -44,18 +65,47 @@ async def journal_of(bootstrap: str, settings: Settings, entry_id: str | None, s
         consumer.assign(parts)
         await consumer.seek_to_beginning(*parts)
         ends = await consumer.end_offsets(parts)
-        events = []
+        events, key = [], scope.key.encode() if scope else None
         while [tp for tp, end in ends.items() if await consumer.position(tp) < end]:
             for records in (await consumer.getmany(*parts, timeout_ms=1000)).values():
                 for r in records:
                     if r.offset >= ends[TopicPartition(r.topic, r.partition)] or not r.value:
                         continue
+                    if key is not None and r.key != key:
+                        continue  # another scope's event (the journal is keyed by scope): never decoded
                     event = decode(r.value, "evidence")
                     if (entry_id is None or event.get("entry_id") == entry_id) and (
                             scope is None or (event.get("tenant"), event.get("user"), event.get("character"))
                             == (scope.tenant, scope.user, scope.character)):
                         events.append(event)
         return events
+    finally:
+        await consumer.stop()
+
+
+async def scope_incarnation(bootstrap: str, settings: Settings, scope: Scope) -> int | None:
+    """The scope's incarnation as its owner stored it, from the `scopes` table's changelog (its partition,
+    read_committed: a fenced owner's writes never count); None when the scope has no state (never written
+    to, or its user forgotten). For the commands that fold the journal outside the worker: without it,
+    the newest life the journal shows is a forgotten one when the user has not come back."""
+    topic = f"{settings.app_id}-scopes-changelog"  # Faust's naming (ops.admin.changelog_topic)
+    everyone = list(range(settings.topic_partitions))
+    tp = TopicPartition(topic, DefaultPartitioner()(scope.key.encode(), everyone, everyone))
+    consumer = AIOKafkaConsumer(**client_options(bootstrap, settings.kafka, enable_auto_commit=False,
+                                                 auto_offset_reset="earliest", isolation_level="read_committed"))
+    await consumer.start()
+    try:
+        consumer.assign([tp])
+        await consumer.seek_to_beginning(tp)
+        end, keys, value = (await consumer.end_offsets([tp]))[tp], {json.dumps(scope.key).encode(),
+                                                                   scope.key.encode()}, None
+        while await consumer.position(tp) < end:
+            for records in (await consumer.getmany(tp, timeout_ms=1000)).values():
+                for r in records:
+                    if r.offset < end and r.key in keys:
+                        value = r.value  # the latest wins; a tombstone (None) is a forgotten scope
+        control = decode_control(value)
+        return None if control is None else control.state.incarnation
     finally:
         await consumer.stop()
 
@@ -70,14 +120,20 @@ def scope_of(events: list[dict], entry_id: str) -> Scope:
     return Scope(*scopes[0])
 
 
-def candidate_from_journal(events: list[dict], entry_id: str, now: datetime, by: str, settings: Settings) -> dict:
-    """The candidate record of ``entry_id`` from its journal events (tables.bridge.nominate decides)."""
+def candidate_from_journal(events: list[dict], entry_id: str, now: datetime, by: str, settings: Settings,
+                           incarnation: int | None = None) -> dict:
+    """The candidate record of ``entry_id`` from its journal events, of one incarnation of its scope
+    (tables.bridge.nominate decides); the candidate id names the incarnation as event ids do."""
     scope_of(events, entry_id)
+    events = one_incarnation(events, incarnation)
+    if not events:
+        raise BridgeError(f"no journal events for entry {entry_id!r} since its user was last forgotten")
     versions = {}
     for e in events:
         snap = Entry.from_dict(e["entry"])
         versions.setdefault(snap.version, snap)  # at-least-once journal: the first copy of a version wins
     latest = versions[max(versions)]
     signals = [{k: e.get(k) for k in EVENT_FIELDS} for e in events]
-    return nominate(latest, now, nominated_by=by, versions=versions.values(), signals=signals,
-                    settings=settings.bridge)
+    candidate = nominate(latest, now, nominated_by=by, versions=versions.values(), signals=signals,
+                         settings=settings.bridge)
+    return candidate | {"candidate_id": event_id(latest.id, latest.version, incarnation_of(events[0]))}

@@ -12,7 +12,7 @@ from credence.config.pipeline import PipelineSettings
 from credence.config.usage import DEFAULT_USAGE_SETTINGS, UsageSettings
 from credence.deadletter import dead_letter
 from credence.errors import CredenceError
-from credence.journal_records import FACTS_KIND, archive_record, evidence_record
+from credence.journal_records import FACTS_KIND, archive_record, event_id, evidence_record
 from credence.streams.llm.tasks import TaskName
 from credence.streams.scope.state import Request, ScopeState
 from credence.tables.clock import format_instant
@@ -50,6 +50,7 @@ class StepContext:
     log: list[str] = field(default_factory=list)
     usage: UsageSettings = DEFAULT_USAGE_SETTINGS
     refused: dict[str, int] = field(default_factory=dict)  # "<stage>:<reason>" -> texts refused (/metrics)
+    incarnation: int = 0  # the stepped scope's (ScopeState.incarnation), journalled with every record
 
     def refuse(self, stage: str, reason: str, text: str) -> None:
         """A text that never became a fact or an entry: counted by stage and reason, and logged."""
@@ -80,12 +81,12 @@ class StepContext:
         finite = score if score not in (float("inf"), float("-inf")) else None
         self.emits.append(Emit("evidence", evidence_record(
             Scope(entry.tenant, entry.user, entry.character), entry_id=entry.id, entry_kind=entry.kind,
-            event_id=f"{entry.id}@{entry.version}", event=event, cause=cause,
+            event_id=event_id(entry.id, entry.version, self.incarnation), event=event, cause=cause,
             from_status=before.status if before is not None else None,
             to_status=entry.status if before is None or before.status != entry.status else None,
             at=self.now, score=finite,
             tier="protected" if entry.protected else derived_tier(score, settings=self.memory),
-            entry=entry.to_dict())))
+            entry=entry.to_dict(), incarnation=self.incarnation)))
 
     def journal_facts(self, state: ScopeState, req: Request, event: str, cause: str, fact_ids: list[str],
                       reason: str) -> None:
@@ -98,10 +99,10 @@ class StepContext:
         key = "\x1f".join([state.scope, req.id, event, *fact_ids])
         subject = f"{FACTS_KIND}-" + hashlib.sha256(key.encode()).hexdigest()[:16]
         self.emits.append(Emit("evidence", evidence_record(
-            scope, entry_id=subject, entry_kind=FACTS_KIND, event_id=f"{subject}@1", event=event, cause=cause,
-            from_status=None, to_status=None, at=self.now, score=None, tier=None,
+            scope, entry_id=subject, entry_kind=FACTS_KIND, event_id=event_id(subject, 1, self.incarnation),
+            event=event, cause=cause, from_status=None, to_status=None, at=self.now, score=None, tier=None,
             entry={"id": subject, "kind": FACTS_KIND, **scope.fields(), "request_id": req.id, "task": req.task,
-                   "fact_ids": list(fact_ids), "reason": reason, "version": 1})))
+                   "fact_ids": list(fact_ids), "reason": reason, "version": 1}, incarnation=self.incarnation)))
 
     def archive(self, state: ScopeState, archived: Entry, before: Entry, reason: str) -> None:
         """Leave the active view: journal the transition, hand the snapshot to the archive topic, forget it
@@ -109,7 +110,8 @@ class StepContext:
         self.journal(archived, "archived", reason, before)
         self.emits.append(Emit("archive", archive_record(
             Scope(archived.tenant, archived.user, archived.character), entry_id=archived.id,
-            entry_kind=archived.kind, archived_at=self.now, reason=reason, entry=archived.to_dict())))
+            entry_kind=archived.kind, archived_at=self.now, reason=reason, entry=archived.to_dict(),
+            incarnation=self.incarnation)))
         state.entries.pop(archived.id, None)
         state.touch(archived.id)
         state.archived[archived.id] = archived.version

@@ -70,6 +70,7 @@ def _is_promotion_result(state: ScopeState, record: dict) -> bool:
 
 def step(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
     """Apply one input. `kind`: turn | feedback | usage | restore | result | failed | tick | flush."""
+    ctx.incarnation = state.incarnation  # journalled with every record the step emits
     _housekeeping(state, ctx, timeless_tick=kind == "tick" and not record.get("now"))
     if kind in ("result", "failed") and speculation.keep(state, kind, record, ctx):
         return  # kept for the window it answers, applied when the scope asks for that window

@@ -30,6 +30,7 @@ from datetime import UTC, datetime
 
 from credence.streams.state import codec
 from credence.streams.state.forgets import is_forget_key
+from credence.streams.state.incarnations import is_incarnation_key
 from credence.streams.state.positions import is_position_key
 from credence.streams.state.redo import is_redo_key
 from credence.streams.state.writes import TableWrites
@@ -126,8 +127,8 @@ class Marks:
         if self._heaps is None:
             self._heaps, self._newest = {}, {}
             for key, raw in list(self._table.items()):
-                if is_position_key(key) or is_redo_key(key) or is_forget_key(key):
-                    continue  # applied positions, redo records and held forgets share the table
+                if is_position_key(key) or is_redo_key(key) or is_forget_key(key) or is_incarnation_key(key):
+                    continue  # applied positions, redo records, held forgets and incarnations share the table
                 mark = codec.decode_mark(raw)
                 if mark is not None:
                     self._push(self._partition_of(_scope(key)), _seconds(mark[1]), key)

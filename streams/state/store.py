@@ -28,8 +28,11 @@ from credence.errors import StateError
 from credence.streams.scope.state import ScopeState
 from credence.streams.state import codec
 from credence.streams.state.history import History
+from credence.streams.state.incarnations import Incarnations
 from credence.streams.state.lists import ListItems, Stored
+from credence.streams.state.versions import Versions
 from credence.streams.state.writes import TableWrites
+from credence.tables.entries import Entry
 
 
 @dataclass
@@ -91,6 +94,8 @@ class ScopeStore:
         self._scopes, self._entries = tables.scopes, tables.entries
         self._history = History(tables.history, settings.history_max, writes, partition_of)
         self._lists = ListItems(tables.lists, writes, partition_of)
+        self._incarnations = Incarnations(tables.seen, writes, partition_of)
+        self._versions = Versions(tables.history, settings.history_max, writes, partition_of)
         self._settings = settings
         self._partition_of = partition_of
         self._live: OrderedDict[str, Live] = OrderedDict()
@@ -210,6 +215,22 @@ class ScopeStore:
             return []
         return self._history.read(scope, entry_id, codec.decode_entry(raw)[1])
 
+    def as_of(self, state: ScopeState, at: datetime) -> list[Entry]:
+        """What was valid in the scope at `at`, from its kept entry versions (versions.py): every entry the
+        scope has or archived, nothing of another scope read. `state` (a reader's copy) names the entries;
+        their newest versions are the tables' (what the batches made durable, as the versions are: a live
+        scope may be a batch ahead of them). Safe off the event loop. Raises versions.Truncated."""
+        control = codec.decode_control(self._scopes.get(state.scope))
+        durable = control.state.archived if control is not None else {}
+        newest = {}
+        for eid in sorted({*state.entries, *state.archived, *durable}):
+            raw = self._entries.get(codec.entry_key(state.scope, eid))
+            if raw is not None:
+                newest[eid] = codec.decode_entry(raw)[0].version
+            elif eid in durable:
+                newest[eid] = durable[eid]
+        return self._versions.as_of(state.scope, newest, at)
+
     def feedback_applied(self, scope: str, feedback_id: str, partition: int, offset: int) -> bool:
         """Whether the feedback record at `partition`/`offset` of the feedback topic was applied to the scope
         (consumed, and not waiting in the scope's queue behind an LLM request)."""
@@ -224,7 +245,7 @@ class ScopeStore:
         The scope is pending from here until `write` or `discard`."""
         live = self._live.get(scope)
         if live is None:
-            live = self._read(scope) or Live(ScopeState(scope=scope))
+            live = self._read(scope) or Live(ScopeState(scope=scope, incarnation=self._incarnations.of(scope)))
             self._live[scope] = live
             self._evict()
         self._live.move_to_end(scope)
@@ -246,6 +267,7 @@ class ScopeStore:
         live = self._live[scope]
         state = live.state
         self._history.append(scope, live.history, journal)
+        self._versions.append(scope, journal)
         ids = set(changed) | live.unsaved
         for eid in ids:
             entry = state.entries.get(eid)
@@ -264,9 +286,11 @@ class ScopeStore:
         self._put(self._scopes, scope, scope, codec.encode_control(state, heads))
         self._pending.discard(scope)
 
-    def forget(self, prefix: str, partition: int) -> list[str]:
+    def forget(self, prefix: str, partition: int, offset: int | None = None) -> list[str]:
         """Delete every key of the scopes under `prefix` (a `tenant/user/`) held on `partition`; the
-        caller has set a record of that partition as the current event. Returns the scopes deleted."""
+        caller has set a record of that partition as the current event. Returns the scopes deleted.
+        `offset`: the forget's own, on the control topic; the user's scopes created on the partition from
+        now on are a new incarnation (incarnations.py)."""
         def mine(key: str) -> bool:
             return key.startswith(prefix) and self._partition_of(codec.split_key(key)[0]) == partition
 
@@ -274,6 +298,8 @@ class ScopeStore:
         for table in (self._history.table, self._entries, self._lists.table, self._scopes):
             for key in [k for k in table.keys() if mine(k)]:
                 self._writes.delete(table, key, partition)
+        if offset is not None:
+            self._incarnations.begin(prefix, partition, offset)
         for scope in doomed:
             self.discard(scope)
             self._reads.pop(scope, None)

@@ -26,7 +26,7 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from credence.config import load_settings
 from credence.config.kafka import KafkaSettings
 from credence.kafka import client_options
-from credence.sinks.schema import ARCHIVE, EVIDENCE, IDENTITY, TABLES
+from credence.sinks.schema import ARCHIVE, EVIDENCE, IDENTITY, TABLES, identity
 from credence.streams.ops.broker import EmbeddedBroker
 from credence.streams.ops.process import WorkerProcess, settings_env, wait_until
 from credence.streams.state.fence import Fence
@@ -125,8 +125,8 @@ def sink_archive(root: str) -> dict[str, Counter]:
     for table in TABLES:
         path = Path(root) / table
         rows = (ds.dataset(str(path), format="parquet", partitioning="hive")
-                .to_table([IDENTITY[table], "snapshot_json"]).to_pylist()) if path.exists() else []
-        out[table] = Counter((r[IDENTITY[table]], canonical(json.loads(r["snapshot_json"]))) for r in rows)
+                .to_table([*IDENTITY[table], "snapshot_json"]).to_pylist()) if path.exists() else []
+        out[table] = Counter((identity(table, r), canonical(json.loads(r["snapshot_json"]))) for r in rows)
     return out
 
 
@@ -137,8 +137,8 @@ def archive_of(run) -> dict[str, Counter]:
     for table, records in ((ARCHIVE, run.archive), (EVIDENCE, run.journal)):
         first: dict[str, dict] = {}
         for record in records:
-            first.setdefault(record[IDENTITY[table]], record["entry"])
-        out[table] = Counter((identity, canonical(entry)) for identity, entry in first.items())
+            first.setdefault(identity(table, {**record, "version": record["entry"]["version"]}), record["entry"])
+        out[table] = Counter((ident, canonical(entry)) for ident, entry in first.items())
     return out
 
 

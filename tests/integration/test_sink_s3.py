@@ -157,3 +157,43 @@ def test_forget_removes_the_user_from_the_remote_shards(kafka_bootstrap, topic_p
                   "--root", remote)).split() == ["n", "0"]
     assert "removed 0 rows" in ok(cli("forget", tenant, user, "--archive-only", "--root", remote))
     assert Path(local, "_forgotten").is_dir()
+
+
+def test_a_forget_marker_on_s3_names_no_one_and_forgets_one_life(kafka_bootstrap, topic_prefix, tmp_path,
+                                                                 s3_root, object_store):
+    """Issues 31.7 and 36.6 on object storage, against a local run of the same input: the marker's key is a
+    digest, and its cut-off (per partition: the incarnation the user's scopes begin after the forget)
+    drops only the forgotten life's rows — the same user archived again in a new life is kept."""
+    from credence.sinks.forget import forget_user, forgotten_markers, marker_name
+
+    topic, tenant, user = f"{topic_prefix}.archive", "tenant-1", "user 3"  # i % 15 == 13: 4 rows
+    cutoff = dict.fromkeys(range(4), 5)
+    roots = {"local": str(tmp_path / "archive"), "s3": s3_root}
+
+    async def sink_all():
+        for name, root in roots.items():
+            await drain(kafka_bootstrap, topic, ARCHIVE, ArchiveSettings(root=root, max_rows_per_shard=SHARD_ROWS),
+                        group_id=f"{topic_prefix}-{name}")
+
+    async def scenario():
+        await create_topics(kafka_bootstrap, topic)
+        await produce(kafka_bootstrap, topic, [archive_record(i) for i in range(RECORDS)])
+        await sink_all()
+        for root in roots.values():
+            assert forget_user(root, tenant, user, ArchiveSettings(root=root), cutoff).rows_removed == 4
+        # back again: two of the same entries archived in the new life, and a late copy of the old life's
+        back = [archive_record(13) | {"incarnation": 5}, archive_record(28) | {"incarnation": 6},
+                archive_record(43)]
+        await produce(kafka_bootstrap, topic, back)
+        await sink_all()
+
+    asyncio.run(scenario())
+    assert shard_digests(s3_root) == shard_digests(roots["local"])
+    left = 'SELECT entry_id, incarnation FROM archive WHERE tenant = ? AND "user" = ? ORDER BY ALL'
+    answer = ok(cli("archive", "query", left, "--param", tenant, "--param", user, "--format", "json",
+                    "--root", s3_root))
+    assert json.loads(answer) == [{"entry_id": "e13", "incarnation": 5}, {"entry_id": "e28", "incarnation": 6}]
+    bucket, prefix = s3_root.removeprefix("s3://").split("/", 1)
+    stored = object_store.data_dir / "blobs" / bucket / prefix / "_forgotten"
+    assert [p.name for p in stored.rglob("*") if p.is_file()] == [marker_name(tenant, user)]  # no name in it
+    assert forgotten_markers(open_archive(s3_root)).cutoff(tenant, user) == cutoff

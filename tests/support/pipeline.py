@@ -188,13 +188,17 @@ def topic_values(bootstrap: str, settings: Settings, name: str) -> list[dict]:
 
 
 def fold_journal(events: list[dict]) -> dict[str, Entry]:
-    """The journal replayed: each event's snapshot applied with `apply_snapshot` (newer version wins)."""
+    """The journal replayed: each event's snapshot applied with `apply_snapshot` (newer version wins), of
+    each scope's newest incarnation (a forgotten life's entries are not the scope's)."""
+    from credence.streams.runtime.journal import one_incarnation
+
     out: dict[str, Entry] = {}
-    for event in events:
+    for event in one_incarnation(events):
         if event["entry_kind"] == FACTS_KIND:
             continue  # what became of a request's facts (docs/records.md): no entry to fold
         snap = Entry.from_dict(event["entry"])
-        assert snap.id == event["entry_id"] and event["event_id"] == f"{snap.id}@{snap.version}", event
+        life = f"~{event['incarnation']}" if event.get("incarnation") else ""  # journal_records.event_id
+        assert snap.id == event["entry_id"] and event["event_id"] == f"{snap.id}@{snap.version}{life}", event
         out[snap.id] = apply_snapshot(out.get(snap.id), snap)
     return out
 

@@ -50,9 +50,10 @@ def _stored(record: dict) -> dict:
     return {n: v for n, v in record.items() if n not in PATH_FIELDS}
 
 
-def _emitted() -> dict[str, list[dict]]:
+def _emitted(incarnation: int = 7) -> dict[str, list[dict]]:
     """The journal records a scope step writes: an entry event, a facts event, and an archival."""
-    ctx = StepContext(now=NOW, powerful=True, boot="b", memory=MemorySettings(), pipeline=PipelineSettings())
+    ctx = StepContext(now=NOW, powerful=True, boot="b", memory=MemorySettings(), pipeline=PipelineSettings(),
+                      incarnation=incarnation)
     state = ScopeState(scope=SCOPE.key)
     entry = new_reflection("r-1", SCOPE, "The user likes tea.", NOW - timedelta(days=1))
     ctx.put(state, entry, "created", "stage2")
@@ -78,9 +79,25 @@ def test_the_steps_write_exactly_the_fields_the_sinks_store(table):
         assert set(row.values) == set(SCHEMAS[table].names)
 
 
+def test_a_scope_never_forgotten_journals_what_older_workers_did():
+    # incarnation 0 is left out: a user never forgotten writes the records (and event ids) of before
+    for table, records in _emitted(incarnation=0).items():
+        for record in records:
+            assert list(record) == [n for n in _names(table) if n != "incarnation"]
+            assert "~" not in record.get("event_id", "")
+            row = to_row(table, decode(json.dumps(record), table), 0, 0)
+            assert row.values["incarnation"] is None
+
+
+def test_an_incarnation_names_its_event_ids():
+    for record in _emitted(incarnation=7)[EVIDENCE]:
+        assert record["incarnation"] == 7 and record["event_id"].endswith("~7")
+
+
 def test_a_candidate_keeps_each_signal_s_event_fields():
     # A field the events gain joins a fact candidate's signals too: update this list with it.
-    assert EVENT_FIELDS == ("event_id", "event", "cause", "from_status", "to_status", "at", "score", "tier")
+    assert EVENT_FIELDS == ("event_id", "event", "cause", "from_status", "to_status", "at", "score", "tier",
+                            "incarnation")
 
 
 @pytest.mark.parametrize("table", [EVIDENCE, ARCHIVE])
@@ -118,3 +135,26 @@ def test_an_archive_record_reads_back_from_its_row(tenant, user, character, at, 
     row = to_row(ARCHIVE, decode(json.dumps(record), ARCHIVE), 0, 0)
     assert (row.key.tenant, row.key.date) == (tenant, at.date().isoformat())
     assert {n: row.values[n] for n in _stored(record)} == _stored(record) | {"archived_at": at}
+
+
+def test_a_fold_of_the_journal_keeps_one_life_of_a_scope():
+    """Issue 31.3: a user forgotten and back again has entries under the forgotten ids, their version lines
+    begun again; folding the journal (bridge nominate, memory dedupe) keeps the newest life, or the one named."""
+    from credence.streams.runtime.journal import entries_from_journal, one_incarnation
+    from credence.tables.entries import changed
+
+    def lived(incarnation: int, text: str, versions: int) -> list[dict]:
+        ctx = StepContext(now=NOW, powerful=True, boot="b", memory=MemorySettings(), pipeline=PipelineSettings(),
+                          incarnation=incarnation)
+        state, entry = ScopeState(scope=SCOPE.key), new_reflection("r-1", SCOPE, text, NOW)
+        ctx.put(state, entry, "created", "synthesis")
+        for _ in range(versions - 1):
+            before = state.entries["r-1"]
+            ctx.put(state, changed(before, NOW, importance=before.importance % 10 + 1), "signal", "x", before)
+        return [json.loads(json.dumps(e.record)) for e in ctx.emits]
+
+    forgotten, back = lived(0, "The user likes tea.", 3), lived(7, "The user likes tea.", 1)
+    journal = forgotten + back
+    assert {e.version for e in entries_from_journal(journal)} == {1}  # the new life, not the forgotten v3
+    assert {e.version for e in entries_from_journal(journal, incarnation=0)} == {3}
+    assert one_incarnation(journal) == back

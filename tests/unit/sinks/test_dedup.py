@@ -216,10 +216,12 @@ def test_a_duplicate_of_a_forgotten_first_occurrence_stays_out_and_replays_ident
 
 def test_decisions_of_a_prefix_are_those_of_the_whole(archive_record_factory):
     rows = [to_row(ARCHIVE, archive_record_factory(entry_id=f"e{i % 5}"), 0, i) for i in range(12)]
-    kept, dropped = decide_duplicates(rows, "entry_id", IdentitySet(["e4"]))
-    assert kept == {"e0", "e1", "e2", "e3"} and dropped == set(range(4, 12))  # e4 was seen before the span
+    version = rows[0].values["version"]
+    seen = [f"e4@{version}"]
+    kept, dropped = decide_duplicates(rows, ARCHIVE, IdentitySet(seen))
+    assert kept == {f"e{i}@{version}" for i in range(4)} and dropped == set(range(4, 12))  # e4 seen before
     for n in range(len(rows)):
-        _, prefix = decide_duplicates(rows[:n], "entry_id", IdentitySet(["e4"]))
+        _, prefix = decide_duplicates(rows[:n], ARCHIVE, IdentitySet(seen))
         assert prefix == {o for o in dropped if o < n}
 
 
@@ -239,3 +241,48 @@ def test_identity_set_membership_merges_and_shared_high_halves():
     found = pairs.contains_digests(np.array([7, 7, 7, 3, 4], dtype=np.uint64),
                                    np.array([1, 2, 3, 9, 9], dtype=np.uint64))
     assert found.tolist() == [True, True, False, True, False]
+
+
+def test_a_second_archival_of_an_entry_is_kept(archive_settings_factory, archive_record_factory):
+    """Issue 31.6: the archive's identity is (entry_id, version). An entry that came back under its
+    deterministic id and was archived again (a higher version) is a new archival; only a redelivered copy
+    (same id and version) is dropped, within a span, across spans and after a restart."""
+    settings = archive_settings_factory(max_rows_per_shard=4)
+    stream = _stream(archive_record_factory, [
+        (0, 0, "e0", {"version": 3}), (0, 1, "e1", {"version": 2}), (0, 2, "e0", {"version": 3}),  # redelivered
+        (0, 4, "e0", {"version": 7}),  # back and archived again
+        (0, 5, "e1", {"version": 2}),  # redelivered, a span later
+    ])
+    stats = _feed(_sink(settings), stream)
+    assert sorted((r["entry_id"], r["version"]) for r in _rows(settings.root)) == [("e0", 3), ("e0", 7), ("e1", 2)]
+    assert stats.duplicates_dropped == 2
+    _feed(_sink(settings), stream)  # a restarted sink rebuilds the set from the shards and decides alike
+    assert sorted((r["entry_id"], r["version"]) for r in _rows(settings.root)) == [("e0", 3), ("e0", 7), ("e1", 2)]
+
+
+def test_an_archival_in_a_new_life_of_the_scope_is_kept(archive_settings_factory, archive_record_factory):
+    """A forgotten user's entry archived again after they came back: the same id and version, a later
+    incarnation (journal_records.INCARNATION) — a new archival, not a copy of the forgotten one."""
+    settings = archive_settings_factory(max_rows_per_shard=4)
+    stream = [(0, 0, archive_record_factory(entry_id="e1", version=2)),
+              (0, 5, archive_record_factory(entry_id="e1", version=2) | {"incarnation": 12}),
+              (0, 6, archive_record_factory(entry_id="e1", version=2) | {"incarnation": 12})]  # redelivered
+    assert _feed(_sink(settings), stream).duplicates_dropped == 1
+    assert sorted(r["incarnation"] or 0 for r in _rows(settings.root)) == [0, 12]
+
+
+def test_identities_of_a_shard_written_before_the_incarnation_column(archive_settings_factory,
+                                                                    archive_record_factory):
+    import pyarrow.parquet as pq
+
+    from credence.sinks.dedup import load_identities
+    from credence.sinks.shards import list_shards, open_archive, write_shards
+
+    settings = archive_settings_factory()
+    archive = open_archive(settings.root)
+    write_shards(archive, ARCHIVE, 0, [to_row(ARCHIVE, archive_record_factory(entry_id="e0"), 0, 0)], settings,
+                 range_last=9)
+    [path] = list_shards(archive, ARCHIVE)
+    old = pq.read_table(path, partitioning=None)
+    pq.write_table(old.drop_columns(["incarnation"]), path)  # as a sink before the column wrote it
+    assert f"e0@{old.column('version')[0].as_py()}" in load_identities(archive, ARCHIVE, 0, 10)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pyarrow.parquet as pq
 
-from credence.sinks.forget import ForgetReport, forget_user, forgotten_users
+from credence.sinks.forget import FORGOTTEN_DIR, ForgetReport, forget_user, forgotten_markers, marker_name
 from credence.sinks.schema import ARCHIVE, EVIDENCE, to_row
 from credence.sinks.shards import list_shards, open_archive, write_shards
 
@@ -56,9 +58,9 @@ def test_a_later_write_of_the_span_keeps_the_names_and_leaves_the_user_out(
             for i, u in enumerate(["alice", "bob", "alice", "bob", "carol"])]
     write_shards(archive, ARCHIVE, 0, rows[:3], settings, range_last=99)  # an open span, published early
     forget_user(settings.root, "acme", "alice", settings)
-    assert forgotten_users(archive) == {("acme", "alice")}
+    assert forgotten_markers(archive).knows("acme", "alice")
     # The sink's next write of the grown span: same name (first row is alice's offset 0), no alice.
-    write_shards(archive, ARCHIVE, 0, rows, settings, range_last=99, forgotten=forgotten_users(archive))
+    write_shards(archive, ARCHIVE, 0, rows, settings, range_last=99, forgotten=forgotten_markers(archive))
     [path] = list_shards(archive, ARCHIVE)
     assert path.endswith("p000-000000000000-000000000099.parquet")
     assert _users(archive, ARCHIVE) == ["bob", "bob", "carol"]
@@ -66,6 +68,70 @@ def test_a_later_write_of_the_span_keeps_the_names_and_leaves_the_user_out(
 
 def test_odd_user_names_round_trip_through_the_markers(archive_settings_factory):
     settings = archive_settings_factory()
-    for user in (".hidden", "a/b", "ü ser", ".."):
+    users = (".hidden", "a/b", "ü ser", "..")
+    for user in users:
         forget_user(settings.root, "acme", user, settings)
-    assert forgotten_users(open_archive(settings.root)) == {("acme", u) for u in (".hidden", "a/b", "ü ser", "..")}
+    markers = forgotten_markers(open_archive(settings.root))
+    assert all(markers.knows("acme", u) for u in users) and len(markers.cutoffs) == len(users)
+    assert not markers.knows("globex", "a/b")
+
+
+def test_a_marker_names_no_one_and_replaces_a_marker_that_did(archive_settings_factory):
+    settings = archive_settings_factory()
+    legacy = Path(settings.root, FORGOTTEN_DIR, "acme", "alice%20smith")  # the older layout: the user's name
+    legacy.parent.mkdir(parents=True)
+    legacy.write_bytes(b"")
+    assert forgotten_markers(open_archive(settings.root)).cutoff("acme", "alice smith") is None  # still honoured
+    forget_user(settings.root, "acme", "alice smith", settings, {0: 5})
+    names = [p.relative_to(Path(settings.root, FORGOTTEN_DIR)).as_posix()
+             for p in Path(settings.root, FORGOTTEN_DIR).rglob("*") if p.is_file()]
+    assert names == [marker_name("acme", "alice smith")]
+    assert not any("alice" in n or "acme" in n for n in names)
+
+
+def test_a_marker_forgets_only_the_rows_below_its_cut_off(archive_settings_factory, archive_record_factory):
+    """A user forgotten and back again: the new incarnation's rows (at or past the partition's cut-off)
+    are archived and kept by a later forget_user run; the forgotten life's rows never come back."""
+    settings = archive_settings_factory()
+    archive = open_archive(settings.root)
+
+    def row(entry_id, offset, incarnation=0, user="alice"):
+        record = archive_record_factory(user=user, entry_id=entry_id) | (
+            {"incarnation": incarnation} if incarnation else {})
+        return to_row(ARCHIVE, record, 0, offset)
+
+    forgotten = [row("a1", 0), row("a2", 1, incarnation=3)]
+    write_shards(archive, ARCHIVE, 0, forgotten + [row("b1", 2, user="bob")], settings, range_last=99)
+    assert forget_user(settings.root, "acme", "alice", settings, {0: 8, 1: 4}).rows_removed == 2
+    back = [row("a1", 3, incarnation=8), row("a3", 4, incarnation=9)]
+    rows = forgotten + [row("b1", 2, user="bob")] + back
+    write_shards(archive, ARCHIVE, 0, rows, settings, range_last=99, forgotten=forgotten_markers(archive))
+    assert sorted(_entries(archive)) == ["a1", "a3", "b1"]
+    # --archive-only forgets everything archived of her so far, this life too, and keeps any later one
+    assert forget_user(settings.root, "acme", "alice", settings).rows_removed == 2
+    assert sorted(_entries(archive)) == ["b1"]
+    assert forgotten_markers(archive).cutoff("acme", "alice") == {0: 10, 1: 4}
+    rows.append(row("a1", 5, incarnation=10))
+    write_shards(archive, ARCHIVE, 0, rows, settings, range_last=99, forgotten=forgotten_markers(archive))
+    assert sorted(_entries(archive)) == ["a1", "b1"]
+
+
+def test_an_archive_only_forget_keeps_a_life_begun_by_a_later_forget(archive_settings_factory,
+                                                                     archive_record_factory):
+    settings = archive_settings_factory()
+    archive = open_archive(settings.root)
+    rows = [to_row(ARCHIVE, archive_record_factory(user="alice", entry_id="a1"), 2, 0)]
+    write_shards(archive, ARCHIVE, 2, rows, settings, range_last=99)
+    assert forget_user(settings.root, "acme", "alice", settings).rows_removed == 1
+    assert forgotten_markers(archive).cutoff("acme", "alice") == {2: 1}
+    def later(partition):  # her next life, after a forget through the workers
+        return to_row(ARCHIVE, archive_record_factory(user="alice", entry_id="a1") | {"incarnation": 4}, partition, 1)
+
+    write_shards(archive, ARCHIVE, 2, rows + [later(2)], settings, range_last=99, forgotten=forgotten_markers(archive))
+    write_shards(archive, ARCHIVE, 3, [later(3)], settings, range_last=99, forgotten=forgotten_markers(archive))
+    assert sorted(_entries(archive)) == ["a1", "a1"]  # her next life, on both partitions
+
+
+def _entries(archive):
+    return [e for path in list_shards(archive, ARCHIVE)
+            for e in pq.read_table(path, partitioning=None).column("entry_id").to_pylist()]
