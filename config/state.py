@@ -32,6 +32,11 @@ class StateSettings(BaseModel):
     # off (throughput benchmark at half size, 10 interleaved pairs each, very noisy). Off, nothing stops
     # such a zombie's writes: only for brokers without transactions.
     transactions: bool = True
+    # The changelog writers' `transaction.timeout.ms`: the coordinator aborts (and so fences) a transaction
+    # open longer. A batch's transaction waits for its records' acknowledgements, so the writers' delivery
+    # timeout is this less 60 s for the commit: a broker outage shorter than that is waited out. Kafka's
+    # default `transaction.max.timeout.ms` (900,000) caps it; raising it needs the brokers' raised too.
+    transaction_timeout_s: float = Field(default=900.0, ge=120.0)
     # Tombstones (deleted keys) are kept this long in the table changelogs (their delete.retention.ms, set
     # when they are created; changing it does not alter existing changelogs, so never raise it above
     # theirs). A worker's local store that was last in step with its changelog longer ago than half of it
