@@ -100,6 +100,8 @@ class SinkRunner:
             group_id=self.sink.group_id,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
+            # the worker's emits are in its batches' transactions: an aborted batch's are never archived
+            isolation_level="read_committed",
             max_poll_records=self.sink.max_batch,
         ))
 

@@ -201,7 +201,7 @@ class ScopeAgent:
         its scope's partition (forwards.py); never apply it here: this partition's store does not hold the
         scope, and the scope's keys belong to another changelog partition (a second writer)."""
         sends.forward(item.name, item.scope.encode(), event.value, home, origin_of(event, item.name),
-                      carried(event), event.message.partition)
+                      carried(event))
         self.stats.records_forwarded += 1
         self.stats.turns_rekeyed += item.name == "turns" and event.key != item.scope.encode()
 
@@ -337,8 +337,8 @@ class ScopeAgent:
             for item in sends.items:
                 topic, key, value = self.dlq.bounded(*item[:3])
                 self.writes.emit(item[3], getattr(self.topics, topic), key, value)
-            for topic, key, value, partition, origin, trace, source in sends.forwards:
-                self.writes.emit(source, getattr(self.topics, topic), key, value, partition, header(origin) | trace)
+            for topic, key, value, partition, origin, trace in sends.forwards:
+                self.writes.forward(getattr(self.topics, topic), key, value, partition, header(origin) | trace)
             for scope, scope_work in work.items():
                 key = scope.encode()
                 for e in scope_work.emits:

@@ -63,15 +63,15 @@ class Sends:
     # (logical topic, key, value, the input partition whose record made it: its state commits it)
     items: list[tuple[str, bytes | None, bytes, int]] = field(default_factory=list)
     # input records sent on to their scope's partition: (logical topic, key, value, partition, origin, the
-    # record's trace context headers, the input partition it came from)
-    forwards: list[tuple[str, bytes, bytes, int, tuple, dict, int]] = field(default_factory=list)
+    # record's trace context headers)
+    forwards: list[tuple[str, bytes, bytes, int, tuple, dict]] = field(default_factory=list)
 
     def add(self, topic: str, key: bytes | None, value: bytes, source: int) -> None:
         self.items.append((topic, key, value, source))
 
     def forward(self, topic: str, key: bytes, value: bytes, partition: int, origin: tuple,
-                trace: dict | None = None, source: int = -1) -> None:
-        self.forwards.append((topic, key, value, partition, origin, trace or {}, source))
+                trace: dict | None = None) -> None:
+        self.forwards.append((topic, key, value, partition, origin, trace or {}))
 
 
 MakeContext = Callable[[str, datetime, bool], StepContext]  # (scope, now, powerful)

@@ -97,6 +97,7 @@ class TableWrites:
         self._held: dict[tuple[int, str], tuple[object, str, bytes | None, int]] = {}  # the batch's last write per key
         self._events: dict[int, object] = {}  # partition -> a record of it that was current at a write
         self._emits: dict[int, list[tuple]] = {}  # input partition -> its (topic, key, value, to, headers)
+        self._forwards: list[tuple] = []  # (topic, key, value, to, headers): acknowledged before any commit
         self.replayed = 0  # writes applied again from redo records (after a restore)
 
     def put(self, table, key: str, value: bytes, partition: int) -> None:
@@ -121,6 +122,14 @@ class TableWrites:
         is. It carries the current span's trace context."""
         self._emits.setdefault(partition, []).append((topic, key, value, to, tracing.record_headers(headers)))
 
+    def forward(self, topic, key: bytes, value: bytes, to: int, headers: dict[str, bytes] | None = None) -> None:
+        """An input record sent on to its scope's partition `to` (forwards.py), acknowledged before the
+        batch's state is readable, outside its transactions: a forward is the input record again, under
+        a header naming the original, so a re-run of the batch sends the same record, and the scope's
+        partition applies one copy (duplicate marks by origin). In the transaction, it would end its
+        input partition with a commit marker that the group's committed offset never passes."""
+        self._forwards.append((topic, key, value, to, tracing.record_headers(headers)))
+
     def _hold(self, table, key: str, value: bytes | None, partition: int) -> None:
         self._held[(id(table), key)] = (table, key, value, partition)
         if partition not in self._events:
@@ -137,8 +146,11 @@ class TableWrites:
         held, self._held = list(self._held.values()), {}
         events, self._events = self._events, {}
         emits, self._emits = self._emits, {}
+        forwards, self._forwards = self._forwards, []
         if self._fence is None and emits:
             after = _both(after, await _send_emits(emits))
+        if forwards:
+            after = _both(after, await _send_emits({-1: forwards}))
         after = asyncio.ensure_future(after) if after is not None else None  # each partition's commit awaits it
         if after is not None and (not held or self._fence is None):
             await after

@@ -172,7 +172,7 @@ async def produce(bootstrap: str, topic: str, records: list[Outgoing],
 async def read_topic(bootstrap: str, topic: str, partitions: int, kafka: KafkaSettings | None = None) -> list:
     """Every record currently in `topic` (its `partitions`, from the beginning to the end offsets)."""
     consumer = AIOKafkaConsumer(**client_options(bootstrap, kafka, enable_auto_commit=False,
-                                                 auto_offset_reset="earliest"))
+                                                 auto_offset_reset="earliest", isolation_level="read_committed"))
     await consumer.start()
     try:
         parts = [TopicPartition(topic, p) for p in range(partitions)]

@@ -98,22 +98,53 @@ def test_each_partition_s_redo_record_and_writes_are_one_transaction() -> None:
 
 
 def test_a_batch_s_emits_are_in_the_transaction_of_the_partition_whose_records_made_them() -> None:
-    """Journal, archive, dead letters and forwards commit with the state of the input partition they came
-    from (an aborted batch's are never read); none goes around the transactions (Topic.send raises)."""
+    """Journal, archive and dead letters commit with the state of the input partition they came from (an
+    aborted batch's are never read); none goes around the transactions (Topic.send raises)."""
     fence = Fence()
     writes, _ = held(fence, (0, 3))
     writes.emit(0, Topic("evidence"), b"t/u/c", b"created")
     writes.emit(3, Topic("dlq"), b"t/u/x", b"dead", headers={"traceparent": b"00-ab"})
-    writes.emit(3, Topic("turns"), b"t/u/y", b"forwarded", to=1)
+    writes.emit(3, Topic("archive"), b"t/u/y", b"archived", to=1)
     writes.emit(2, Topic("evidence"), b"t/u/z", b"alone")  # a partition that wrote no key this batch
     asyncio.run(writes.flush())
     assert sorted(p for p, _ in fence.transactions) == [0, 2, 3]
     assert fence.emitted == {0: [("evidence", b"t/u/c", b"created", None, None)],
                              2: [("evidence", b"t/u/z", b"alone", None, None)],
                              3: [("dlq", b"t/u/x", b"dead", None, {"traceparent": b"00-ab"}),
-                                 ("turns", b"t/u/y", b"forwarded", 1, None)]}
+                                 ("archive", b"t/u/y", b"archived", 1, None)]}
     asyncio.run(writes.flush())
     assert sorted(p for p, _ in fence.transactions) == [0, 2, 3]  # held once: a flush takes them all
+
+
+class Channel(Topic):
+    """A topic of the app's producer: its sends wait for `acked`."""
+
+    def __init__(self, name: str, acked: asyncio.Future, sent: list) -> None:
+        super().__init__(name)
+        self.acked, self.sent = acked, sent
+
+    async def send(self, key, value, partition=None, headers=None):
+        self.sent.append((self.name, key, value, partition))
+        return self.acked
+
+
+def test_forwards_are_acknowledged_outside_the_transactions_before_any_commit() -> None:
+    """A forward re-sent by a re-run is the same record (deduplicated by its origin at its scope's
+    partition); in a transaction its commit marker would end the input partition past every offset the
+    group commits."""
+    async def run() -> None:
+        fence, sent = Fence(), []
+        writes, tables = held(fence, (0,))
+        acked = asyncio.get_running_loop().create_future()
+        writes.forward(Channel("turns", acked, sent), b"t/u/c", b"turn", 1, {"x-forwarded-from": b"turns:0:7"})
+        flushing = asyncio.ensure_future(writes.flush())
+        await _until(lambda: fence.sent == [0])
+        assert sent == [("turns", b"t/u/c", b"turn", 1)] and fence.transactions == []
+        acked.set_result(None)
+        await flushing
+        assert [p for p, _ in fence.transactions] == [0] and fence.emitted == {0: []}
+
+    asyncio.run(run())
 
 
 def test_a_fenced_partition_s_emits_are_never_committed() -> None:
