@@ -419,7 +419,7 @@ def test_a_transaction_s_longest_wait_fits_in_its_timeout_and_the_broker_s_cap(m
         asyncio.run(fencing.Fence(settings, "localhost:9092")._start(0))
         options = built[-1]
         txn_ms = options.get("transaction_timeout_ms", 60_000)  # aiokafka's default
-        assert options["request_timeout_ms"] + fencing.COMMIT_MARGIN_S * 1000 <= txn_ms
+        assert options["request_timeout_ms"] + 60_000 <= txn_ms  # a minute left for the commit
         assert txn_ms == int(settings.state.transaction_timeout_s * 1000)
         assert options["max_request_size"] >= settings.kafka.max_record_bytes
     assert int(load_settings().state.transaction_timeout_s * 1000) <= 900_000  # Kafka's default cap
