@@ -10,9 +10,11 @@ methods, the same on any version of the code):
                  halts the worker): the changelog writers' fencing runs there;
   pause_s      — from the first revocation to the worker processing again (recovery completed).
 Summed per round (B joining can cause more than one rebalance). Against the broker at
-CREDENCE_KAFKA_BOOTSTRAP (the topics are deleted afterwards).
+CREDENCE_KAFKA_BOOTSTRAP (the topics are deleted afterwards), or one of its own (`--own-broker`: 256
+partitions are ~4,000 partitions of topics, which on a small shared broker overran its controller
+heartbeats and re-elected every partition of every user, repeatedly).
 
-Usage: python benchmarks/rebalance.py [--partitions 4 64 256] [--label main]
+Usage: python benchmarks/rebalance.py [--partitions 4 64 256] [--label main] [--own-broker]
 """
 
 from __future__ import annotations
@@ -34,12 +36,13 @@ sys.path.insert(0, str(ROOT))
 from aiokafka.admin import AIOKafkaAdminClient  # noqa: E402
 
 from benchmarks.throughput import make_input  # noqa: E402
+from credence.config import load_settings  # noqa: E402
 from credence.errors import CredenceError  # noqa: E402
 from credence.kafka import client_options  # noqa: E402
 from credence.streams.ops.admin import ensure_topics  # noqa: E402
-from credence.streams.ops.broker import free_port  # noqa: E402
+from credence.streams.ops.broker import EmbeddedBroker, free_port  # noqa: E402
 from credence.streams.ops.process import WorkerProcess, wait_until  # noqa: E402
-from tests.support.pipeline import FAST_GROUP_ENV, pipeline_settings  # noqa: E402
+from tests.support.pipeline import pipeline_settings  # noqa: E402
 from tests.support.turns import Outgoing, produce  # noqa: E402
 
 DEADLINE_S = 300.0
@@ -119,14 +122,13 @@ def run(bootstrap: str, partitions: int, work: Path) -> dict:
     hook = root / "hook"
     hook.mkdir(parents=True)
     (hook / "sitecustomize.py").write_text(HOOK)
-    asyncio.run(ensure_topics(bootstrap, settings, changelogs=True))
     turns = make_input(min(4 * partitions, 400), 4, timedelta(hours=1), 7)
-    asyncio.run(produce(bootstrap, settings.topic("turns"), [Outgoing(key=k, value=v) for k, v in turns]))
 
     def member(name: str) -> tuple[WorkerProcess, Path]:
         ev = root / f"{name}.events"
         s = settings.model_copy(update={"data_dir": root / name, "web_port": free_port()})
-        return WorkerProcess(s, bootstrap, root / f"{name}.log", extra_env=FAST_GROUP_ENV | {
+        # the group's default session (CREDENCE_KAFKA_SESSION_TIMEOUT_S): B leaves by stopping, not by dying
+        return WorkerProcess(s, bootstrap, root / f"{name}.log", extra_env={
             "PYTHONPATH": str(hook), "REBALANCE_EVENTS": str(ev)}), ev
 
     a, a_events = member("a")
@@ -134,6 +136,8 @@ def run(bootstrap: str, partitions: int, work: Path) -> dict:
     everything = set(range(partitions))
     out: dict = {"partitions": partitions}
     try:
+        wait_until(lambda: asyncio.run(setup(bootstrap, settings, turns)), DEADLINE_S,
+                   "the topics to be created and led, and the turns produced")
         start = time.time()
         a.start(ready_timeout_s=DEADLINE_S)
         wait_until(lambda: a.get("/status")["stats"]["turns_accepted"] >= len(turns), DEADLINE_S,
@@ -158,6 +162,14 @@ def run(bootstrap: str, partitions: int, work: Path) -> dict:
     return out
 
 
+async def setup(bootstrap: str, settings, turns) -> bool:
+    """Create the topics and produce the turns (a broker creating thousands of partitions elects their
+    leaders slowly: the first produces fail, and are asked again)."""
+    await ensure_topics(bootstrap, settings, changelogs=True)
+    await produce(bootstrap, settings.topic("turns"), [Outgoing(key=k, value=v) for k, v in turns])
+    return True
+
+
 async def delete_topics(bootstrap: str, prefix: str) -> None:
     admin = AIOKafkaAdminClient(**client_options(bootstrap))
     await admin.start()
@@ -174,16 +186,28 @@ def main() -> int:
     parser.add_argument("--partitions", type=int, nargs="+", default=[4, 64, 256])
     parser.add_argument("--label", default="", help="names the code measured, in the output file")
     parser.add_argument("--keep", type=Path, help="keep the workers' logs and events in this directory")
+    parser.add_argument("--own-broker", action="store_true",
+                        help="start a broker of its own (1 GiB heap): thousands of partitions made and deleted on a "
+                             "shared broker slow it for everyone else")
     args = parser.parse_args()
     bootstrap = os.environ.get("CREDENCE_KAFKA_BOOTSTRAP", "")
-    if not bootstrap:
-        print("set CREDENCE_KAFKA_BOOTSTRAP", file=sys.stderr)
+    if not bootstrap and not args.own_broker:
+        print("set CREDENCE_KAFKA_BOOTSTRAP, or pass --own-broker", file=sys.stderr)
         return 2
     rows = []
     with tempfile.TemporaryDirectory(prefix="credence-rebalance-") as tmp:
-        for n in args.partitions:
-            rows.append(run(bootstrap, n, args.keep or Path(tmp)))
-            print(json.dumps(rows[-1]), flush=True)
+        broker = None
+        if args.own_broker:
+            settings = load_settings()
+            broker = EmbeddedBroker(Path(tmp) / "broker", settings.kafka_version, settings.broker_cache_dir, heap="1g")
+            bootstrap = broker.start()
+        try:
+            for n in args.partitions:
+                rows.append(run(bootstrap, n, args.keep or Path(tmp)))
+                print(json.dumps(rows[-1]), flush=True)
+        finally:
+            if broker is not None:
+                broker.stop()
     stamp = f"{datetime.now(UTC):%Y%m%dT%H%M}"
     out = ROOT / "benchmarks" / "results" / f"rebalance-{args.label + '-' if args.label else ''}{stamp}.json"
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -128,12 +128,12 @@ class Fence:
         generation before, close those of partitions gone (in the background, together) and start the
         others' now (fencing their earlier holders), outside Faust's bounded restore step; `hold` waits."""
         wanted = set(partitions)
-        kept = {p for p in wanted if p in self._producers and self._generation.get(p, -2) >= generation - 1}
-        self._retire((set(self._producers) - kept) | (set(self._starting) - wanted))
+        held_through = {p for p in wanted if self._generation.get(p, -2) >= generation - 1}
+        kept = held_through & set(self._producers)
+        self._retire((set(self._producers) - kept) | (set(self._starting) - held_through))
         self._generation = dict.fromkeys(wanted, generation)
-        for p in sorted(wanted - kept):
-            if p not in self._starting:
-                self._starting[p] = asyncio.ensure_future(self._start(p))
+        for p in sorted(wanted - kept - set(self._starting)):
+            self._starting[p] = asyncio.ensure_future(self._start(p))
         if wanted - kept:
             log.info("changelog writers of partitions %s starting; kept %s", sorted(wanted - kept), sorted(kept))
 

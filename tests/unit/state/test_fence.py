@@ -427,3 +427,26 @@ def test_a_transaction_s_longest_wait_fits_in_its_timeout_and_the_broker_s_cap(m
     broker.port, broker.controller_port, broker.secure = 9092, 9093, None
     cap = int(broker.properties().get("transaction.max.timeout.ms", 900_000))
     assert cap >= load_settings().state.transaction_timeout_s * 1000
+
+
+def test_a_writer_still_starting_when_a_generation_was_missed_is_started_anew() -> None:
+    async def run() -> list:
+        gate = asyncio.Event()
+        fence, started = TransactionalFence(None, "bootstrap"), []
+
+        async def start(partition: int) -> Writer:
+            started.append(partition)
+            await gate.wait()
+            return Writer()
+
+        fence._start = start
+        fence.assigned({0}, generation=3)
+        await asyncio.sleep(0)
+        fence.assigned({0}, generation=5)  # generation 4 went by without this worker
+        await asyncio.sleep(0)
+        gate.set()
+        await fence.hold({0})
+        await fence.stop()
+        return started
+
+    assert asyncio.run(run()) == [0, 0]
