@@ -26,8 +26,8 @@ class StateSettings(BaseModel):
     # Write each partition's changelog records in Kafka transactions on a producer of its own, which the
     # partition's next owner fences before restoring it (streams/state/fence.py): a worker that lost its
     # partitions but still reaches the brokers cannot write into state restored elsewhere. A batch waits
-    # for its partitions' transactions (AddPartitionsToTxn, the produce, EndTxn; sent while its emits are
-    # acknowledged) instead of the two acknowledged sends after the emits: ~70 ms against ~37 ms per batch
+    # for its partitions' transactions (AddPartitionsToTxn, the produce, EndTxn; its emits are in them)
+    # instead of the two acknowledged sends after the emits: ~70 ms against ~37 ms per batch
     # at the median on a loaded 2-core host, 0.76x (short scopes) and 0.98x (long) of the turns/s with it
     # off (throughput benchmark at half size, 10 interleaved pairs each, very noisy). Off, nothing stops
     # such a zombie's writes: only for brokers without transactions.
