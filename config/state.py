@@ -26,12 +26,17 @@ class StateSettings(BaseModel):
     # Write each partition's changelog records in Kafka transactions on a producer of its own, which the
     # partition's next owner fences before restoring it (streams/state/fence.py): a worker that lost its
     # partitions but still reaches the brokers cannot write into state restored elsewhere. A batch waits
-    # for its partitions' transactions (AddPartitionsToTxn, the produce, EndTxn; sent while its emits are
-    # acknowledged) instead of the two acknowledged sends after the emits: ~70 ms against ~37 ms per batch
+    # for its partitions' transactions (AddPartitionsToTxn, the produce, EndTxn; its emits are in them)
+    # instead of the two acknowledged sends after the emits: ~70 ms against ~37 ms per batch
     # at the median on a loaded 2-core host, 0.76x (short scopes) and 0.98x (long) of the turns/s with it
     # off (throughput benchmark at half size, 10 interleaved pairs each, very noisy). Off, nothing stops
     # such a zombie's writes: only for brokers without transactions.
     transactions: bool = True
+    # The changelog writers' `transaction.timeout.ms`: the coordinator aborts (and so fences) a transaction
+    # open longer. A batch's transaction waits for its records' acknowledgements, so the writers' delivery
+    # timeout is this less 60 s for the commit: a broker outage shorter than that is waited out. Kafka's
+    # default `transaction.max.timeout.ms` (900,000) caps it; raising it needs the brokers' raised too.
+    transaction_timeout_s: float = Field(default=900.0, ge=120.0)
     # Tombstones (deleted keys) are kept this long in the table changelogs (their delete.retention.ms, set
     # when they are created; changing it does not alter existing changelogs, so never raise it above
     # theirs). A worker's local store that was last in step with its changelog longer ago than half of it

@@ -76,7 +76,7 @@ class SinkRunner:
                 await consumer.seek_to_beginning(*partitions)
             else:
                 await self.resume(partitions)
-            ends = await consumer.end_offsets(partitions)
+            ends = await self._settled_ends(consumer, partitions)
             while True:
                 positions = {tp: await consumer.position(tp) for tp in partitions}
                 if all(positions[tp] >= ends[tp] for tp in partitions):
@@ -86,6 +86,23 @@ class SinkRunner:
         finally:
             await self._stop()
         return self.stats
+
+    async def _settled_ends(self, consumer: AIOKafkaConsumer, partitions, wait_s: float = 30.0) -> dict:
+        """The ends a drain reads to: the last stable offsets once no transaction is open on the
+        partitions (at most `wait_s`). A worker's transaction is acknowledged as committed before its
+        commit markers reach the partitions; read at that moment, the last stable offset still stops
+        before the transaction's records, and the drain would end without them."""
+        everything = AIOKafkaConsumer(**client_options(self.bootstrap, self.kafka, enable_auto_commit=False))
+        await start(everything, self.bootstrap, self.kafka)
+        try:
+            deadline = time.monotonic() + wait_s
+            while True:
+                stable, high = await consumer.end_offsets(partitions), await everything.end_offsets(partitions)
+                if all(stable[tp] >= high[tp] for tp in partitions) or time.monotonic() > deadline:
+                    return stable
+                await asyncio.sleep(0.05)  # until the markers are written
+        finally:
+            await everything.stop()
 
     async def resume(self, partitions) -> None:
         """Start each partition where the sink says, given its committed offset."""
@@ -100,6 +117,8 @@ class SinkRunner:
             group_id=self.sink.group_id,
             enable_auto_commit=False,
             auto_offset_reset="earliest",
+            # the worker's emits are in its batches' transactions: an aborted batch's are never archived
+            isolation_level="read_committed",
             max_poll_records=self.sink.max_batch,
         ))
 

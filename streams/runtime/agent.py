@@ -4,17 +4,17 @@ It reads turns, feedback, usage, facts and control records (all keyed by scope, 
 (`state.batch_max_records`, `state.batch_within_seconds`). Each record is applied in order to its
 scope's live state by the pure step (with an in-process backend, each request's answer is applied right
 after the record that asked: `answer_inline`); then, once per batch: every record the batch emitted (journal,
-archive hand-off, dead letters) is sent and acknowledged by the broker, then each changed key is written
-once, then the LLM requests go to the runner, and only after that are the batch's offsets committed.
-Delivery is at-least-once: a crash before the writes re-runs the batch (its records come again with the
-same ids, and downstream keeps the first), while a state that was written always has its records behind
-it — an archived entry is never in neither place. A redelivered record whose offset the scope already
-applied is skipped.
+archive hand-off, dead letters, forwards) and each changed key are written, in one transaction per input
+partition (writes.py, fence.py), then the LLM requests go to the runner, and only after that are the
+batch's offsets committed. A crash before the commit re-runs the batch, and only the re-run's records are
+ever read (readers are read_committed); with transactions off, its records are sent and acknowledged
+before the state (at-least-once: the same ids again, downstream keeps the first). A state that was written
+always has its records behind it — an archived entry is never in neither place. A redelivered record whose
+offset the scope already applied is skipped.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import os
 import time
@@ -58,7 +58,7 @@ from credence.streams.state.marks import Marks, received_at
 from credence.streams.state.ownership import Ownership
 from credence.streams.state.positions import ASK, GAP, SEEN, Positions
 from credence.streams.state.store import ScopeStore
-from credence.streams.state.writes import TableWrites, enqueue
+from credence.streams.state.writes import TableWrites
 from credence.tables.scope import tenant_of
 
 log = logging.getLogger(__name__)
@@ -331,20 +331,19 @@ class ScopeAgent:
         return enabled
 
     async def commit(self, work: dict[str, ScopeWork], sends: Sends, last: dict) -> None:
-        """Send and await every record of the batch, then write each changed key once."""
+        """Hand every record the batch sends and each changed key to the writes, made durable together
+        (writes.py: in each partition's transaction, or the records acknowledged before the state)."""
         try:
-            futures = [await enqueue(getattr(self.topics, topic), key, value)
-                       for topic, key, value in (self.dlq.bounded(*item) for item in sends.items)]
-            futures += [await enqueue(getattr(self.topics, topic), key, value, partition, header(origin) | trace)
-                        for topic, key, value, partition, origin, trace in sends.forwards]
+            for item in sends.items:
+                topic, key, value = self.dlq.bounded(*item[:3])
+                self.writes.emit(item[3], getattr(self.topics, topic), key, value)
+            for topic, key, value, partition, origin, trace in sends.forwards:
+                self.writes.forward(getattr(self.topics, topic), key, value, partition, header(origin) | trace)
             for scope, scope_work in work.items():
                 key = scope.encode()
-                futures += [await emit(getattr(self.topics, e.topic), key, encode_record(e.record), e,
-                                       scope_work.traced.get(id(e))) for e in scope_work.emits]
-            if futures:
-                send_now(getattr(self.topics.turns, "app", None))
-            # durable before the state that depends on them (flush commits the state once they are)
-            emitted = asyncio.gather(*futures) if futures else None
+                for e in scope_work.emits:
+                    emit(self.writes, scope_work.partition, getattr(self.topics, e.topic), key,
+                         encode_record(e.record), e, scope_work.traced.get(id(e)))
             turns = 0
             for partition, event in last.items():
                 set_current_event(event)  # each key's changelog partition is its scope's
@@ -354,7 +353,7 @@ class ScopeAgent:
                 for scope, scope_work in work.items():
                     if scope_work.partition == partition:
                         turns += self.save(scope, scope_work)
-            await self.writes.flush(emitted)  # the state is durable before the offsets can be committed
+            await self.writes.flush()  # the state is durable before the offsets can be committed
             # counted once readable: a caller waiting on /status for its turns then finds their scopes
             self.stats.turns_accepted += turns
         except BaseException as exc:  # noqa: BLE001 - cancelled (stopping) mid-batch included

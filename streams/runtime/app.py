@@ -177,7 +177,8 @@ def create_app(settings: Settings, bootstrap: str, *, tenants: TenantRecords | N
                           settings.state.changelog_tombstone_seconds)
     fence = _fence(app, settings, bootstrap)
     restored = install_bulk_recovery(app, settings, bootstrap, freshness, on_dead=halt,
-                                     before_restore=fence and _fencing(fence)).restored
+                                     before_restore=fence and _fencing(fence),
+                                     on_assignment=fence and fence.assigned).restored
     topics = declare_topics(app, settings)
     changelog = {k: v for k, v in changelog_configs(settings).items() if k != "cleanup.policy"}
     # Values are bytes we encode once ourselves (streams/state/codec.py), stored and changelogged as is.
@@ -196,8 +197,6 @@ def create_app(settings: Settings, bootstrap: str, *, tenants: TenantRecords | N
 
     ownership.on_moved(store.drop_partitions)
     ownership.on_moved(reread)
-    if fence is not None:
-        ownership.on_moved(fence.moved)
 
     # every table has been read by then (one recovery for all)
     tables.entries.on_recover(_on_recovered(writes, store, ownership, reread))

@@ -60,13 +60,14 @@ class ScopeWork:
 class Sends:
     """Records that are not a scope's effects (dead letters, forwarded inputs), sent with the batch."""
 
-    items: list[tuple[str, bytes | None, bytes]] = field(default_factory=list)  # (logical topic, key, value)
+    # (logical topic, key, value, the input partition whose record made it: its state commits it)
+    items: list[tuple[str, bytes | None, bytes, int]] = field(default_factory=list)
     # input records sent on to their scope's partition: (logical topic, key, value, partition, origin, the
     # record's trace context headers)
     forwards: list[tuple[str, bytes, bytes, int, tuple, dict]] = field(default_factory=list)
 
-    def add(self, topic: str, key: bytes | None, value: bytes) -> None:
-        self.items.append((topic, key, value))
+    def add(self, topic: str, key: bytes | None, value: bytes, source: int) -> None:
+        self.items.append((topic, key, value, source))
 
     def forward(self, topic: str, key: bytes, value: bytes, partition: int, origin: tuple,
                 trace: dict | None = None) -> None:

@@ -42,4 +42,4 @@ class DeadLetters:
         self.stats.records_rejected += 1
         log.warning("record rejected (%s[%d]@%d): %s", topic, partition, offset, reason)
         sends.add("dlq", key, dead_letter(topic=topic, partition=partition, offset=offset, reason=reason,
-                                          original=original, at=datetime.now(UTC)))
+                                          original=original, at=datetime.now(UTC)), partition)

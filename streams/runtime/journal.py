@@ -56,7 +56,7 @@ async def journal_of(bootstrap: str, settings: Settings, entry_id: str | None, s
     with no ``entry_id``, every event of ``scope``."""
     topic = settings.topic("evidence")
     consumer = AIOKafkaConsumer(**client_options(bootstrap, settings.kafka, enable_auto_commit=False,
-                                                 auto_offset_reset="earliest"))
+                                                 auto_offset_reset="earliest", isolation_level="read_committed"))
     await consumer.start()
     try:
         everyone = list(range(settings.topic_partitions))  # the worker refuses topics with another count

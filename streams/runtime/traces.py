@@ -5,7 +5,6 @@ record's place, kind and tenant, never its key or text."""
 from __future__ import annotations
 
 from credence import tracing
-from credence.streams.state.writes import enqueue
 from credence.tables.scope import tenant_of
 
 
@@ -58,10 +57,11 @@ async def stepped(step, work: dict, event, item) -> None:
         traced(work.get(item.scope), emitted, tracing.current())
 
 
-async def emit(topic, key: bytes, value: bytes, made, context):
-    """Queue one record a step emitted (`made`); with its step's trace context, in a span of its own whose
-    context the record's headers carry (the journal event of a turn is a span of the turn's trace)."""
+def emit(writes, partition: int, topic, key: bytes, value: bytes, made, context) -> None:
+    """Hand one record a step emitted (`made`) to the batch's writes (`partition`: its scope's); with its
+    step's trace context, in a span of its own whose context the record's headers carry (the journal event
+    of a turn is a span of the turn's trace)."""
     if context is None:
-        return await enqueue(topic, key, value)
+        return writes.emit(partition, topic, key, value)
     with emit_span(topic, made, context):
-        return await enqueue(topic, key, value)
+        return writes.emit(partition, topic, key, value)

@@ -1,4 +1,5 @@
-"""Zombie fencing: only the current owner of an input partition can write its changelogs.
+"""Zombie fencing and exactly-once output: only the current owner of an input partition can write its
+changelogs, and what a batch sends is readable exactly when its state is.
 
 A worker that lost its group session but still reaches the brokers (a long GC or CPU stall, SIGSTOP, a
 partition from the group coordinator only) goes on with the batch it held after the partition was assigned
@@ -7,40 +8,63 @@ histories in the compacted changelogs (newer positions beside an older control v
 replayed redo record reverts the other's writes). Kafka's transactions close this, as Kafka Streams'
 exactly-once v1 does: one transactional producer per held input partition, `transactional.id`
 `<app_id>-scopes-<partition>`, and every changelog record of partition p (the batch's redo record and table
-writes, the redo replay after a restore) sent in one transaction on p's producer and committed. The batch's
-emits (journal, archive, dead letters) stay on the app's producer: they are at-least-once already, and a
-zombie's are the repeats a crash leaves (the same ids: downstream keeps the first). Each partition's
-transaction is begun and its records sent while the emits are in flight, and committed only once every
-emit is acknowledged: a batch then waits for the transaction's round trips beside the emits' instead of
-after them, and its state still never records as done an emit that could be lost.
+writes, the redo replay after a restore) sent in one transaction on p's producer and committed.
+
+The batch's emits of p (journal, archive, dead letters, forwarded inputs) go in that same transaction
+(KIP-98's rule: the outputs and the state of one input span commit together). A batch cut short between
+its sends and its commit (a crash, a fence) is re-run, and the re-run may interleave the scope's topics
+differently (Faust gives no order across co-partitioned topics): outside the transaction, the aborted
+run's events would stay published beside the re-run's, under the same event ids with other content, and
+readers keep the first copy. In it, they are aborted with the state; every reader of those topics reads
+`read_committed` (the sinks, the as-of reads, the directory, Faust's consumer for the forwards).
 
 Safety argument. Assumptions: the brokers implement transactions (Kafka >= 0.11, `transaction.state.log`
-replicated as configured); every changelog partition p of every table is written only through
-`Fence.send(p, ...)`; whoever restores p calls `Fence.hold` (below) before it measures the changelogs'
-ends, and reads them `read_committed` (our bulk reader, and Faust's consumer: transport.py).
-1. `hold` starts p's producer, whose start is InitProducerId for the partition's transactional id. The
-   transaction coordinator answers it only once the previous holder's transaction is settled: an open one
-   is aborted (or, if its commit was already decided, completed) and its markers written, and the epoch is
-   bumped. From then on the broker refuses every produce, AddPartitionsToTxn and EndTxn of an older epoch
-   (ProducerFenced / InvalidProducerEpoch).
+replicated as configured); every changelog partition p of every table, and every record a batch of p
+sends, is written only through `Fence.send(p, ...)`; whoever restores p calls `Fence.hold` (below) before
+it measures the changelogs' ends, and reads them `read_committed` (our bulk reader, and Faust's consumer:
+transport.py).
+1. `hold` makes sure p's producer was started by this worker within its current run of tenures of p: its
+   start is InitProducerId for the partition's transactional id. The transaction coordinator answers it
+   only once the previous holder's transaction is settled: an open one is aborted (or, if its commit was
+   already decided, completed) and its markers written, and the epoch is bumped. From then on the broker
+   refuses every produce, AddPartitionsToTxn and EndTxn of an older epoch (ProducerFenced /
+   InvalidProducerEpoch).
 2. So every record of a zombie in p's changelogs is either in a transaction committed before step 1
    returned — below the last stable offset the new owner measures next, hence in what it restores, so its
    history includes it — or in one aborted by step 1 or refused afterwards, which read_committed readers
    never see. Nothing a zombie writes after the new owner's `hold` can be read by anyone.
-3. A batch's writes of p are one transaction, so a restore sees all of them or none (the redo record keeps
-   doing that job when transactions are off). The transaction is committed only after the batch's emits
-   are acknowledged (until then its records are sent but read by no one), and the input offsets only
-   after the commit.
+3. A batch's writes and emits of p are one transaction, so a restore and every reader see all of them or
+   none (the redo record keeps doing that job for the changelogs when transactions are off). The input
+   offsets are committed only after the commit.
 4. A fenced producer raises FencedError; the agent halts without writing anything else (agent.halt), so the
    zombie's in-memory state, ahead of nothing anyone reads, is dropped with the process.
-Limits: the zombie's emits of the refused batch are published (as a crash's are: the same ids); a changelog
-write outside `TableWrites` would bypass the fence; a zombie that gets its partition back without having
-seen it revoked keeps its fenced producer and halts at its next batch (safe, one restart), while a worker
-that saw it revoked starts its writer anew in `hold` (`moved`). Its local store takes a batch's writes only
-after the commit, so the refused batch never reaches it.
+
+Rebalances. A producer is kept across a rebalance when its partition stays assigned from one group
+generation to the next (`assigned`, told each generation): within one generation no other member holds
+the partition, so nobody fenced it in between. A partition newly assigned, or assigned again after a
+generation this worker did not take part in (it was dropped from the group: another member may have held
+and fenced it), gets a producer started anew. Producers are started when the assignment arrives, in the
+background, and the restore's `hold` (inside Faust's bounded offset-building step) only waits for them;
+those of partitions gone are closed together, in the background. A kept producer that was fenced anyway
+(a zombie's late start, below) refuses the next transaction and the worker halts (safe, one restart).
+
+Timeouts. Inside a transaction a batch waits for its records' acknowledgements (at most the producer's
+delivery timeout) and the commit; the coordinator aborts a transaction open longer than
+`transaction.timeout.ms`, which fences the producer. So the producers' delivery timeout is the transaction
+timeout (`CREDENCE_STATE__TRANSACTION_TIMEOUT_S`, 900 s: Kafka's default `transaction.max.timeout.ms`,
+which caps it on every broker) less `COMMIT_MARGIN_S` for the commit: an outage shorter than that is
+waited out inside an open transaction. Raising it needs the brokers' `transaction.max.timeout.ms` raised
+too.
+
+Limits: a changelog write or an emit outside `TableWrites` would bypass the fence (the runner's results and
+the timers' ticks are sent outside a batch on the app's producer: at-least-once, each deduplicated by its
+request or tick id when applied); a zombie whose delayed `hold` starts a producer after the new owner's
+fences the new owner, which halts at its next batch. Its local store takes a batch's writes only after the
+commit, so a refused batch never reaches it.
 
 Transaction markers occupy offsets: the last offset of a changelog partition is a marker no reader is
-given, which the restore accounts for (restore.py).
+given, which the restore accounts for (restore.py); so do the forwards' markers in the input topics
+(positions.py).
 """
 
 from __future__ import annotations
@@ -55,7 +79,7 @@ from aiokafka.producer import sender as aiokafka_sender
 
 from credence.config import Settings
 from credence.errors import FencedError
-from credence.kafka import DELIVERY_TIMEOUT_S, client_options, release, start
+from credence.kafka import client_options, release, start
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +89,23 @@ _FENCED = (ProducerFenced, InvalidProducerEpoch, TransactionCoordinatorFenced)
 # does), which a batch right behind its predecessor waits in full. Only transactional producers use it, and
 # in a worker those are the fence's.
 CONCURRENT_RETRY_S = 0.005
+# Of the transaction timeout, what is left for the commit (EndTxn and its markers) once the records are in.
+COMMIT_MARGIN_S = 60.0
 Record = tuple[str, bytes | None, bytes | None]  # (topic, key, value); value None is a tombstone
+# (topic, key, value, partition or None for the key's default partition, headers or None)
+Emit = tuple[str, bytes | None, bytes, int | None, dict[str, bytes] | None]
+
+
+def producer_options(settings: Settings, transactional_id: str) -> dict:
+    """The keyword arguments of a partition's transactional producer (without the connection's)."""
+    kafka, timeout_s = settings.kafka, settings.state.transaction_timeout_s
+    extra = {"compression_type": kafka.compression_type} if kafka.compression_type != "none" else {}
+    return {"acks": "all", "transactional_id": transactional_id, "linger_ms": 5, "max_batch_size": 512 * 1024,
+            # every record credence sends is checked against max_record_bytes first; the producer's own
+            # limit must not refuse one that passed
+            "max_request_size": max(1024 * 1024, kafka.max_record_bytes + 16 * 1024),
+            "transaction_timeout_ms": int(timeout_s * 1000),
+            "request_timeout_ms": int((timeout_s - COMMIT_MARGIN_S) * 1000)} | extra
 
 
 class Fence:
@@ -76,22 +116,41 @@ class Fence:
         aiokafka_sender.BACKOFF_OVERRIDE = CONCURRENT_RETRY_S  # read at each retry (aiokafka pinned < 0.15)
         self._producers: dict[int, AIOKafkaProducer] = {}
         self._locks: dict[int, asyncio.Lock] = {}
-        self._stale: set[int] = set()  # moved since their writer started: another holder may have fenced it
+        self._starting: dict[int, asyncio.Future] = {}  # partition -> its producer being started
+        self._closing: set[asyncio.Future] = set()
+        self._generation: dict[int, int] = {}  # partition -> the last group generation it was assigned in
 
     def transactional_id(self, partition: int) -> str:
         return f"{self._settings.app_id}-scopes-{partition}"
 
-    async def hold(self, partitions: Iterable[int]) -> None:
-        """Own exactly `partitions`: close the producers of the others, start (and so fence every earlier
-        holder of) the new ones. Called by the restore before it reads anything of them."""
+    def assigned(self, partitions: Iterable[int], generation: int) -> None:
+        """The group's assignment of `generation`: keep the producers of partitions also held in the
+        generation before, close those of partitions gone (in the background, together) and start the
+        others' now (fencing their earlier holders), outside Faust's bounded restore step; `hold` waits."""
         wanted = set(partitions)
-        for partition in sorted((set(self._producers) - wanted) | (self._stale & set(self._producers))):
-            await self._close(partition)
-        self._stale.clear()
-        new = sorted(wanted - set(self._producers))
-        started = await asyncio.gather(*(self._start(p) for p in new), return_exceptions=True)
+        held_through = {p for p in wanted if self._generation.get(p, -2) >= generation - 1}
+        kept = held_through & set(self._producers)
+        self._retire((set(self._producers) - kept) | (set(self._starting) - held_through))
+        self._generation = dict.fromkeys(wanted, generation)
+        for p in sorted(wanted - kept - set(self._starting)):
+            self._starting[p] = asyncio.ensure_future(self._start(p))
+        if wanted - kept:
+            log.info("changelog writers of partitions %s starting; kept %s", sorted(wanted - kept), sorted(kept))
+
+    async def hold(self, partitions: Iterable[int]) -> None:
+        """Own exactly `partitions`: close the producers of the others, wait for (or start) the new ones,
+        which fences every earlier holder. Called by the restore before it reads anything of them."""
+        wanted = set(partitions)
+        self._retire((set(self._producers) | set(self._starting)) - wanted)
+        for p in sorted(wanted - set(self._producers) - set(self._starting)):
+            self._starting[p] = asyncio.ensure_future(self._start(p))
+        new = {p: self._starting[p] for p in sorted(wanted) if p in self._starting}
+        started = await asyncio.gather(*new.values(), return_exceptions=True)
         failed = None
-        for partition, producer in zip(new, started):
+        for (partition, task), producer in zip(new.items(), started):
+            if self._starting.get(partition) is not task:
+                continue  # retired meanwhile (a newer assignment): its closing stops it
+            del self._starting[partition]
             if isinstance(producer, BaseException):
                 failed = failed or producer
                 continue
@@ -99,19 +158,13 @@ class Fence:
         if failed is not None:
             raise failed
         if new:
-            log.info("changelog writers of partitions %s started (earlier holders fenced)", new)
+            log.info("changelog writers of partitions %s started (earlier holders fenced)", sorted(new))
 
-    def moved(self, partitions: set[int]) -> None:
-        """`partitions` were revoked or newly assigned: a worker that held them meanwhile fenced this
-        one's writers of them, so `hold` starts those anew (a kept one would refuse every transaction)."""
-        self._stale |= partitions
-
-    async def send(self, partition: int, records: list[Record], before_commit: Awaitable | None = None) -> list:
-        """Write `records` (all on `partition`) in one committed transaction; their metadata, in order.
-        The transaction is begun and its records sent at once, and committed only once `before_commit` (the
-        batch's emits being acknowledged) is done: the two round trips a transaction adds before its commit
-        (AddPartitionsToTxn, the produce) overlap the emits' instead of following them. Raises FencedError
-        when another worker has taken the partition over since this one's `hold`."""
+    async def send(self, partition: int, records: list[Record], before_commit: Awaitable | None = None,
+                   emits: list[Emit] = ()) -> list:
+        """Write `records` (all on `partition`) and `emits` (anywhere) in one committed transaction; the
+        records' metadata, in order. `before_commit` (if any) is awaited before the commit. Raises
+        FencedError when another worker has taken the partition over since this one's `hold`."""
         producer = self._producers.get(partition)
         if producer is None:
             raise FencedError(f"partition {partition} is not held by this worker: its changelog writes are "
@@ -121,8 +174,13 @@ class Fence:
                 await producer.begin_transaction()
                 futures = [await producer.send(topic, value, key=key, partition=partition)
                            for topic, key, value in records]
+                sent = [await producer.send(topic, value, key=key, partition=to,
+                                            headers=list(headers.items()) if headers else None)
+                        for topic, key, value, to, headers in emits]
                 release(producer)
                 metas = [await fut for fut in futures]
+                for fut in sent:
+                    await fut
                 if before_commit is not None:
                     await before_commit
                 await producer.commit_transaction()
@@ -132,22 +190,30 @@ class Fence:
         return metas
 
     async def stop(self) -> None:
-        for partition in sorted(self._producers):
-            await self._close(partition)
+        self._retire(set(self._producers) | set(self._starting))
+        await asyncio.gather(*self._closing, return_exceptions=True)
 
     async def _start(self, partition: int) -> AIOKafkaProducer:
-        kafka = self._settings.kafka
-        extra = {"compression_type": kafka.compression_type} if kafka.compression_type != "none" else {}
-        producer = AIOKafkaProducer(**client_options(
-            self._bootstrap, kafka, acks="all", transactional_id=self.transactional_id(partition),
-            linger_ms=5, max_batch_size=512 * 1024, request_timeout_ms=int(DELIVERY_TIMEOUT_S * 1000), **extra))
-        await start(producer, self._bootstrap, kafka)  # InitProducerId: the fencing itself (step 1)
+        producer = AIOKafkaProducer(**client_options(self._bootstrap, self._settings.kafka, **producer_options(
+            self._settings, self.transactional_id(partition))))
+        await start(producer, self._bootstrap, self._settings.kafka)  # InitProducerId: the fencing itself
         return producer
 
-    async def _close(self, partition: int) -> None:
-        producer = self._producers.pop(partition)
-        self._locks.pop(partition, None)
+    def _retire(self, partitions: set[int]) -> None:
+        """Close the producers of `partitions` (and those still starting) together, in the background."""
+        for partition in sorted(partitions):
+            self._locks.pop(partition, None)
+            producer, starting = self._producers.pop(partition, None), self._starting.pop(partition, None)
+            if producer is not None or starting is not None:
+                closing = asyncio.ensure_future(self._close(partition, producer, starting))
+                self._closing.add(closing)
+                closing.add_done_callback(self._closing.discard)
+
+    @staticmethod
+    async def _close(partition: int, producer: AIOKafkaProducer | None, starting: asyncio.Future | None) -> None:
         try:
+            if starting is not None:
+                producer = await starting
             await producer.stop()
         except Exception as exc:  # noqa: BLE001 - a fenced producer may fail its last flush; it is gone anyway
             log.warning("closing the changelog writer of partition %d: %s: %s", partition, type(exc).__name__, exc)

@@ -150,14 +150,21 @@ class BulkRecovery(Recovery):
 
     def __init__(self, app, tables, *, settings: Settings, bootstrap: str, freshness: Freshness | None = None,
                  on_dead: Callable[[str], None] | None = None,
-                 before_restore: Callable[[set[int]], Awaitable[None]] | None = None, **kwargs):
+                 before_restore: Callable[[set[int]], Awaitable[None]] | None = None,
+                 on_assignment: Callable[[set[int], int], None] | None = None, **kwargs):
         super().__init__(app, tables, **kwargs)
         self.settings, self.bootstrap, self.freshness = settings, bootstrap, freshness
         self.before_restore = before_restore  # (partitions) -> fence their earlier holders (fence.py)
+        self.on_assignment = on_assignment  # (partitions, group generation), before any restore step
         self.on_dead = on_dead  # told why, when Faust's recovery loop ended while the worker runs
         self._checked: set[int] = set()  # partitions whose stores this recovery checked (or discarded)
         self.restored = RestoreStats()
         self._applied = 0
+
+    async def on_rebalance(self, assigned, revoked, newly_assigned, generation_id: int = 0) -> None:
+        if self.on_assignment is not None and generation_id == self.app.consumer_generation_id:
+            self.on_assignment({tp.partition for tp in assigned}, generation_id)  # the input partitions held
+        await super().on_rebalance(assigned, revoked, newly_assigned, generation_id)
 
     @Service.task
     async def _restart_recovery(self) -> None:
@@ -352,11 +359,12 @@ async def _last_offset(reader: AIOKafkaConsumer, ktp, low: int, end: int) -> int
 
 def install_bulk_recovery(app, settings: Settings, bootstrap: str, freshness: Freshness | None = None,
                           on_dead: Callable[[str], None] | None = None,
-                          before_restore: Callable[[set[int]], Awaitable[None]] | None = None) -> BulkRecovery:
+                          before_restore: Callable[[set[int]], Awaitable[None]] | None = None,
+                          on_assignment: Callable[[set[int], int], None] | None = None) -> BulkRecovery:
     """Make the app's table manager use BulkRecovery (before anything asks it for its recovery)."""
     tables = app.tables
     recovery = BulkRecovery(app, tables, settings=settings, bootstrap=bootstrap, freshness=freshness,
-                            on_dead=on_dead, before_restore=before_restore, beacon=tables.beacon,
-                            loop=tables.loop)
+                            on_dead=on_dead, before_restore=before_restore, on_assignment=on_assignment,
+                            beacon=tables.beacon, loop=tables.loop)
     tables._recovery = recovery
     return recovery

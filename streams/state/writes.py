@@ -15,12 +15,14 @@ a batch without its redo beside it could never be completed. Nothing in a batch 
 wrote itself (its steps work on live objects), so holding them changes no read. A plain mapping (unit
 tests) has no changelog and takes each write at once.
 
-With a fence (fence.py), each partition's redo record and writes go in one Kafka transaction on that
-partition's own producer, which a newer owner of the partition fences (a worker that lost the partition
-can no longer write into the changelogs its new owner restored), and they reach the local store once the
-transaction is committed. `flush` is handed the batch's emits still in flight: the transactions' records go
-out meanwhile (unreadable until committed) and are committed once the emits are acknowledged; unfenced,
-nothing is sent before that.
+A batch's emits (journal, archive, dead letters, forwarded inputs) are held too (`emit`, each under the
+input partition whose records made it). With a fence (fence.py), each partition's redo record, writes and
+emits go in one Kafka transaction on that partition's own producer, which a newer owner of the partition
+fences (a worker that lost the partition can no longer write into the changelogs its new owner restored),
+and they reach the local store once the transaction is committed: a batch cut short is aborted whole, its
+emits included, and its re-run is the only copy anyone reads. Unfenced, the emits are sent and
+acknowledged first, and nothing of the state is sent before that (at-least-once: a re-run sends them
+again, under the same ids).
 """
 
 from __future__ import annotations
@@ -94,6 +96,8 @@ class TableWrites:
         self._redo = self._tables.get(redo_table)
         self._held: dict[tuple[int, str], tuple[object, str, bytes | None, int]] = {}  # the batch's last write per key
         self._events: dict[int, object] = {}  # partition -> a record of it that was current at a write
+        self._emits: dict[int, list[tuple]] = {}  # input partition -> its (topic, key, value, to, headers)
+        self._forwards: list[tuple] = []  # (topic, key, value, to, headers): acknowledged before any commit
         self.replayed = 0  # writes applied again from redo records (after a restore)
 
     def put(self, table, key: str, value: bytes, partition: int) -> None:
@@ -111,6 +115,21 @@ class TableWrites:
             return  # nothing stored: nothing to tombstone
         self._hold(table, key, None, partition)
 
+    def emit(self, partition: int, topic, key: bytes | None, value: bytes, to: int | None = None,
+             headers: dict[str, bytes] | None = None) -> None:
+        """A record the batch sends (on Faust topic `topic`; `to`: its partition, else the key's) for
+        the records of input `partition`: readable once, and only if, the batch's state of that partition
+        is. It carries the current span's trace context."""
+        self._emits.setdefault(partition, []).append((topic, key, value, to, tracing.record_headers(headers)))
+
+    def forward(self, topic, key: bytes, value: bytes, to: int, headers: dict[str, bytes] | None = None) -> None:
+        """An input record sent on to its scope's partition `to` (forwards.py), acknowledged before the
+        batch's state is readable, outside its transactions: a forward is the input record again, under
+        a header naming the original, so a re-run of the batch sends the same record, and the scope's
+        partition applies one copy (duplicate marks by origin). In the transaction, it would end its
+        input partition with a commit marker that the group's committed offset never passes."""
+        self._forwards.append((topic, key, value, to, tracing.record_headers(headers)))
+
     def _hold(self, table, key: str, value: bytes | None, partition: int) -> None:
         self._held[(id(table), key)] = (table, key, value, partition)
         if partition not in self._events:
@@ -120,16 +139,22 @@ class TableWrites:
 
     async def flush(self, after: Awaitable | None = None) -> int:
         """Make the batch durable: its redo record per partition first (sent and acknowledged), then the
-        redo record and every write into the local stores, then every write (sent, awaited). Nothing of it
-        is readable before `after` (the acknowledgements of the batch's emits, which its state records as
-        done): unfenced, nothing is sent before; fenced, each partition's transaction is sent meanwhile and
-        committed after. Returns the count of writes sent."""
+        redo record and every write into the local stores, then every write (sent, awaited). Fenced, each
+        partition's redo record, writes and emits are one transaction; unfenced, the emits are sent and
+        acknowledged before anything else. Nothing of the state is readable before `after` is done (fenced:
+        each transaction is committed after it). Returns the count of writes sent."""
         held, self._held = list(self._held.values()), {}
         events, self._events = self._events, {}
+        emits, self._emits = self._emits, {}
+        forwards, self._forwards = self._forwards, []
+        if self._fence is None and emits:
+            after = _both(after, await _send_emits(emits))
+        if forwards:
+            after = _both(after, await _send_emits({-1: forwards}))
         after = asyncio.ensure_future(after) if after is not None else None  # each partition's commit awaits it
         if after is not None and (not held or self._fence is None):
             await after
-        if not held:
+        if not held and (self._fence is None or not emits):
             return 0
         by_partition: dict[int, list[tuple[object, str, bytes | None, int]]] = {}
         for item in held:
@@ -139,8 +164,8 @@ class TableWrites:
             with _current(p, events.get(p)):
                 logs[p] = self._redo_records(p, items) if self._redo is not None else []
         redo_records = [r for records in logs.values() for r in records]
-        # with a fence, one transaction per partition (its redo record and writes) committed before them
-        acked = await (self._send_fenced(redo_records + held, after) if self._fence is not None
+        # with a fence, one transaction per partition (its redo record, writes and emits) committed first
+        acked = await (self._send_fenced(redo_records + held, after, emits) if self._fence is not None
                        else self._send(redo_records))
         for p, items in by_partition.items():
             with _current(p, events.get(p)):
@@ -217,10 +242,11 @@ class TableWrites:
             newest[(id(table), meta.topic_partition)] = (table, meta.topic_partition, meta.offset)
         return newest
 
-    async def _send_fenced(self, items, before_commit: Awaitable | None = None) -> dict:
-        """`_send` through the fence: each partition's records in one transaction, the partitions at once,
-        each committed once `before_commit` is done."""
-        by_partition: dict[int, list] = {}
+    async def _send_fenced(self, items, before_commit: Awaitable | None = None,
+                           emits: dict[int, list[tuple]] | None = None) -> dict:
+        """`_send` through the fence: each partition's records (and `emits` of it) in one transaction, the
+        partitions at once, each committed once `before_commit` is done."""
+        by_partition: dict[int, list] = {p: [] for p in emits or {}}
         for table, key, value, partition in items:
             topic = getattr(table, "changelog_topic", None)
             if topic is not None:
@@ -229,13 +255,29 @@ class TableWrites:
         parts = sorted(by_partition)
         if not parts and before_commit is not None:
             await before_commit  # nothing of a changelog (plain mappings): still nothing before it
-        metas = await asyncio.gather(*(self._fence.send(p, [r[1:] for r in by_partition[p]], before_commit)
-                                       for p in parts))
+        out = {p: [(topic.get_topic_name(), key, value, to, headers)
+                   for topic, key, value, to, headers in (emits or {}).get(p, ())] for p in parts}
+        metas = await asyncio.gather(*(self._fence.send(p, [r[1:] for r in by_partition[p]], before_commit,
+                                                        emits=out[p]) for p in parts))
         newest: dict = {}
         for p, partition_metas in zip(parts, metas):
             for (table, *_), meta in zip(by_partition[p], partition_metas):
                 newest[(id(table), meta.topic_partition)] = (table, meta.topic_partition, meta.offset)
         return newest
+
+
+async def _send_emits(emits: dict[int, list[tuple]]) -> Awaitable:
+    """Queue every emit on the app's producer (unfenced); the awaitable of their acknowledgements."""
+    records = [record for of_partition in emits.values() for record in of_partition]
+    futures = [await enqueue(topic, key, value, to, headers) for topic, key, value, to, headers in records]
+    send_now(getattr(records[0][0], "app", None))
+    return asyncio.gather(*futures)
+
+
+async def _both(first: Awaitable | None, second: Awaitable) -> None:
+    if first is not None:
+        await first
+    await second
 
 
 def _persisted(newest: dict) -> None:

@@ -39,7 +39,7 @@ async def read_changelog(bootstrap: str, topic: str) -> dict[str, bytes | None]:
     from credence.kafka import client_options
 
     consumer = AIOKafkaConsumer(topic, **client_options(bootstrap, auto_offset_reset="earliest",
-                                                        enable_auto_commit=False))
+                                                        enable_auto_commit=False, isolation_level="read_committed"))
     await consumer.start()
     latest: dict[str, bytes | None] = {}
     try:

@@ -83,7 +83,7 @@ async def produce(bootstrap: str, topic: str, batch: list[tuple[bytes, bytes]], 
 
 async def consume_all(bootstrap: str, topic: str) -> list[dict]:
     consumer = AIOKafkaConsumer(topic, **client_options(bootstrap, auto_offset_reset="earliest",
-                                enable_auto_commit=False))
+                                enable_auto_commit=False, isolation_level="read_committed"))
     await consumer.start()
     try:
         out = []

@@ -7,6 +7,7 @@ test can match each dead letter to the record that caused it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import re
@@ -170,15 +171,21 @@ async def produce(bootstrap: str, topic: str, records: list[Outgoing],
 
 
 async def read_topic(bootstrap: str, topic: str, partitions: int, kafka: KafkaSettings | None = None) -> list:
-    """Every record currently in `topic` (its `partitions`, from the beginning to the end offsets)."""
+    """Every committed record currently in `topic` (its `partitions`, from the beginning to the last stable
+    offsets, taken once no transaction is open: a worker's commit is acknowledged before its markers are
+    written, and the last stable offset stops before its records until they are)."""
     consumer = AIOKafkaConsumer(**client_options(bootstrap, kafka, enable_auto_commit=False,
-                                                 auto_offset_reset="earliest"))
+                                                 auto_offset_reset="earliest", isolation_level="read_committed"))
     await consumer.start()
     try:
         parts = [TopicPartition(topic, p) for p in range(partitions)]
         consumer.assign(parts)
         await consumer.seek_to_beginning(*parts)
-        ends = await consumer.end_offsets(parts)
+        for _ in range(200):  # at most ~10 s
+            ends, high = await consumer.end_offsets(parts), await end_offsets(bootstrap, topic, partitions, kafka)
+            if all(ends[tp] >= high[tp.partition] for tp in parts):
+                break
+            await asyncio.sleep(0.05)  # until the markers are written
         out = []
         while [tp for tp, end in ends.items() if await consumer.position(tp) < end]:
             batches = await consumer.getmany(*parts, timeout_ms=1000)

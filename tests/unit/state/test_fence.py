@@ -56,16 +56,18 @@ class Fence:
 
     def __init__(self, fenced: set[int] = frozenset()) -> None:
         self.transactions: list[tuple[int, list]] = []
+        self.emitted: dict[int, list] = {}  # partition -> the emits committed with its transaction
         self.sent: list[int] = []
         self.fenced = fenced
 
-    async def send(self, partition: int, records: list, before_commit=None) -> list:
+    async def send(self, partition: int, records: list, before_commit=None, emits=()) -> list:
         if partition in self.fenced:
             raise FencedError(f"partition {partition} was taken over by another worker")
         self.sent.append(partition)
         if before_commit is not None:
             await before_commit
         self.transactions.append((partition, records))
+        self.emitted.setdefault(partition, []).extend(emits)
         return [Meta((topic, partition), i) for i, (topic, _, _) in enumerate(records)]
 
 
@@ -93,6 +95,65 @@ def test_each_partition_s_redo_record_and_writes_are_one_transaction() -> None:
         assert redo.is_redo_key(keys[0]) and not any(redo.is_redo_key(k) for k in keys[1:])
         assert keys[1:] == [f"{key}@{p}" for _, key, _ in FIRST]
     assert tables["scopes"].data.persisted  # offsets learnt once committed
+
+
+def test_a_batch_s_emits_are_in_the_transaction_of_the_partition_whose_records_made_them() -> None:
+    """Journal, archive and dead letters commit with the state of the input partition they came from (an
+    aborted batch's are never read); none goes around the transactions (Topic.send raises)."""
+    fence = Fence()
+    writes, _ = held(fence, (0, 3))
+    writes.emit(0, Topic("evidence"), b"t/u/c", b"created")
+    writes.emit(3, Topic("dlq"), b"t/u/x", b"dead", headers={"traceparent": b"00-ab"})
+    writes.emit(3, Topic("archive"), b"t/u/y", b"archived", to=1)
+    writes.emit(2, Topic("evidence"), b"t/u/z", b"alone")  # a partition that wrote no key this batch
+    asyncio.run(writes.flush())
+    assert sorted(p for p, _ in fence.transactions) == [0, 2, 3]
+    assert fence.emitted == {0: [("evidence", b"t/u/c", b"created", None, None)],
+                             2: [("evidence", b"t/u/z", b"alone", None, None)],
+                             3: [("dlq", b"t/u/x", b"dead", None, {"traceparent": b"00-ab"}),
+                                 ("archive", b"t/u/y", b"archived", 1, None)]}
+    asyncio.run(writes.flush())
+    assert sorted(p for p, _ in fence.transactions) == [0, 2, 3]  # held once: a flush takes them all
+
+
+class Channel(Topic):
+    """A topic of the app's producer: its sends wait for `acked`."""
+
+    def __init__(self, name: str, acked: asyncio.Future, sent: list) -> None:
+        super().__init__(name)
+        self.acked, self.sent = acked, sent
+
+    async def send(self, key, value, partition=None, headers=None):
+        self.sent.append((self.name, key, value, partition))
+        return self.acked
+
+
+def test_forwards_are_acknowledged_outside_the_transactions_before_any_commit() -> None:
+    """A forward re-sent by a re-run is the same record (deduplicated by its origin at its scope's
+    partition); in a transaction its commit marker would end the input partition past every offset the
+    group commits."""
+    async def run() -> None:
+        fence, sent = Fence(), []
+        writes, tables = held(fence, (0,))
+        acked = asyncio.get_running_loop().create_future()
+        writes.forward(Channel("turns", acked, sent), b"t/u/c", b"turn", 1, {"x-forwarded-from": b"turns:0:7"})
+        flushing = asyncio.ensure_future(writes.flush())
+        await _until(lambda: fence.sent == [0])
+        assert sent == [("turns", b"t/u/c", b"turn", 1)] and fence.transactions == []
+        acked.set_result(None)
+        await flushing
+        assert [p for p, _ in fence.transactions] == [0] and fence.emitted == {0: []}
+
+    asyncio.run(run())
+
+
+def test_a_fenced_partition_s_emits_are_never_committed() -> None:
+    fence = Fence(fenced={3})
+    writes, _ = held(fence, (3,))
+    writes.emit(3, Topic("evidence"), b"t/u/c", b"created")
+    with pytest.raises(FencedError):
+        asyncio.run(writes.flush())
+    assert fence.emitted == {}
 
 
 def test_a_fenced_partition_fails_the_flush() -> None:
@@ -174,7 +235,7 @@ class Moving(Fence):
         self.ownership, self.partition, self.gone, self.regain = ownership, partition, gone, regain
         self.armed = False  # from the replay on
 
-    async def send(self, partition: int, records: list, before_commit=None) -> list:
+    async def send(self, partition: int, records: list, before_commit=None, emits=()) -> list:
         if self.armed and partition == self.partition:
             self.armed = False
             held = set(self.ownership.held)
@@ -182,7 +243,7 @@ class Moving(Fence):
             if self.regain:
                 self.ownership.assigned([TP("in.turns", p) for p in held])
             raise IllegalOperation("Can't send messages while not in transaction")  # aiokafka's, closed mid-way
-        return await super().send(partition, records, before_commit)
+        return await super().send(partition, records, before_commit, emits)
 
 
 class Halted(Exception):
@@ -241,31 +302,151 @@ def test_a_partition_lost_and_regained_during_the_redo_replay_is_left_to_the_new
 
 
 class Writer:
-    stopped = False
+    def __init__(self, gate: asyncio.Event | None = None, stopping: list | None = None) -> None:
+        self.stopped, self.gate, self.stopping = False, gate, stopping
 
     async def stop(self) -> None:
+        if self.stopping is not None:
+            self.stopping.append(self)
+        if self.gate is not None:
+            await self.gate.wait()
         self.stopped = True
 
 
-def test_the_writer_of_a_partition_that_moved_is_started_anew_by_the_next_hold() -> None:
-    """Another worker that held the partition meanwhile fenced the writer: a kept one refuses every
-    transaction (aiokafka: "Can't send messages while not in transaction"), and the worker halts."""
+def writers(gate: asyncio.Event | None = None, stopping: list | None = None) -> tuple[TransactionalFence, list]:
     fence, started = TransactionalFence(None, "bootstrap"), []
 
     async def start(partition: int) -> Writer:
         started.append(partition)
-        return Writer()
+        return Writer(gate, stopping)
 
     fence._start = start
+    return fence, started
 
-    async def run() -> dict:
+
+def test_writers_of_partitions_kept_from_one_generation_to_the_next_are_kept() -> None:
+    """An eager rebalance revokes every partition and assigns most of them back: within one generation
+    nobody else held them, so their writers go on; only the newly assigned one is started (and fences)."""
+    async def run() -> tuple[list, dict, dict]:
+        fence, started = writers()
+        fence.assigned({0, 1}, generation=5)
         await fence.hold({0, 1})
         first = dict(fence._producers)
-        fence.moved({1})  # revoked, then assigned back
-        await fence.hold({0, 1})
-        return first
+        fence.assigned({0, 1, 2}, generation=6)
+        await fence.hold({0, 1, 2})
+        return started, first, dict(fence._producers)
 
-    first = asyncio.run(run())
-    assert started == [0, 1, 1]
-    assert first[1].stopped and fence._producers[1] is not first[1]
-    assert not first[0].stopped and fence._producers[0] is first[0]
+    started, first, now = asyncio.run(run())
+    assert started == [0, 1, 2]
+    assert now[0] is first[0] and now[1] is first[1] and not first[0].stopped and not first[1].stopped
+
+
+def test_a_partition_assigned_again_after_a_generation_without_this_worker_gets_a_new_writer() -> None:
+    """Dropped from the group for a generation (a stall), the worker may have had its partitions taken over
+    and their writers fenced meanwhile: a kept one would refuse every transaction (aiokafka: "Can't send
+    messages while not in transaction") and the worker halt."""
+    async def run() -> tuple[list, dict, dict]:
+        fence, started = writers()
+        fence.assigned({0, 1}, generation=5)
+        await fence.hold({0, 1})
+        first = dict(fence._producers)
+        fence.assigned({0, 1}, generation=7)
+        await fence.hold({0, 1})
+        await fence.stop()
+        return started, first, fence
+
+    started, first, _ = asyncio.run(run())
+    assert started == [0, 1, 0, 1] and first[0].stopped and first[1].stopped
+
+
+def test_writers_start_when_the_assignment_arrives_and_those_of_partitions_gone_close_together() -> None:
+    """Starting (InitProducerId, one round trip each) happens outside Faust's bounded restore step, which
+    only waits for it; the writers of partitions gone close at once, none waiting for another."""
+    async def run() -> None:
+        gate, stopping = asyncio.Event(), []
+        fence, started = writers(gate, stopping)
+        fence.assigned({0, 1, 2}, generation=1)
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert started == [0, 1, 2]  # before any hold
+        await fence.hold({0, 1, 2})
+        fence.assigned({3}, generation=2)
+        for _ in range(10):
+            await asyncio.sleep(0)
+        assert len(stopping) == 3 and not any(w.stopped for w in stopping)  # all three closing at once
+        await fence.hold({3})
+        assert sorted(fence._producers) == [3] and started == [0, 1, 2, 3]
+        gate.set()
+        await fence.stop()
+        assert all(w.stopped for w in stopping) and fence._producers == {}
+
+    asyncio.run(run())
+
+
+def test_without_an_assignment_hold_starts_the_writers_itself() -> None:
+    async def run() -> list:
+        fence, started = writers()
+        await fence.hold({0, 1})
+        await fence.hold({1})
+        return started
+
+    assert asyncio.run(run()) == [0, 1]
+
+
+def test_a_transaction_s_longest_wait_fits_in_its_timeout_and_the_broker_s_cap(monkeypatch) -> None:
+    """The coordinator aborts (and so fences) a transaction open longer than transaction.timeout.ms; inside
+    one a batch waits for its records' delivery (the producer's request_timeout_ms) and then the commit. A
+    60 s timeout (aiokafka's default) against a 20 min delivery wait made every outage over a minute a
+    halt. The timeout must also stay within Kafka's default transaction.max.timeout.ms, or no producer
+    starts; the embedded broker keeps that default."""
+    from credence.config import load_settings
+    from credence.streams.ops.broker import EmbeddedBroker
+    from credence.streams.state import fence as fencing
+
+    built = []
+
+    class Producer:
+        def __init__(self, **options) -> None:
+            built.append(options)
+
+    async def start(client, bootstrap, kafka) -> None:
+        pass
+
+    monkeypatch.setattr(fencing, "AIOKafkaProducer", Producer)
+    monkeypatch.setattr(fencing, "start", start)
+    for timeout_s in (None, 1800.0):
+        settings = load_settings(**({"state": {"transaction_timeout_s": timeout_s}} if timeout_s else {}))
+        asyncio.run(fencing.Fence(settings, "localhost:9092")._start(0))
+        options = built[-1]
+        txn_ms = options.get("transaction_timeout_ms", 60_000)  # aiokafka's default
+        assert options["request_timeout_ms"] + 60_000 <= txn_ms  # a minute left for the commit
+        assert txn_ms == int(settings.state.transaction_timeout_s * 1000)
+        assert options["max_request_size"] >= settings.kafka.max_record_bytes
+    assert int(load_settings().state.transaction_timeout_s * 1000) <= 900_000  # Kafka's default cap
+    broker = EmbeddedBroker.__new__(EmbeddedBroker)
+    broker.port, broker.controller_port, broker.secure = 9092, 9093, None
+    cap = int(broker.properties().get("transaction.max.timeout.ms", 900_000))
+    assert cap >= load_settings().state.transaction_timeout_s * 1000
+
+
+def test_a_writer_still_starting_when_a_generation_was_missed_is_started_anew() -> None:
+    async def run() -> list:
+        gate = asyncio.Event()
+        fence, started = TransactionalFence(None, "bootstrap"), []
+
+        async def start(partition: int) -> Writer:
+            started.append(partition)
+            await gate.wait()
+            return Writer()
+
+        fence._start = start
+        fence.assigned({0}, generation=3)
+        await asyncio.sleep(0)
+        fence.assigned({0}, generation=5)  # generation 4 went by without this worker
+        await asyncio.sleep(0)
+        gate.set()
+        await fence.hold({0})
+        await fence.stop()
+        return started
+
+    assert asyncio.run(run()) == [0, 0]

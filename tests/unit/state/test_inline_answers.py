@@ -200,9 +200,9 @@ def test_turns_count_as_accepted_only_once_the_batch_that_applied_them_is_durabl
     agent, _, p = agent_over(inline=True)
     flush, seen = agent.writes.flush, []
 
-    async def observed(emitted):
+    async def observed(*args):
         seen.append(agent.stats.turns_accepted)
-        await flush(emitted)
+        await flush(*args)
 
     agent.writes.flush = observed
     asyncio.run(agent.batch(turns(p)))
