@@ -1,4 +1,4 @@
-"""Duplicate marks, bounded by event time capped at the broker's.
+"""Duplicate marks, bounded by when their records reached Kafka.
 
 A turn or feedback record repeated with the same id in a scope (a producer retry, a replayed file) is
 dropped. Its mark — `kind\\x1fscope\\x1fid` -> the position of the record that first carried it and its
@@ -7,19 +7,17 @@ this worker saw on the partition; older marks are deleted, so the table holds a 
 not one per turn forever. A duplicate older than the horizon is applied again (its turn counts twice);
 marks written before this layout carry no time and go at the partition's first prune.
 
-A mark's time is the record's event time, but never later than the record's Kafka timestamp (when it has
-one). Event times come from the tenants' clients: uncapped, one turn dated 2090 would move the partition's
-horizon decades ahead and prune every tenant's marks on it. Capped, a record moves the horizon no further
-than the time it reached Kafka, which the platform's producer (or the broker, with
-`message.timestamp.type=LogAppendTime`) sets, not the client. An honest record (dated before it was
-produced) keeps its event time, so duplicates are judged as before, and a file replayed at speed (event
-times in the past) prunes as the live run did. A client whose clock is behind loses only its own marks
-early.
+A mark's time is when its record reached Kafka (its Kafka timestamp, set by the platform's producer or,
+with `message.timestamp.type=LogAppendTime`, the broker), never the event time the record claims. Event
+times come from the tenants' clients: one turn dated 2090 would move the partition's horizon decades ahead
+and prune every tenant's marks on it, and a turn dated months back (a tenant importing history, an offline
+client syncing) would be pruned in the batch that wrote it, so its retry seconds later would count twice.
+By ingestion, every mark is kept a horizon from when its record came, whatever its date. Only a record
+without a Kafka timestamp (message format v0) is kept by its event time.
 
 Not a horizon per scope: a scope that goes quiet would keep its marks for ever (the table would grow with
 every scope ever seen), and pruning them would take a clock outside the records. Here the prune depends
-only on the partition's records, in order (a Kafka timestamp is part of the record), so a replay of the
-topics prunes the same marks.
+only on the partition's records, in order (a Kafka timestamp is part of the record).
 """
 
 from __future__ import annotations
@@ -55,10 +53,9 @@ def received_at(message) -> datetime | None:
 
 
 def mark_time(at: datetime | None, received: datetime | None) -> datetime | None:
-    """The time a mark is kept by: its record's event time, never later than the record reached Kafka."""
-    if at is None or received is None:
-        return at or received
-    return min(at, received)
+    """The time a mark is kept by: when its record reached Kafka; the record's event time only when it
+    has no Kafka timestamp."""
+    return received or at
 
 
 class Marks:

@@ -138,3 +138,15 @@ def test_a_repeat_within_the_horizon_of_the_broker_time_is_caught_whatever_other
             if honest:
                 assert all(creators[k][1] >= max(honest) - horizon for k in table)
     assert marks.count() == len(table)
+
+
+def test_a_backdated_record_keeps_its_mark_for_a_horizon_from_when_it_was_received():
+    """A tenant importing history: its turns are dated months back but reach Kafka now, beside live turns.
+    Their marks are kept by ingestion, so the import's retry is still a repeat."""
+    table: dict = {}
+    marks, part = marks_over(table)
+    assert marks.first_time("turns", SCOPE, "live", "turns:0:1", T0, T0)
+    marks.write(part)
+    assert marks.first_time("turns", SCOPE, "old", "turns:0:2", T0 - 90 * DAY, T0 + HOUR)
+    marks.write(part)
+    assert not marks.first_time("turns", SCOPE, "old", "turns:0:3", T0 - 90 * DAY, T0 + 2 * HOUR)
