@@ -19,6 +19,12 @@ from credence.tables.scope import MAX_PART, Scope, scope_key, user_prefix
 __all__ = ["CONTROL_TYPES", "DECISIONS", "EARLIEST", "LATEST", "ROLES", "parse_utc", "scope_key"]  # read here by others
 
 MAX_TEXT = 32_000
+MAX_SURFACED_IDS = 100  # entries a turn's AI text can name: more than any prompt renders
+# An input record (turns, feedback, usage) as its producer sent it, at most: its known fields take far less
+# (a turn's text of MAX_TEXT characters, each escaped to 12 bytes at worst, and its surfaced ids), so a
+# record over it carries that much in fields credence does not know. Refused whole, never forwarded.
+MAX_INPUT_BYTES = 512 * 1024
+BOUNDED_INPUTS = ("turns", "feedback", "usage")  # control and facts carry LLM answers, bounded by the runner
 
 
 def _part(obj: dict, name: str) -> str:
@@ -70,6 +76,9 @@ def decode_turn(raw: bytes | None) -> TurnRecord:
         surfaced = []
     if not isinstance(surfaced, list) or not all(isinstance(s, str) and s for s in surfaced):
         raise RecordError("'surfaced_ids' must be a list of non-empty strings")
+    if len(surfaced) > MAX_SURFACED_IDS or any(len(s) > MAX_PART for s in surfaced):
+        raise RecordError(f"'surfaced_ids' must hold at most {MAX_SURFACED_IDS} ids of at most {MAX_PART} "
+                          f"characters each, got {len(surfaced)}")
     for sid in surfaced:
         _encodable(sid, "surfaced_ids")
     return TurnRecord(
@@ -206,6 +215,14 @@ class Input:
 
 
 def decode_input(name: str, raw: bytes) -> Input:
+    item = _decode_input(name, raw)
+    if name in BOUNDED_INPUTS and len(raw) > MAX_INPUT_BYTES:  # checked once its known fields are: their reasons first
+        raise RecordError(f"a {len(raw)}-byte {name} record, over the {MAX_INPUT_BYTES}-byte input limit: "
+                          "its fields credence does not know are too large")
+    return item
+
+
+def _decode_input(name: str, raw: bytes) -> Input:
     if name == "turns":
         turn: TurnRecord = decode_turn(raw)
         return Input(name, turn.scope, "turn", turn.to_dict(), turn.ts)
