@@ -20,11 +20,12 @@ __all__ = ["CONTROL_TYPES", "DECISIONS", "EARLIEST", "LATEST", "ROLES", "parse_u
 
 MAX_TEXT = 32_000
 MAX_SURFACED_IDS = 100  # entries a turn's AI text can name: more than any prompt renders
-# An input record (turns, feedback, usage) as its producer sent it, at most: its known fields take far less
-# (a turn's text of MAX_TEXT characters, each escaped to 12 bytes at worst, and its surfaced ids), so a
-# record over it carries that much in fields credence does not know. Refused whole, never forwarded.
+# An input record as its producer sent it, at most (but an LLM answer): its known fields take far less (a
+# turn's text of MAX_TEXT characters, each escaped to 12 bytes at worst, and its surfaced ids; a forget's
+# offsets), so a record over it carries that much in fields credence does not know. Refused whole, never
+# forwarded, never queued in a scope's state.
 MAX_INPUT_BYTES = 512 * 1024
-BOUNDED_INPUTS = ("turns", "feedback", "usage")  # control and facts carry LLM answers, bounded by the runner
+ANSWERS = ("result", "failed")  # LLM answers (control, facts): bounded by the runner at the record limit
 
 
 def _part(obj: dict, name: str) -> str:
@@ -216,7 +217,7 @@ class Input:
 
 def decode_input(name: str, raw: bytes) -> Input:
     item = _decode_input(name, raw)
-    if name in BOUNDED_INPUTS and len(raw) > MAX_INPUT_BYTES:  # checked once its known fields are: their reasons first
+    if item.kind not in ANSWERS and len(raw) > MAX_INPUT_BYTES:  # checked after the known fields: their reasons first
         raise RecordError(f"a {len(raw)}-byte {name} record, over the {MAX_INPUT_BYTES}-byte input limit: "
                           "its fields credence does not know are too large")
     return item

@@ -196,3 +196,13 @@ def test_an_input_carrying_large_unknown_fields_is_refused_with_the_reason():
     with pytest.raises(RecordError, match="over the 524288-byte input limit"):
         decode_input("turns", padded)
     assert decode_input("turns", json.dumps({**base, "x-small": "kept out of the state"}).encode())
+
+
+def test_a_control_record_is_bounded_too_but_an_llm_answer_is_bounded_by_the_record_limit():
+    from credence.streams.runtime.records import MAX_INPUT_BYTES, decode_input
+
+    scope = {"v": 1, "tenant": "acme", "user": "u1", "character": "aria"}
+    with pytest.raises(RecordError, match="input limit"):
+        decode_input("control", json.dumps(scope | {"type": "tick", "blob": "a" * MAX_INPUT_BYTES}).encode())
+    answer = scope | {"type": "result", "request_id": "r1", "output": {"facts": ["a" * MAX_INPUT_BYTES]}}
+    assert decode_input("facts", json.dumps(answer).encode()).kind == "result"

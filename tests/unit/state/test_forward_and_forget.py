@@ -180,8 +180,9 @@ def test_a_misplaced_record_whose_copy_would_pass_the_record_limit_is_dead_lette
     home = agent.ownership.partition_of(SCOPE)
     wrong = (home + 1) % PARTITIONS
     tenant, user, character = SCOPE.split("/")
-    tick = {"v": 1, "type": "tick", "tenant": tenant, "user": user, "character": character}
-    near_limit = tick | {"note": "x" * (SETTINGS.kafka.max_record_bytes - len(json.dumps(tick)) - 20)}
+    answer = {"v": 1, "type": "result", "tenant": tenant, "user": user, "character": character,
+              "request_id": "r1"}  # an LLM answer: only the record limit bounds it
+    near_limit = answer | {"output": "x" * (SETTINGS.kafka.max_record_bytes - len(json.dumps(answer)) - 20)}
     asyncio.run(agent.batch([Event("control", wrong, 3, near_limit), Event("turns", home, 0, turn(0, "hello"))]))
     assert [name for name, *_ in agent.topics.sent] == ["dlq"]  # nothing forwarded
     assert f"[{wrong}]@3): a " in caplog.text and "over the record limit" in caplog.text
