@@ -170,6 +170,7 @@ def create_app(settings: Settings, bootstrap: str, *, tenants: TenantRecords | N
     freshness = Freshness(Path(app.conf.tabledir) if settings.table_store == "rocksdb" else None,
                           settings.state.changelog_tombstone_seconds)
     fence = _fence(app, settings, bootstrap)
+
     async def rewind_held() -> None:  # every assignment, ticks or none (the agent is built below)
         await agent.rewind_held(set(ownership.held))
 

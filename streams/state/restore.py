@@ -233,7 +233,12 @@ class BulkRecovery(Recovery):
         # of the state (positions.py): read from the stored positions instead, at every assignment. Not
         # when a newer rebalance cut this one short (Faust resumed nothing; the next recovery comes here).
         if self.on_ready is not None and self.app.consumer_generation_id == generation_id:
-            await self.on_ready()
+            try:
+                await self.on_ready()
+            except Exception as exc:  # noqa: BLE001 - never end Faust's recovery loop (that halts the worker)
+                # a partition moved under the seek: the rebalance that took it rewinds again when it completes
+                log.warning("the inputs could not be rewound to their stored positions: %s: %s",
+                            type(exc).__name__, exc)
 
     def _discard_untrusted(self, tps, destination) -> None:
         """Discard each local store that may not be brought up to date from its persisted offset; its
@@ -364,7 +369,7 @@ def install_bulk_recovery(app, settings: Settings, bootstrap: str, freshness: Fr
     """Make the app's table manager use BulkRecovery (before anything asks it for its recovery)."""
     tables = app.tables
     recovery = BulkRecovery(app, tables, settings=settings, bootstrap=bootstrap, freshness=freshness,
-                            on_dead=on_dead, before_restore=before_restore, on_ready=on_ready, beacon=tables.beacon,
-                            loop=tables.loop)
+                            on_dead=on_dead, before_restore=before_restore, on_ready=on_ready,
+                            beacon=tables.beacon, loop=tables.loop)
     tables._recovery = recovery
     return recovery
