@@ -59,6 +59,16 @@ def client_options(bootstrap: str, kafka: KafkaSettings | None = None, **extra: 
 DELIVERY_TIMEOUT_S = 1200.0
 
 
+RECORD_FRAMING = 16 * 1024  # a record's batch and record framing, headers: the producer counts them
+
+
+def producer_max_request_size(kafka: KafkaSettings) -> int:
+    """The producer's own limit on one record: above credence's record limit by the framing, so a record
+    credence checked against its limit is never refused by the producer (Faust's default, 1,000,000, was
+    below the limit's default, and a forwarded record between them halted its partition for good)."""
+    return kafka.max_record_bytes + RECORD_FRAMING
+
+
 def faust_options(bootstrap: str, kafka: KafkaSettings | None = None) -> dict[str, Any]:
     """faust.App keyword arguments for the same connection (Faust wants credential objects)."""
     import faust
@@ -68,7 +78,8 @@ def faust_options(bootstrap: str, kafka: KafkaSettings | None = None) -> dict[st
     protocol = options["security_protocol"]
     context = options.get("ssl_context")
     out: dict[str, Any] = {"broker": servers, "broker_request_timeout": options["request_timeout_ms"] / 1000,
-                           "producer_request_timeout": DELIVERY_TIMEOUT_S}
+                           "producer_request_timeout": DELIVERY_TIMEOUT_S,
+                           "producer_max_request_size": producer_max_request_size(kafka or PLAINTEXT)}
     compression = (kafka or PLAINTEXT).compression_type
     if compression != "none":
         out["producer_compression_type"] = compression

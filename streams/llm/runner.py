@@ -29,7 +29,7 @@ from aiokafka import AIOKafkaProducer
 from credence import tracing
 from credence.config import Settings
 from credence.errors import CredenceError, LLMUnavailable
-from credence.kafka import client_options, start
+from credence.kafka import client_options, producer_max_request_size, start
 from credence.streams.llm.backend import LLMBackend
 from credence.streams.llm.embeddings import mark_similar, rank_by_similarity
 from credence.streams.llm.tasks import TASKS, TaskName
@@ -73,7 +73,8 @@ class ResultSender:
             if self._producer is None:
                 kafka = self._settings.kafka
                 extra = {"compression_type": kafka.compression_type} if kafka.compression_type != "none" else {}
-                producer = AIOKafkaProducer(**client_options(self._bootstrap, kafka, acks="all", **extra))
+                producer = AIOKafkaProducer(**client_options(self._bootstrap, kafka, acks="all",
+                                                             max_request_size=producer_max_request_size(kafka), **extra))
                 await start(producer, self._bootstrap, kafka)
                 self._producer = producer
         return self._producer

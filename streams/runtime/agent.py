@@ -197,13 +197,13 @@ class ScopeAgent:
             await self.rewind(topic, partition, offset)
 
     def forward(self, sends: Sends, event, item: Input, home: int) -> None:
-        """Send a record that arrived on a partition other than its scope's, or under another key, on to
-        its scope's partition (forwards.py); never apply it here: this partition's store does not hold the
-        scope, and the scope's keys belong to another changelog partition (a second writer)."""
-        sends.forward(item.name, item.scope.encode(), event.value, home, origin_of(event, item.name),
-                      carried(event))
-        self.stats.records_forwarded += 1
-        self.stats.turns_rekeyed += item.name == "turns" and event.key != item.scope.encode()
+        """Send a record that arrived on a partition other than its scope's, or under another key, on to its
+        scope's partition (forwards.py), or dead-letter it if the copy would be over the record limit; never
+        apply it here: this partition's store lacks the scope, whose keys another changelog partition holds."""
+        if self.dlq.forward(sends, event, item.name, item.scope.encode(), home, origin_of(event, item.name),
+                            carried(event)):
+            self.stats.records_forwarded += 1
+            self.stats.turns_rekeyed += item.name == "turns" and event.key != item.scope.encode()
 
     async def verdict(self, topic: str, partition: int, offset: int) -> str:
         """positions.check's verdict on an input record; when offsets before it did not come, the broker

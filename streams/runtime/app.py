@@ -176,9 +176,13 @@ def create_app(settings: Settings, bootstrap: str, *, tenants: TenantRecords | N
     freshness = Freshness(Path(app.conf.tabledir) if settings.table_store == "rocksdb" else None,
                           settings.state.changelog_tombstone_seconds)
     fence = _fence(app, settings, bootstrap)
+
+    async def rewind_held() -> None:  # every assignment, ticks or none (the agent is built below)
+        await agent.rewind_held(set(ownership.held))
+
     restored = install_bulk_recovery(app, settings, bootstrap, freshness, on_dead=halt,
                                      before_restore=fence and _fencing(fence),
-                                     on_assignment=fence and fence.assigned).restored
+                                     on_assignment=fence and fence.assigned, on_ready=rewind_held).restored
     topics = declare_topics(app, settings)
     changelog = {k: v for k, v in changelog_configs(settings).items() if k != "cleanup.policy"}
     # Values are bytes we encode once ourselves (streams/state/codec.py), stored and changelogged as is.

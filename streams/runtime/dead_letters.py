@@ -1,6 +1,7 @@
 """What the scope agent refuses goes whole to the DLQ with the reason, sent with its batch: an input the
 step or the decoder refuses, an in-process answer that cannot be applied, and a record the batch would send
-that the broker would refuse for its size (its dead letter holds the original cut to what fits)."""
+that the broker would refuse for its size (its dead letter holds the original cut to what fits), and a
+misplaced input whose forwarded copy would be over the record limit."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from datetime import UTC, datetime
 from credence.config import Settings
 from credence.deadletter import dead_letter
 from credence.streams.runtime.batch import Sends
+from credence.streams.runtime.forwards import header
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +31,20 @@ class DeadLetters:
         self.stats.records_rejected += 1
         return "dlq", key, dead_letter(topic=self.settings.topic(topic), partition=-1, offset=-1, reason=reason,
                                        original=value, at=datetime.now(UTC))
+
+    def forward(self, sends: Sends, event, name: str, key: bytes, home: int, origin: tuple,
+                trace: dict | None) -> bool:
+        """Send an input record on to its scope's partition (forwards.py), or refuse it whole when its copy,
+        with the headers naming where it came from, would be over the record limit: the broker took the
+        original, the producer would refuse the copy, and the partition would halt on every restart."""
+        headers = header(origin) | (trace or {})
+        size = len(key) + len(event.value or b"") + sum(len(k) + len(v) for k, v in headers.items())
+        if size > self.settings.kafka.max_record_bytes:
+            self.reject(sends, event, f"a {size}-byte record with its forwarding headers, over the record "
+                                      "limit (CREDENCE_KAFKA__MAX_RECORD_BYTES): not forwarded to its scope's partition")
+            return False
+        sends.forward(name, key, event.value, home, origin, trace)
+        return True
 
     def reject(self, sends: Sends, event, reason: str) -> None:
         """An input record (a Faust event) refused whole."""

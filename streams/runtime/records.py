@@ -19,6 +19,13 @@ from credence.tables.scope import MAX_PART, Scope, scope_key, user_prefix
 __all__ = ["CONTROL_TYPES", "DECISIONS", "EARLIEST", "LATEST", "ROLES", "parse_utc", "scope_key"]  # read here by others
 
 MAX_TEXT = 32_000
+MAX_SURFACED_IDS = 100  # entries a turn's AI text can name: more than any prompt renders
+# An input record as its producer sent it, at most (but an LLM answer): its known fields take far less (a
+# turn's text of MAX_TEXT characters, each escaped to 12 bytes at worst, and its surfaced ids; a forget's
+# offsets), so a record over it carries that much in fields credence does not know. Refused whole, never
+# forwarded, never queued in a scope's state.
+MAX_INPUT_BYTES = 512 * 1024
+ANSWERS = ("result", "failed")  # LLM answers (control, facts): bounded by the runner at the record limit
 
 
 def _part(obj: dict, name: str) -> str:
@@ -70,6 +77,9 @@ def decode_turn(raw: bytes | None) -> TurnRecord:
         surfaced = []
     if not isinstance(surfaced, list) or not all(isinstance(s, str) and s for s in surfaced):
         raise RecordError("'surfaced_ids' must be a list of non-empty strings")
+    if len(surfaced) > MAX_SURFACED_IDS or any(len(s) > MAX_PART for s in surfaced):
+        raise RecordError(f"'surfaced_ids' must hold at most {MAX_SURFACED_IDS} ids of at most {MAX_PART} "
+                          f"characters each, got {len(surfaced)}")
     for sid in surfaced:
         _encodable(sid, "surfaced_ids")
     return TurnRecord(
@@ -206,6 +216,14 @@ class Input:
 
 
 def decode_input(name: str, raw: bytes) -> Input:
+    item = _decode_input(name, raw)
+    if item.kind not in ANSWERS and len(raw) > MAX_INPUT_BYTES:  # checked after the known fields: their reasons first
+        raise RecordError(f"a {len(raw)}-byte {name} record, over the {MAX_INPUT_BYTES}-byte input limit: "
+                          "its fields credence does not know are too large")
+    return item
+
+
+def _decode_input(name: str, raw: bytes) -> Input:
     if name == "turns":
         turn: TurnRecord = decode_turn(raw)
         return Input(name, turn.scope, "turn", turn.to_dict(), turn.ts)

@@ -17,10 +17,15 @@ deleted, and records produced after the forget but read in the same batch would 
 not a forget marker on every input topic: it would put control records into the platforms' own topics,
 which every other consumer of them would then have to skip.
 
-A partition's filters are one key of the `seen` table (`forget␟partition`), written with the forget's own
-deletions (one redo record: all or nothing) and rewritten with the batch that prunes them, so a worker
-that crashes, or a partition that moves, keeps them. A forget without `after` (an older `credence forget`)
-is applied alone, as before.
+Each filter is a key of its own in the `seen` table (`forget␟partition␟n`: the user's `tenant/user/` and
+its `after`), written with the forget's own deletions (one redo record: all or nothing) and deleted with
+the batch whose positions pass it, so a worker that crashes, or a partition that moves, keeps them. A
+partition's head (`forget␟partition`) holds only the range of its filters' numbers, so no value grows with
+the users held: all of a partition's filters in one value passed the producer's record limit once a few
+hundred users were forgotten while the partition lagged (~5 × P offsets each), and the worker halted on
+every restart. A head of the older layout (every filter inside it, `users`) is read as such and split into
+filter keys by the partition's next batch. A forget without `after` (an older `credence forget`) is
+applied alone, as before.
 
 Not covered: a record produced after the forget but read before it (its topic read ahead of `control`) is
 deleted with the user, the forget cannot tell it apart; a record of the user that arrived on another
@@ -43,31 +48,61 @@ Expected = Callable[[str, int], int | None]  # (topic, partition) -> the next of
 
 
 def forget_key(partition: int) -> str:
+    """The partition's head: the range of its filters' numbers (or, in the older layout, every filter)."""
     return f"{KIND}{codec.SEP}{partition}"
+
+
+def filter_key(partition: int, number: int) -> str:
+    return f"{KIND}{codec.SEP}{partition}{codec.SEP}{number}"
 
 
 def is_forget_key(key: str) -> bool:
     return key.startswith(KIND + codec.SEP)
 
 
+Held = dict[str, tuple[int, dict[str, list[int]]]]  # user prefix -> (filter number, after)
+
+
 class Forgets:
     def __init__(self, table, writes: TableWrites, topic: Callable[[str], str]) -> None:
         self._table, self._writes, self._topic = table, writes, topic  # topic: logical name -> topic name
-        self._held: dict[int, dict[str, dict[str, list[int]]]] = {}  # partition -> user prefix -> after
-        self._dirty: set[int] = set()
+        self._held: dict[int, Held] = {}  # partition -> its filters
+        self._next: dict[int, int] = {}  # partition -> the number of its next filter
+        self._dirty: set[int] = set()  # partitions whose head changed
+        self._unwritten: dict[int, set[int]] = {}  # partition -> filters read from an older head, to write
 
-    def _of(self, partition: int) -> dict[str, dict[str, list[int]]]:
+    def _of(self, partition: int) -> Held:
         """The partition's filters, read from the table on first use (a record of it is the current event)."""
         held = self._held.get(partition)
-        if held is None:
-            raw = self._table.get(forget_key(partition))
-            held = self._held[partition] = orjson.loads(raw)["users"] if raw is not None else {}
+        if held is not None:
+            return held
+        held, raw = {}, self._table.get(forget_key(partition))
+        head = orjson.loads(raw) if raw is not None else {"first": 0, "next": 0}
+        if "users" in head:  # the older layout: every filter in the head, each to a key of its own
+            held = {prefix: (n, after) for n, (prefix, after) in enumerate(head["users"].items())}
+            self._next[partition] = len(held)
+            self._unwritten[partition] = set(range(len(held)))
+            self._dirty.add(partition)
+        else:
+            for number in range(head["first"], head["next"]):
+                found = self._table.get(filter_key(partition, number))
+                if found is not None:
+                    value = orjson.loads(found)
+                    held[value["user"]] = (number, value["after"])
+            self._next[partition] = head["next"]
+        self._held[partition] = held
         return held
 
     def hold(self, prefix: str, partition: int, after: dict[str, list[int]]) -> None:
         """The forget of `prefix` was applied on `partition`: drop what was queued before it from now on. A
         later forget of the same user names later offsets, so it replaces the earlier one."""
-        self._of(partition)[prefix] = after
+        held = self._of(partition)
+        if prefix in held:
+            self._drop(partition, held.pop(prefix)[0])
+        number = self._next[partition]
+        self._next[partition] = number + 1
+        held[prefix] = (number, after)
+        self._put(partition, prefix, number, after)
         self._dirty.add(partition)
 
     def queued_before(self, scope: str, partition: int, origin: tuple[str, int, int]) -> bool:
@@ -77,27 +112,42 @@ class Forgets:
         held = self._of(partition)
         if not held:
             return False
-        after = held.get(user_prefix_of(scope))
-        if after is None:
+        found = held.get(user_prefix_of(scope))
+        if found is None:
             return False
         topic, at_partition, offset = origin
-        ends = after.get(topic, ())
+        ends = found[1].get(topic, ())
         return at_partition < len(ends) and offset < ends[at_partition]
 
     def write(self, partition: int, expected: Expected) -> None:
-        """Prune the partition's filters whose offsets its positions have passed on every input topic,
-        and write them if they changed (a record of the partition is the current event)."""
+        """Delete the partition's filters whose offsets its positions have passed on every input topic, and
+        write its head if it changed (a record of the partition is the current event)."""
         held = self._of(partition)
-        for prefix in [p for p, after in held.items() if self._passed(after, partition, expected)]:
-            del held[prefix]
-            self._dirty.add(partition)
+        for prefix, (number, after) in list(held.items()):
+            if self._passed(after, partition, expected):
+                del held[prefix]
+                self._unwritten.get(partition, set()).discard(number)
+                self._drop(partition, number)
+                self._dirty.add(partition)
+        unwritten = self._unwritten.pop(partition, set())
+        for prefix, (number, after) in held.items():
+            if number in unwritten:
+                self._put(partition, prefix, number, after)
         if partition not in self._dirty:
             return
         self._dirty.discard(partition)
         if held:
-            self._writes.put(self._table, forget_key(partition), orjson.dumps({"v": 1, "users": held}), partition)
+            head = {"v": 2, "first": min(n for n, _ in held.values()), "next": self._next[partition]}
+            self._writes.put(self._table, forget_key(partition), orjson.dumps(head), partition)
         else:
             self._writes.delete(self._table, forget_key(partition), partition)
+
+    def _put(self, partition: int, prefix: str, number: int, after: dict[str, list[int]]) -> None:
+        value = orjson.dumps({"v": 2, "user": prefix, "after": after})
+        self._writes.put(self._table, filter_key(partition, number), value, partition)
+
+    def _drop(self, partition: int, number: int) -> None:
+        self._writes.delete(self._table, filter_key(partition, number), partition)
 
     def _passed(self, after: dict[str, list[int]], partition: int, expected: Expected) -> bool:
         for name, ends in after.items():
@@ -110,4 +160,6 @@ class Forgets:
     def reset(self) -> None:
         """Partitions moved: read the filters from the table again when next needed."""
         self._held.clear()
+        self._next.clear()
         self._dirty.clear()
+        self._unwritten.clear()

@@ -1,46 +1,62 @@
-"""Duplicate marks, bounded by event time capped at the broker's.
+"""Duplicate marks, bounded by when their records reached Kafka.
 
 A turn or feedback record repeated with the same id in a scope (a producer retry, a replayed file) is
 dropped. Its mark — `kind\\x1fscope\\x1fid` -> the position of the record that first carried it and its
 time — lives in the `seen` table while that time is within `seen_horizon_days` of the newest mark time
 this worker saw on the partition; older marks are deleted, so the table holds a horizon's worth of ids,
-not one per turn forever. A duplicate older than the horizon is applied again (its turn counts twice);
-marks written before this layout carry no time and go at the partition's first prune.
+not one per turn forever. A duplicate older than the horizon is applied again (its turn counts twice).
+Which marks to delete when is found in the prune index, kept in the table too (mark_index.py): nothing per
+mark is held in memory, and nothing is rebuilt when partitions move. Marks written before the index (a
+partition without a head) are indexed by the partition's first batch, once; those of the layout before,
+which carry no time, are deleted then.
 
-A mark's time is the record's event time, but never later than the record's Kafka timestamp (when it has
-one). Event times come from the tenants' clients: uncapped, one turn dated 2090 would move the partition's
-horizon decades ahead and prune every tenant's marks on it. Capped, a record moves the horizon no further
-than the time it reached Kafka, which the platform's producer (or the broker, with
-`message.timestamp.type=LogAppendTime`) sets, not the client. An honest record (dated before it was
-produced) keeps its event time, so duplicates are judged as before, and a file replayed at speed (event
-times in the past) prunes as the live run did. A client whose clock is behind loses only its own marks
-early.
+A mark's time is when its record reached Kafka (its Kafka timestamp, set by the platform's producer or,
+with `message.timestamp.type=LogAppendTime`, the broker), never the event time the record claims. Event
+times come from the tenants' clients: one turn dated 2090 would move the partition's horizon decades ahead
+and prune every tenant's marks on it, and a turn dated months back (a tenant importing history, an offline
+client syncing) would be pruned in the batch that wrote it, so its retry seconds later would count twice.
+By ingestion, every mark is kept a horizon from when its record came, whatever its date. Only a record
+without a Kafka timestamp (message format v0) is kept by its event time.
 
 Not a horizon per scope: a scope that goes quiet would keep its marks for ever (the table would grow with
 every scope ever seen), and pruning them would take a clock outside the records. Here the prune depends
-only on the partition's records, in order (a Kafka timestamp is part of the record), so a replay of the
-topics prunes the same marks.
+only on the partition's records, in order (a Kafka timestamp is part of the record).
 """
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Callable
 from datetime import UTC, datetime
+
+import orjson
 
 from credence.streams.state import codec
 from credence.streams.state.forgets import is_forget_key
 from credence.streams.state.incarnations import is_incarnation_key
+from credence.streams.state.mark_index import (
+    CHUNK_KEYS,
+    NO_TIME,
+    PRUNE_CHUNKS,
+    Head,
+    chunk_key,
+    head_key,
+    is_index_key,
+    width_for,
+)
 from credence.streams.state.positions import is_position_key
 from credence.streams.state.redo import is_redo_key
 from credence.streams.state.writes import TableWrites
 from credence.tables.clock import format_instant, parse_instant
 
-NO_TIME = float("-inf")
-
 
 def mark_key(kind: str, scope: str, ident: str) -> str:
     return f"{kind}{codec.SEP}{scope}{codec.SEP}{ident}"
+
+
+def is_mark_key(key: str) -> bool:
+    """Applied positions, redo records, held forgets, incarnations and the prune index share the table."""
+    return not (is_position_key(key) or is_redo_key(key) or is_forget_key(key) or is_index_key(key)
+                or is_incarnation_key(key))
 
 
 def _seconds(at: str | None) -> float:
@@ -56,10 +72,9 @@ def received_at(message) -> datetime | None:
 
 
 def mark_time(at: datetime | None, received: datetime | None) -> datetime | None:
-    """The time a mark is kept by: its record's event time, never later than the record reached Kafka."""
-    if at is None or received is None:
-        return at or received
-    return min(at, received)
+    """The time a mark is kept by: when its record reached Kafka; the record's event time only when it
+    has no Kafka timestamp."""
+    return received or at
 
 
 class Marks:
@@ -69,8 +84,7 @@ class Marks:
         self._horizon = horizon_days * 86_400.0
         self._partition_of = partition_of
         self._pending: dict[str, tuple[str, str | None, int]] = {}  # this batch's new marks (+ partition)
-        self._heaps: dict[int, list[tuple[float, str]]] | None = None  # per partition, oldest first
-        self._newest: dict[int, float] = {}
+        self._heads: dict[int, Head] = {}  # partitions written since the last move: their prune index heads
 
     def first_time(self, kind: str, scope: str, ident: str, position: str, at: datetime | None,
                    received: datetime | None = None) -> bool:
@@ -85,54 +99,107 @@ class Marks:
         return True
 
     def write(self, partition: int) -> None:
-        """Write this batch's marks of `partition` (a record of it is the current event), then delete
-        the partition's marks that fell behind the horizon."""
-        heaps = self._heaps_now()
-        heap = heaps.setdefault(partition, [])
-        for key in [k for k, pending in self._pending.items() if pending[2] == partition]:
-            position, at, _ = self._pending.pop(key)
+        """Write this batch's marks of `partition` (a record of it is the current event) and their place in
+        the index, then delete the partition's marks that fell behind the horizon."""
+        head = self._head(partition)
+        new = [(key, *self._pending.pop(key)[:2]) for key, p in list(self._pending.items()) if p[2] == partition]
+        head.newest = max([head.newest, *(_seconds(at) for _, _, at in new)])
+        cutoff = head.newest - self._horizon
+        by_bucket: dict[int, list[str]] = {}
+        for key, position, at in new:
+            seconds = _seconds(at)
+            bucket = head.bucket_of(seconds if seconds != NO_TIME else max(head.newest, 0.0))
+            if head.behind(bucket, cutoff):
+                continue  # older than the horizon already: it would be pruned in this very batch
             self._writes.put(self._table, key, codec.encode_mark(position, at), partition)
-            self._push(partition, _seconds(at), key)
-        cutoff = self._newest.get(partition, NO_TIME) - self._horizon
-        while heap and heap[0][0] < cutoff:
-            _, key = heapq.heappop(heap)
-            self._writes.delete(self._table, key, partition)
+            by_bucket.setdefault(bucket, []).append(key)
+        for bucket, keys in by_bucket.items():
+            self._index(partition, head, bucket, keys)
+        self._prune(partition, head, cutoff)
+        if head.changed:
+            head.changed = False
+            self._writes.put(self._table, head_key(partition), head.encode(), partition)
 
     def discard_pending(self) -> None:
         self._pending.clear()
 
     def forget(self, prefix: str, partition: int) -> int:
-        doomed = [k for k in self._table.keys()
-                  if _scope(k).startswith(prefix) and self._partition_of(_scope(k)) == partition]
-        for key in doomed:
+        head = self._head(partition)
+        doomed = [(k, raw) for k, raw in list(self._table.items()) if is_mark_key(k)
+                  and _scope(k).startswith(prefix) and self._partition_of(_scope(k)) == partition]
+        for key, raw in doomed:
+            mark = codec.decode_mark(raw)
+            if mark is not None and mark[1] is not None:
+                head.dropped(head.bucket_of(_seconds(mark[1])))
             self._writes.delete(self._table, key, partition)
-        self._heaps = None  # rebuilt without them
+        if head.changed:  # written with the forget's own deletions (the agent writes no batch around it)
+            head.changed = False
+            self._writes.put(self._table, head_key(partition), head.encode(), partition)
         return len(doomed)
 
     def reset(self) -> None:
-        """Partitions moved: rebuild the horizon from the table when next needed."""
-        self._heaps, self._newest = None, {}
+        """Partitions moved: read each partition's head from the table when its next batch needs it."""
+        self._heads = {}
 
     def count(self) -> int | None:
-        """Marks held (None until the first batch after an assignment has read them: a status page must
+        """Marks held on the partitions written since the last move (None until one is: a status page must
         not scan a table that is still recovering)."""
-        return None if self._heaps is None else sum(len(h) for h in self._heaps.values())
+        return sum(h.held() for h in self._heads.values()) if self._heads else None
 
-    def _push(self, partition: int, seconds: float, key: str) -> None:
-        heapq.heappush(self._heaps.setdefault(partition, []), (seconds, key))
-        if seconds > self._newest.get(partition, NO_TIME):
-            self._newest[partition] = seconds
+    def _index(self, partition: int, head: Head, bucket: int, keys: list[str]) -> None:
+        for i in range(0, len(keys), CHUNK_KEYS):
+            chunk = keys[i:i + CHUNK_KEYS]
+            number = head.add(bucket, len(chunk))
+            self._writes.put(self._table, chunk_key(partition, bucket, number), orjson.dumps(chunk), partition)
 
-    def _heaps_now(self) -> dict[int, list[tuple[float, str]]]:
-        if self._heaps is None:
-            self._heaps, self._newest = {}, {}
-            for key, raw in list(self._table.items()):
-                if is_position_key(key) or is_redo_key(key) or is_forget_key(key) or is_incarnation_key(key):
-                    continue  # applied positions, redo records, held forgets and incarnations share the table
-                mark = codec.decode_mark(raw)
-                if mark is not None:
-                    self._push(self._partition_of(_scope(key)), _seconds(mark[1]), key)
-        return self._heaps
+    def _prune(self, partition: int, head: Head, cutoff: float) -> None:
+        """Delete the marks of the oldest buckets behind `cutoff`, a bounded number of chunks per batch."""
+        budget = PRUNE_CHUNKS
+        for bucket in sorted(b for b in head.buckets if head.behind(b, cutoff)):
+            first, number, held = head.buckets[bucket]
+            while first < number and budget > 0:
+                key = chunk_key(partition, bucket, first)
+                for mark_at in orjson.loads(self._table.get(key) or b"[]"):
+                    mark = codec.decode_mark(self._table.get(mark_at))
+                    if mark is not None and head.bucket_of(_seconds(mark[1])) <= bucket:  # not marked anew since
+                        self._writes.delete(self._table, mark_at, partition)
+                        held -= 1
+                self._writes.delete(self._table, key, partition)
+                first, budget = first + 1, budget - 1
+            if first == number:
+                del head.buckets[bucket]
+            else:
+                head.buckets[bucket] = [first, number, max(0, held)]
+            head.changed = True
+            if budget == 0:
+                return
+
+    def _head(self, partition: int) -> Head:
+        head = self._heads.get(partition)
+        if head is None:
+            raw = self._table.get(head_key(partition))
+            head = self._heads[partition] = Head.decode(raw) if raw is not None else self._first_index(partition)
+        return head
+
+    def _first_index(self, partition: int) -> Head:
+        """The partition has no index yet (a new partition, or marks written before it): index its marks,
+        once, and delete those of the layout before them, which carry no time."""
+        head = Head(width_for(self._horizon), changed=True)
+        found: dict[int, list[str]] = {}
+        for key, raw in list(self._table.items()):
+            if not is_mark_key(key) or self._partition_of(_scope(key)) != partition:
+                continue
+            mark = codec.decode_mark(raw)
+            if mark is None:
+                continue
+            if mark[1] is None:
+                self._writes.delete(self._table, key, partition)
+                continue
+            head.newest = max(head.newest, _seconds(mark[1]))
+            found.setdefault(head.bucket_of(_seconds(mark[1])), []).append(key)
+        for bucket, keys in found.items():
+            self._index(partition, head, bucket, keys)
+        return head
 
 
 def _scope(key: str) -> str:

@@ -151,8 +151,10 @@ class BulkRecovery(Recovery):
     def __init__(self, app, tables, *, settings: Settings, bootstrap: str, freshness: Freshness | None = None,
                  on_dead: Callable[[str], None] | None = None,
                  before_restore: Callable[[set[int]], Awaitable[None]] | None = None,
-                 on_assignment: Callable[[set[int], int], None] | None = None, **kwargs):
+                 on_assignment: Callable[[set[int], int], None] | None = None,
+                 on_ready: Callable[[], Awaitable[None]] | None = None, **kwargs):
         super().__init__(app, tables, **kwargs)
+        self.on_ready = on_ready  # () -> rewind the inputs to their stored positions (after Faust's seek)
         self.settings, self.bootstrap, self.freshness = settings, bootstrap, freshness
         self.before_restore = before_restore  # (partitions) -> fence their earlier holders (fence.py)
         self.on_assignment = on_assignment  # (partitions, group generation), before any restore step
@@ -234,6 +236,16 @@ class BulkRecovery(Recovery):
         await super().on_recovery_completed(generation_id)  # the tables' callbacks replay the redo records
         if self.freshness is not None:  # restored and whole: in step with their changelogs now
             self.freshness.touch(self._checked, force=True)
+        # Faust has just sought every input partition to the group's committed offset, which may run ahead
+        # of the state (positions.py): read from the stored positions instead, at every assignment. Not
+        # when a newer rebalance cut this one short (Faust resumed nothing; the next recovery comes here).
+        if self.on_ready is not None and self.app.consumer_generation_id == generation_id:
+            try:
+                await self.on_ready()
+            except Exception as exc:  # noqa: BLE001 - never end Faust's recovery loop (that halts the worker)
+                # a partition moved under the seek: the rebalance that took it rewinds again when it completes
+                log.warning("the inputs could not be rewound to their stored positions: %s: %s",
+                            type(exc).__name__, exc)
 
     def _discard_untrusted(self, tps, destination) -> None:
         """Discard each local store that may not be brought up to date from its persisted offset; its
@@ -360,11 +372,13 @@ async def _last_offset(reader: AIOKafkaConsumer, ktp, low: int, end: int) -> int
 def install_bulk_recovery(app, settings: Settings, bootstrap: str, freshness: Freshness | None = None,
                           on_dead: Callable[[str], None] | None = None,
                           before_restore: Callable[[set[int]], Awaitable[None]] | None = None,
-                          on_assignment: Callable[[set[int], int], None] | None = None) -> BulkRecovery:
+                          on_assignment: Callable[[set[int], int], None] | None = None,
+                          on_ready: Callable[[], Awaitable[None]] | None = None) -> BulkRecovery:
     """Make the app's table manager use BulkRecovery (before anything asks it for its recovery)."""
     tables = app.tables
     recovery = BulkRecovery(app, tables, settings=settings, bootstrap=bootstrap, freshness=freshness,
                             on_dead=on_dead, before_restore=before_restore, on_assignment=on_assignment,
+                            on_ready=on_ready,
                             beacon=tables.beacon, loop=tables.loop)
     tables._recovery = recovery
     return recovery

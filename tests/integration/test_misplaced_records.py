@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import zlib
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -100,3 +101,51 @@ def test_a_turn_on_the_wrong_partition_is_applied_once_through_its_scopes_partit
         f"turns:{wrong}:{offset}" for offset in range(6)]
     assert {m.partition for m in copies} == {right}
 
+
+
+def test_a_misplaced_record_near_the_brokers_limit_is_dead_lettered_and_the_partition_goes_on(
+        settings_factory, kafka_bootstrap, tmp_path):
+    """Two records the broker took, just over credence's record limit, on the wrong partition: a turn
+    padded with a field credence does not know, and an LLM answer. Forwarded, either one was refused by the
+    producer and the worker halted on every start; each is dead-lettered with its reason instead, and the
+    scope's turns after them are applied (a backdated turn's retry among them dropped as a repeat)."""
+    settings = settings_factory(topic_partitions=PARTITIONS)
+    scope, right, wrong = misplaced_scope()
+    tenant, user, character = scope.split("/")
+    asyncio.run(ensure_topics(kafka_bootstrap, settings))
+    size = settings.kafka.max_record_bytes + 2_000  # the broker's limit (1 MiB and framing) takes it
+    padded = turn(tenant, user, character, "turn-big", 0)
+    padded["x-platform-blob"] = "a" * (size - len(json.dumps(padded)) - 25)
+    answer = {"v": 1, "type": "result", "tenant": tenant, "user": user, "character": character,
+              "request_id": "r1"}  # an LLM answer: only the record limit bounds it
+    answer["output"] = {"facts": ["a" * (size - len(json.dumps(answer)) - 40)]}
+    asyncio.run(produce(kafka_bootstrap, settings.topic("control"), [
+        Outgoing(key=scope.encode(), value=json.dumps(answer).encode(), partition=wrong)]))
+    # Beside them, cheaply: a live turn, then one its client dated a month back (an offline sync) and the
+    # client's retry of it seconds later, which must be dropped as a repeat (its mark is kept by when it
+    # reached Kafka; kept by its date, it was pruned in the batch that wrote it and the retry counted twice).
+    now = datetime.now(UTC)
+    live = turn(tenant, user, character, "turn-live", 5, ts=now.isoformat())
+    synced = turn(tenant, user, character, "turn-synced", 6, ts=(now - timedelta(days=30)).isoformat())
+    records = [Outgoing(key=scope.encode(), value=json.dumps(padded).encode(), partition=wrong),
+               *turns_of(scope, range(1, 3), wrong), *turns_of(scope, range(3, 5), right),
+               *(Outgoing(key=scope.encode(), value=json.dumps(r).encode(), partition=right)
+                 for r in (live, synced, synced))]
+    asyncio.run(produce(kafka_bootstrap, settings.topic("turns"), records))
+    worker = WorkerProcess(settings, kafka_bootstrap, tmp_path / "worker.log", extra_env=FAST_GROUP_ENV).start()
+    try:
+        def applied() -> bool:  # asking the worker first: one that halted is an answer at once
+            return worker.get("/status") is not None and all(
+                asyncio.run(uncommitted(kafka_bootstrap, settings.app_id, settings.topic(name), PARTITIONS)) == 0
+                for name in ("turns", "control"))
+
+        wait_until(applied, DEADLINE_S, f"the worker to commit every record (log: {worker.log_path})")
+        assert worker.get("/scopes")["turn_counts"] == {scope: 6}
+        stats = worker.get("/status")["stats"]
+        assert stats["records_rejected"] == 2 and stats["turns_duplicate"] == 1
+    finally:
+        worker.stop()
+    reasons = sorted(json.loads(m.value)["reason"]
+                     for m in asyncio.run(read_topic(kafka_bootstrap, settings.topic("dlq"), PARTITIONS)))
+    assert len(reasons) == 2 and "over the 524288-byte input limit" in reasons[0], reasons
+    assert "over the record limit" in reasons[1] and "not forwarded" in reasons[1], reasons

@@ -172,3 +172,37 @@ def test_arbitrary_objects_decode_or_raise_record_error(obj):
 def test_format_instant_and_parse_utc_round_trip(ts):
     assert parse_utc(format_instant(ts), "ts") == ts
     assert format_instant(ts).endswith("+00:00")  # one spelling of UTC everywhere (tables/clock.py)
+
+
+def test_surfaced_ids_are_bounded():
+    from credence.streams.runtime.records import MAX_SURFACED_IDS
+
+    base = {"v": 1, "tenant": "acme", "user": "u1", "character": "aria", "turn_id": "t1", "role": "ai",
+            "text": "hello", "ts": "2026-03-02T12:00:00Z"}
+    assert len(decode_turn(json.dumps(base | {"surfaced_ids": ["e"] * MAX_SURFACED_IDS}).encode()).surfaced_ids) == 100
+    for ids in (["e"] * (MAX_SURFACED_IDS + 1), ["e" * (MAX_PART + 1)]):
+        with pytest.raises(RecordError, match="'surfaced_ids' must hold at most"):
+            decode_turn(json.dumps(base | {"surfaced_ids": ids}).encode())
+
+
+def test_an_input_carrying_large_unknown_fields_is_refused_with_the_reason():
+    from credence.streams.runtime.records import MAX_INPUT_BYTES, decode_input
+
+    base = {"v": 1, "tenant": "acme", "user": "u1", "character": "aria", "turn_id": "t1", "role": "user",
+            "text": "\U0001F600" * MAX_TEXT, "ts": "2026-03-02T12:00:00Z", "surfaced_ids": ["e" * MAX_PART] * 100}
+    largest = json.dumps(base).encode()  # every known field at its largest, escaped: still taken
+    assert decode_input("turns", largest).record["turn_id"] == "t1"
+    padded = json.dumps(base | {"x-platform-blob": "a" * MAX_INPUT_BYTES}).encode()
+    with pytest.raises(RecordError, match="over the 524288-byte input limit"):
+        decode_input("turns", padded)
+    assert decode_input("turns", json.dumps({**base, "x-small": "kept out of the state"}).encode())
+
+
+def test_a_control_record_is_bounded_too_but_an_llm_answer_is_bounded_by_the_record_limit():
+    from credence.streams.runtime.records import MAX_INPUT_BYTES, decode_input
+
+    scope = {"v": 1, "tenant": "acme", "user": "u1", "character": "aria"}
+    with pytest.raises(RecordError, match="input limit"):
+        decode_input("control", json.dumps(scope | {"type": "tick", "blob": "a" * MAX_INPUT_BYTES}).encode())
+    answer = scope | {"type": "result", "request_id": "r1", "output": {"facts": ["a" * MAX_INPUT_BYTES]}}
+    assert decode_input("facts", json.dumps(answer).encode()).kind == "result"

@@ -140,3 +140,11 @@ def test_a_missing_password_file_is_a_config_error(tmp_path):
     kafka = KafkaSettings(security_protocol="SASL_PLAINTEXT", username="u", password_file=tmp_path / "nope")
     with pytest.raises(ConfigError, match="cannot read the Kafka password file"):
         client_options("h:1", kafka)
+
+
+@pytest.mark.parametrize("limit", [None, 2 * 1024 * 1024])
+def test_fausts_producer_takes_every_record_within_credences_record_limit(limit):
+    """Faust's own default (1,000,000 bytes) is below the record limit's default: a forwarded record
+    between the two was refused by the producer and halted its partition on every restart."""
+    kafka = KafkaSettings() if limit is None else KafkaSettings(max_record_bytes=limit)
+    assert faust_options("a:1", kafka)["producer_max_request_size"] >= kafka.max_record_bytes + 1024

@@ -230,3 +230,15 @@ def test_one_tenants_far_future_turn_does_not_prune_another_tenants_duplicate_ma
     asyncio.run(agent.batch([log.turn(0, "I love green tea.")]))  # a producer retry, the same turn_id
     assert agent.stats.turns_duplicate == 1 and agent.store.get(SCOPE).turns == 2
     assert agent.store.get(buggy).turns == 1
+
+
+def test_the_same_turn_re_sent_seconds_after_a_backdated_one_is_dropped_as_a_duplicate():
+    """A client syncing history dates its turn a month back; its retry seconds later is the same turn: the
+    mark is kept by when the turn reached Kafka, not by the date the client claims."""
+    log = Log()
+    agent = agent_over(new_tables())
+    asyncio.run(agent.batch([log.turn(0, "I love green tea.")]))
+    backdated = T0 - timedelta(days=30)
+    asyncio.run(agent.batch([log.turn(1, "I live in Berlin.", at=backdated)]))
+    asyncio.run(agent.batch([log.turn(1, "I live in Berlin.", at=backdated)]))  # the client's retry
+    assert agent.stats.turns_duplicate == 1 and agent.store.get(SCOPE).turns == 2

@@ -170,3 +170,20 @@ def test_an_answer_for_a_scope_without_state_does_not_create_it():
 def test_a_forget_with_malformed_offsets_is_refused(after):
     with pytest.raises(RecordError, match="'after'"):
         decode_control(json.dumps(forget(None) | {"after": after}).encode())
+
+
+def test_a_misplaced_record_whose_copy_would_pass_the_record_limit_is_dead_lettered_not_forwarded(caplog):
+    """The broker took the original; its copy, with the header naming it, would be over the limit and
+    refused by the producer on every restart. It goes whole to the DLQ with the reason, and the partition
+    goes on with the record after it."""
+    agent = agent_over(new_tables())
+    home = agent.ownership.partition_of(SCOPE)
+    wrong = (home + 1) % PARTITIONS
+    tenant, user, character = SCOPE.split("/")
+    answer = {"v": 1, "type": "result", "tenant": tenant, "user": user, "character": character,
+              "request_id": "r1"}  # an LLM answer: only the record limit bounds it
+    near_limit = answer | {"output": "x" * (SETTINGS.kafka.max_record_bytes - len(json.dumps(answer)) - 20)}
+    asyncio.run(agent.batch([Event("control", wrong, 3, near_limit), Event("turns", home, 0, turn(0, "hello"))]))
+    assert [name for name, *_ in agent.topics.sent] == ["dlq"]  # nothing forwarded
+    assert f"[{wrong}]@3): a " in caplog.text and "over the record limit" in caplog.text
+    assert agent.store.get(SCOPE).turns == 1 and agent.stats.records_forwarded == 0

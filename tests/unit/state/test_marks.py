@@ -6,7 +6,8 @@ from itertools import islice
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from credence.streams.state.marks import Marks, mark_key
+from credence.streams.state.mark_index import MIN_WIDTH_S
+from credence.streams.state.marks import Marks, is_mark_key, mark_key
 from credence.streams.state.ownership import Ownership
 from credence.streams.state.writes import TableWrites
 
@@ -14,6 +15,12 @@ from .conftest import SCOPE, T0
 
 DAY = timedelta(days=1)
 HOUR = timedelta(hours=1)
+BUCKET = timedelta(seconds=MIN_WIDTH_S)  # a mark is pruned with its whole bucket of the prune index
+
+
+def marks_in(table: dict) -> set[str]:
+    """The duplicate marks of the table (beside them: the prune index)."""
+    return {k for k in table if is_mark_key(k)}
 
 
 def marks_over(table: dict, horizon_days: float = 7.0) -> tuple[Marks, int]:
@@ -56,7 +63,7 @@ def test_marks_of_the_previous_layout_are_read_then_pruned():
     assert not marks.first_time("turns", SCOPE, "t1", "turns:0:7", T0)
     marks.first_time("turns", SCOPE, "t2", "turns:0:8", T0)
     marks.write(part)
-    assert list(table) == [mark_key("turns", SCOPE, "t2")]
+    assert marks_in(table) == {mark_key("turns", SCOPE, "t2")}
 
 
 @settings(max_examples=50, deadline=None)
@@ -75,11 +82,11 @@ def test_the_table_holds_only_marks_within_the_horizon_of_the_newest(hours, batc
         if i % batch == batch - 1 or i == len(hours) - 1:
             marks.write(part)
             newest = max(times[k] for k in times if int(k.rsplit("t", 1)[1]) <= i)
-            kept = set(table)
-            assert all(newest - times[k] <= 3 * DAY for k in kept)
+            kept = marks_in(table)
+            assert all(newest - times[k] <= 3 * DAY + BUCKET for k in kept)
             assert {k for k, at in times.items() if newest - at <= 3 * DAY
                     and int(k.rsplit("t", 1)[1]) <= i} <= kept
-    assert marks.count() == len(table)
+    assert marks.count() == len(marks_in(table))
     assert marks_over(table)[0].count() is None  # not read until a batch needs the marks
 
 
@@ -117,8 +124,8 @@ def test_a_repeat_within_the_horizon_of_the_broker_time_is_caught_whatever_other
     """Records of four tenants' scopes on one partition, each received `step` hours after the one before
     (its Kafka timestamp) and dated by its client (near that time, or decades away). A repeat whose first
     occurrence's time (event time, capped at its Kafka timestamp) is within the horizon of the newest Kafka
-    timestamp is always dropped; the table holds only marks received within a horizon of the newest honest
-    record's time."""
+    timestamp is always dropped; the table holds only marks received within a horizon (and the bucket it
+    ends in) of the newest honest record's time."""
     horizon = 3 * DAY
     table: dict = {}
     marks, part = marks_over(table, horizon_days=3)
@@ -136,5 +143,70 @@ def test_a_repeat_within_the_horizon_of_the_broker_time_is_caught_whatever_other
         if i % batch == batch - 1 or i == len(records) - 1:
             marks.write(part)
             if honest:
-                assert all(creators[k][1] >= max(honest) - horizon for k in table)
-    assert marks.count() == len(table)
+                assert all(creators[k][1] >= max(honest) - horizon - BUCKET for k in marks_in(table))
+    assert marks.count() == len(marks_in(table))
+
+
+def test_a_backdated_record_keeps_its_mark_for_a_horizon_from_when_it_was_received():
+    """A tenant importing history: its turns are dated months back but reach Kafka now, beside live turns.
+    Their marks are kept by ingestion, so the import's retry is still a repeat."""
+    table: dict = {}
+    marks, part = marks_over(table)
+    assert marks.first_time("turns", SCOPE, "live", "turns:0:1", T0, T0)
+    marks.write(part)
+    assert marks.first_time("turns", SCOPE, "old", "turns:0:2", T0 - 90 * DAY, T0 + HOUR)
+    marks.write(part)
+    assert not marks.first_time("turns", SCOPE, "old", "turns:0:3", T0 - 90 * DAY, T0 + 2 * HOUR)
+
+
+class Unscannable(dict):
+    """A table whose keys may be read one by one only: a scan of it fails the test."""
+
+    scannable = True
+
+    def items(self):
+        assert self.scannable, "the table was scanned"
+        return super().items()
+
+    def keys(self):
+        assert self.scannable, "the table was scanned"
+        return super().keys()
+
+
+def test_after_partitions_move_no_mark_is_held_in_memory_and_nothing_is_rebuilt_from_a_scan():
+    """5,000 marks on a partition; the partition moves (a new owner over the restored table): its first
+    batch reads the partition's head alone, and the marks are pruned from the index in the table when the
+    horizon passes them, with nothing of them held in the worker meanwhile."""
+    table = Unscannable()
+    marks, part = marks_over(table, horizon_days=2)
+    for i in range(5_000):
+        marks.first_time("turns", SCOPE, f"t{i}", f"turns:0:{i}", None, T0 + timedelta(seconds=i))
+    marks.write(part)
+    table.scannable = False
+    owner, _ = marks_over(table, horizon_days=2)
+    assert owner.count() is None
+    assert not owner.first_time("turns", SCOPE, "t7", "turns:0:9000", None, T0 + DAY)  # still a repeat
+    assert owner.first_time("turns", SCOPE, "new", "turns:0:9001", None, T0 + DAY)
+    owner.write(part)
+    table.scannable = True  # the test's own look
+    assert owner.count() == 5_001 and len(marks_in(table)) == 5_001
+    assert sum(len(v) for k, v in table.items() if not is_mark_key(k)) < 5_001 * 60  # the index: keys, no more
+    assert owner.first_time("turns", SCOPE, "later", "turns:0:9002", None, T0 + 3 * DAY)
+    table.scannable = False
+    owner.write(part)
+    table.scannable = True
+    assert marks_in(table) == {mark_key("turns", SCOPE, "new"), mark_key("turns", SCOPE, "later")}
+    assert owner.count() == 2
+
+
+def test_marks_written_before_the_index_are_indexed_once_then_pruned_with_it():
+    table = {mark_key("turns", SCOPE, "old"): b'{"v":2,"position":"turns:0:1","at":"2026-03-02T12:00:00Z"}',
+             mark_key("turns", SCOPE, "older"): b'"turns:0:0"'}  # two layouts back: no time at all
+    marks, part = marks_over(table, horizon_days=2)
+    assert not marks.first_time("turns", SCOPE, "old", "turns:0:5", None, T0 + HOUR)
+    marks.write(part)
+    assert marks_in(table) == {mark_key("turns", SCOPE, "old")}
+    restarted, _ = marks_over(table, horizon_days=2)
+    restarted.first_time("turns", SCOPE, "new", "turns:0:6", None, T0 + 3 * DAY)
+    restarted.write(part)
+    assert marks_in(table) == {mark_key("turns", SCOPE, "new")}

@@ -129,3 +129,45 @@ def test_a_stopped_recovery_service_does_not_stop_the_worker(tmp_path):
         await asyncio.Event().wait()
 
     assert run_loop(tmp_path, never, stop=True) == []
+
+
+def test_every_completed_recovery_rewinds_the_inputs_after_fausts_seek_ticks_or_none(tmp_path, monkeypatch):
+    """Faust's recovery ends by seeking every input partition to the group's committed offset; the stored
+    positions must be sought after that, at each assignment (no wall-clock tick needed), and not when a
+    newer rebalance cut the recovery short."""
+    calls: list[str] = []
+
+    async def fausts_completion(self, generation_id: int = 0) -> None:
+        calls.append("faust seeks to the committed offsets")
+
+    async def rewind() -> None:
+        calls.append("rewind to the stored positions")
+
+    monkeypatch.setattr(restore.Recovery, "on_recovery_completed", fausts_completion)
+
+    async def complete(generation: int) -> None:
+        recovery, _ = recovery_for(tmp_path, on_ready=rewind)
+        recovery.app.consumer_generation_id = 3
+        await recovery.on_recovery_completed(generation)
+
+    asyncio.run(complete(3))
+    assert calls == ["faust seeks to the committed offsets", "rewind to the stored positions"]
+    asyncio.run(complete(2))  # a newer rebalance came meanwhile: its own recovery rewinds
+    assert calls[2:] == ["faust seeks to the committed offsets"]
+
+
+def test_a_rewind_that_fails_never_ends_fausts_recovery_loop(tmp_path, monkeypatch, caplog):
+    async def fausts_completion(self, generation_id: int = 0) -> None:
+        pass
+
+    async def moved_under_the_seek() -> None:
+        raise RuntimeError("partition is not assigned")
+
+    monkeypatch.setattr(restore.Recovery, "on_recovery_completed", fausts_completion)
+
+    async def complete() -> None:
+        recovery, _ = recovery_for(tmp_path, on_ready=moved_under_the_seek)
+        await recovery.on_recovery_completed(recovery.app.consumer_generation_id)
+
+    asyncio.run(complete())  # returns: Faust's loop goes on to the next rebalance
+    assert "could not be rewound" in caplog.text

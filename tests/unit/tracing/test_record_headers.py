@@ -58,3 +58,27 @@ def test_export_only_when_the_standard_variables_ask():
     assert tracing.export_requested({"OTEL_TRACES_EXPORTER": "otlp"})
     assert not tracing.setup("credence-test", {})  # nothing asked: the no-op provider stays
     assert not tracing.active()
+
+
+PARENT = b"00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+class Input:
+    def __init__(self, headers) -> None:
+        self.headers = headers
+
+
+def test_a_forwarded_copy_carries_the_trace_context_parsed_and_encoded_anew_never_the_raw_bytes():
+    from credence.streams.runtime.traces import carried
+
+    with in_memory_spans():
+        assert carried(Input({"traceparent": PARENT, "tracestate": b" rojo=00f067aa0ba902b7 ,, congo=t61"})) == {
+            "traceparent": PARENT, "tracestate": b"rojo=00f067aa0ba902b7,congo=t61"}
+        later_version = b"01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-what-comes-next"
+        assert carried(Input([("traceparent", later_version)])) == {"traceparent": PARENT}  # Kafka's pairs
+        for junk in (b"x" * 1_000_000, PARENT + b"-more", b"ff" + PARENT[2:], PARENT.upper(),
+                     b"00-" + b"0" * 32 + PARENT[35:], PARENT[:-3] + b"-\xff"):
+            assert carried(Input({"traceparent": junk, "tracestate": b"a=1"})) is None, junk
+        for junk in (b"a=1,a=2", b"Upper=1", b"a=" + b"v" * 300, b"a=1," * 40, b"a=\x00", b"k" * 1_000_000):
+            assert carried(Input({"traceparent": PARENT, "tracestate": junk})) == {"traceparent": PARENT}, junk
+    assert carried(Input({"traceparent": PARENT})) is None  # tracing off: nothing carried
