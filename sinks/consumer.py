@@ -72,26 +72,31 @@ class SinkRunner:
         try:
             partitions = await self._partitions(consumer)
             consumer.assign(partitions)
+            ends = await consumer.end_offsets(partitions)
             if from_beginning:
                 await consumer.seek_to_beginning(*partitions)
             else:
-                await self.resume(partitions)
-            ends = await consumer.end_offsets(partitions)
+                await self.resume(partitions, ends)
             while True:
                 positions = {tp: await consumer.position(tp) for tp in partitions}
                 if all(positions[tp] >= ends[tp] for tp in partitions):
                     break
                 await self._poll_once()
-            await self._settle(await self.sink.flush())
+            # Everything read is made durable and committed where the drain stopped: a drain that left it
+            # held would read and write it again next time (on object storage, a paid PUT per shard).
+            await self._settle(await self.sink.close(positions))
         finally:
             await self._stop()
         return self.stats
 
-    async def resume(self, partitions) -> None:
-        """Start each partition where the sink says, given its committed offset."""
+    async def resume(self, partitions, ends: Offsets | None = None) -> None:
+        """Start each partition where the sink says, given its committed offset; a drain leaves a partition
+        committed up to its end (``ends``) where it is: there is nothing to read."""
         for tp in partitions:
             committed = await self._consumer.committed(tp)
-            if committed is not None and (offset := self.sink.resume_offset(committed)) != committed:
+            if committed is None or (ends is not None and committed >= ends[tp]):
+                continue
+            if (offset := self.sink.resume_offset(tp, committed)) != committed:
                 self._consumer.seek(tp, offset)
 
     def _new_consumer(self) -> AIOKafkaConsumer:
