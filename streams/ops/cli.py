@@ -72,6 +72,11 @@ def cmd_replay(args) -> int:
     tracing.setup("credence-replay")  # off unless the OTEL_* variables ask for export
     sent = asyncio.run(replay(Path(args.file), bootstrap, settings, progress=not args.quiet))
     print(f"replayed {sent} records to {settings.topic('turns')} on {bootstrap}")
+    if args.flush:
+        from credence.streams.ops.replay import flush_when_read, scopes_in
+
+        flushed = asyncio.run(flush_when_read(bootstrap, settings, scopes_in(Path(args.file)), args.flush_timeout))
+        print(f"flushed {flushed} scopes once the worker group {settings.app_id} had read them")
     return 0
 
 
@@ -274,6 +279,11 @@ def _runtime_parsers(sub) -> None:
     p.add_argument("file", help="JSON-lines file of turn records (schema v1)")
     p.add_argument("--bootstrap", help="Kafka bootstrap servers (default: settings / embedded broker)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--flush", action="store_true",
+                   help="end of input: once the worker group (CREDENCE_APP_ID) has read the turns, send each scope "
+                        "of the file a flush (its open Stage-1 windows are extracted); how a historical replay ends")
+    p.add_argument("--flush-timeout", type=float, default=600.0, metavar="S",
+                   help="with --flush: seconds to wait for the worker to read the turns (default 600)")
     p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("demo", help="the main job: broker + worker + replay of a sample, then a summary",
