@@ -94,10 +94,12 @@ class SinkRunner:
         committed up to its end (``ends``) where it is: there is nothing to read."""
         for tp in partitions:
             committed = await self._consumer.committed(tp)
-            if committed is None or (ends is not None and committed >= ends[tp]):
+            if committed is None:
                 continue
-            if (offset := self.sink.resume_offset(tp, committed)) != committed:
-                self._consumer.seek(tp, offset)
+            # Seek even to the committed offset itself: the consumer's own look-up of it is a second request,
+            # and one that fails (a coordinator moving) falls back to the beginning (auto_offset_reset).
+            caught_up = ends is not None and committed >= ends[tp]
+            self._consumer.seek(tp, committed if caught_up else self.sink.resume_offset(tp, committed))
 
     def _new_consumer(self) -> AIOKafkaConsumer:
         return AIOKafkaConsumer(**client_options(
