@@ -5,7 +5,7 @@ A turn produced by the API, the MCP tool or `credence replay` starts a trace (or
 of it, and a result sent back through the result topics carries it on.
 
 Off unless the standard `OTEL_*` variables ask for export (`setup`); then the SDK, an optional extra
-(`pip install 'credence[tracing]'`), exports OTLP over HTTP. Off, the global tracer provider is the API's
+(`pip install -e '.[tracing]'` in the checkout), exports OTLP over HTTP. Off, the global tracer provider is the API's
 proxy: every helper here checks that first (`active`) and does nothing, so no span object is made and no
 header is encoded on the hot path.
 
@@ -74,7 +74,7 @@ def setup(service: str, env: Mapping[str, str] = os.environ) -> bool:
         from opentelemetry.sdk.trace.export import BatchSpanProcessor
     except ImportError:
         raise ConfigError("OTEL_* variables ask for traces but the OpenTelemetry SDK is not installed: "
-                          "pip install 'credence[tracing]', or unset OTEL_TRACES_EXPORTER and "
+                          "pip install -e '.[tracing]' (from the checkout), or unset OTEL_TRACES_EXPORTER and "
                           "OTEL_EXPORTER_OTLP_ENDPOINT") from None
     provider = TracerProvider(resource=Resource.create({"service.name": service}).merge(Resource.create()))
     for name in [n.strip() for n in env.get("OTEL_TRACES_EXPORTER", "otlp").split(",") if n.strip()]:

@@ -10,8 +10,9 @@ last committed offset and the sink must land what it re-reads the same way (idem
 the Parquet archive rewrites the same shard names).
 
 A sink may hold records back (the archive seals a span only when the consumer has passed its last
-offset): ``flush`` makes them visible without committing them, ``resume_offset`` says where a
-partition starts again given its committed offset, and ``revoke`` forgets what it held of
+offset): ``flush`` makes them visible without committing them, ``close`` (at the end of a drain) makes
+them durable as they stand and answers the consumer's positions as safe to commit, ``resume_offset``
+says where a partition starts again given its committed offset, and ``revoke`` forgets what it held of
 partitions another group member now owns.
 """
 
@@ -86,14 +87,19 @@ class Sink(Protocol):
     async def open(self) -> None:
         """Prepare the destination before the first record (e.g. clear what a killed writer left)."""
 
-    def resume_offset(self, committed: int) -> int:
-        """The offset to start a partition at, given its committed offset."""
+    def resume_offset(self, tp: TopicPartition, committed: int) -> int:
+        """The offset to start partition ``tp`` at, given its committed offset."""
 
     async def write(self, batch: Batch) -> Written:
         """Take a batch; make durable what can be; answer with the offsets now safe to commit."""
 
     async def flush(self) -> Written:
-        """Make every record held so far visible (at stop, at the end of a drain, on an interval)."""
+        """Make every record held so far visible (at stop, on an interval); commits nothing held back."""
+
+    async def close(self, positions: Offsets) -> Written:
+        """At the end of a drain: make every record held so far durable and answer what of ``positions``
+        (each partition's next offset: every record below it was handed to ``write``) is safe to commit, so
+        the next drain does not read and write the held records again."""
 
     def revoke(self, partitions: list[TopicPartition]) -> None:
         """Forget what is held of ``partitions``: their new owner re-reads from the committed offset."""

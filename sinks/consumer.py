@@ -72,17 +72,19 @@ class SinkRunner:
         try:
             partitions = await self._partitions(consumer)
             consumer.assign(partitions)
+            ends = await self._settled_ends(consumer, partitions)
             if from_beginning:
                 await consumer.seek_to_beginning(*partitions)
             else:
-                await self.resume(partitions)
-            ends = await self._settled_ends(consumer, partitions)
+                await self.resume(partitions, ends)
             while True:
                 positions = {tp: await consumer.position(tp) for tp in partitions}
                 if all(positions[tp] >= ends[tp] for tp in partitions):
                     break
                 await self._poll_once()
-            await self._settle(await self.sink.flush())
+            # Everything read is made durable and committed where the drain stopped: a drain that left it
+            # held would read and write it again next time (on object storage, a paid PUT per shard).
+            await self._settle(await self.sink.close(positions))
         finally:
             await self._stop()
         return self.stats
@@ -104,12 +106,17 @@ class SinkRunner:
         finally:
             await everything.stop()
 
-    async def resume(self, partitions) -> None:
-        """Start each partition where the sink says, given its committed offset."""
+    async def resume(self, partitions, ends: Offsets | None = None) -> None:
+        """Start each partition where the sink says, given its committed offset; a drain leaves a partition
+        committed up to its end (``ends``) where it is: there is nothing to read."""
         for tp in partitions:
             committed = await self._consumer.committed(tp)
-            if committed is not None and (offset := self.sink.resume_offset(committed)) != committed:
-                self._consumer.seek(tp, offset)
+            if committed is None:
+                continue
+            # Seek even to the committed offset itself: the consumer's own look-up of it is a second request,
+            # and one that fails (a coordinator moving) falls back to the beginning (auto_offset_reset).
+            caught_up = ends is not None and committed >= ends[tp]
+            self._consumer.seek(tp, committed if caught_up else self.sink.resume_offset(tp, committed))
 
     def _new_consumer(self) -> AIOKafkaConsumer:
         return AIOKafkaConsumer(**client_options(

@@ -9,9 +9,13 @@ Batch boundaries (the rule that makes replays and crash restarts rewrite the sam
 - When the consumer's position passes a span's last offset the span is *sealed*: its shards are
   published (temp + rename) and only then is the span's end returned as durable, for the runner
   (consumer.py) to commit. The committed offset is therefore always a span start.
-- An open span is published early after flush_interval_seconds (and at the end of a drain) so rows
-  become visible, but its offset is not committed. Because greedy cutting is prefix-stable, the
-  later, fuller write of the same span produces the same names and atomically replaces them.
+- An open span is published early after flush_interval_seconds so rows become visible, but its offset
+  is not committed. Because greedy cutting is prefix-stable, the later, fuller write of the same span
+  produces the same names and atomically replaces them.
+- At the end of a drain (``close``) an open span is published and the consumer's position, inside
+  the span, is committed. The next run resumes at the span start and re-reads the span, but rows below
+  that commit are *clean*: their shards are already whole, so only the shard keys that receive a row at
+  or past it are written again, and a drain with nothing new reads nothing and writes nothing.
 - After a crash the sink resumes at the committed span start, re-reads the span and rewrites the
   same names; a replay from offset 0 does the same for every span. So no row is ever in two files
   and the file set after a replay equals the one before it.
@@ -109,6 +113,7 @@ class ParquetSink:
         self._durable: dict[int, int] = {}
         self._rejected: list[tuple[Record, str]] = []
         self._markers: dict = {}  # forget markers read, by path and version (forget.forgotten_markers)
+        self._clean_below: dict[int, int] = {}  # per partition: rows below this offset are already in shards
 
     def __repr__(self) -> str:
         return f"{self.topic} -> {self.settings.root}/{self.table}"
@@ -117,13 +122,17 @@ class ParquetSink:
         # A new run resumes every partition at its committed span start: spans held from an earlier
         # run of this object would take the re-read rows twice.
         self._spans.clear()
-        self._durable, self._rejected = {}, []
+        self._durable, self._rejected, self._clean_below = {}, [], {}
         await asyncio.to_thread(remove_stale_temp_files, self.archive)
 
-    def resume_offset(self, committed: int) -> int:
-        """The start of the span holding ``committed``. Our own commits are span starts already;
-        this covers offsets moved by hand (kafka-consumer-groups --reset-offsets)."""
-        return committed - committed % self.settings.max_rows_per_shard
+    def resume_offset(self, tp: TopicPartition, committed: int) -> int:
+        """The start of the span holding ``committed``: a span start when a span was sealed, inside the
+        span after a drain's ``close`` (whose rows below it are in shards already: not written again),
+        or anywhere when moved by hand (kafka-consumer-groups --reset-offsets)."""
+        start = committed - committed % self.settings.max_rows_per_shard
+        if tp.topic == self.topic and committed > start:
+            self._clean_below[tp.partition] = committed
+        return start
 
     async def write(self, batch: Batch) -> Written:
         for record in batch.records:
@@ -139,6 +148,16 @@ class ParquetSink:
             await self._publish(partition, span)
         return self._written()
 
+    async def close(self, positions: dict[TopicPartition, int]) -> Written:
+        """Publish every open span and answer the consumer's position in it as durable (module docstring)."""
+        for partition, span in sorted(self._spans.items()):
+            await self._publish(partition, span)
+            tp = TopicPartition(self.topic, partition)
+            if tp in positions:
+                self._durable[partition] = positions[tp]
+                self._clean_below[partition] = positions[tp]
+        return self._written()
+
     def revoke(self, partitions: list[TopicPartition]) -> None:
         """A revoked partition's open span is dropped: its committed offset is the span start, so
         the new owner re-reads the span and rewrites the same shard names."""
@@ -146,6 +165,7 @@ class ParquetSink:
             if tp.topic == self.topic:
                 self._spans.pop(tp.partition, None)
                 self._seen.pop(tp.partition, None)  # memory only for owned partitions
+                self._clean_below.pop(tp.partition, None)
 
     def _written(self) -> Written:
         durable = {TopicPartition(self.topic, p): o for p, o in self._durable.items()}
@@ -165,10 +185,12 @@ class ParquetSink:
         try:
             row = to_row(self.table, loads(record.value), partition, record.offset)
         except (ArchiveError, RecordError) as exc:
-            self._rejected.append((record, str(exc)))
+            if record.offset >= self._clean_below.get(partition, 0):  # else dead-lettered before that commit
+                self._rejected.append((record, str(exc)))
             return
         span.rows.append(row)
-        span.dirty.add(row.key)
+        if record.offset >= self._clean_below.get(partition, 0):
+            span.dirty.add(row.key)
         self.stats.rows += 1
 
     async def _seal(self, partition: int) -> None:

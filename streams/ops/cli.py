@@ -18,6 +18,7 @@ from credence.errors import CredenceError
 from credence.streams.ops.operator_cli import add_operator_parsers
 
 log = logging.getLogger("credence")
+LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
 
 
 def _settings(args):
@@ -71,6 +72,11 @@ def cmd_replay(args) -> int:
     tracing.setup("credence-replay")  # off unless the OTEL_* variables ask for export
     sent = asyncio.run(replay(Path(args.file), bootstrap, settings, progress=not args.quiet))
     print(f"replayed {sent} records to {settings.topic('turns')} on {bootstrap}")
+    if args.flush:
+        from credence.streams.ops.replay import flush_when_read, scopes_in
+
+        flushed = asyncio.run(flush_when_read(bootstrap, settings, scopes_in(Path(args.file)), args.flush_timeout))
+        print(f"flushed {flushed} scopes once the worker group {settings.app_id} had read them")
     return 0
 
 
@@ -239,7 +245,8 @@ def build_parser() -> argparse.ArgumentParser:
                     "CREDENCE_* environment variables (see README).",
     )
     parser.add_argument("--version", action="version", version=f"credence {__version__}")
-    parser.add_argument("--log-level", default="INFO", choices=["DEBUG", "INFO", "WARNING", "ERROR"])
+    parser.add_argument("--log-level", choices=LOG_LEVELS,
+                        help="default INFO (WARNING for `mcp`, whose stderr a local MCP client shows)")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     _runtime_parsers(sub)
@@ -274,6 +281,11 @@ def _runtime_parsers(sub) -> None:
     p.add_argument("file", help="JSON-lines file of turn records (schema v1)")
     p.add_argument("--bootstrap", help="Kafka bootstrap servers (default: settings / embedded broker)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--flush", action="store_true",
+                   help="end of input: once the worker group (CREDENCE_APP_ID) has read the turns, send each scope "
+                        "of the file a flush (its open Stage-1 windows are extracted); how a historical replay ends")
+    p.add_argument("--flush-timeout", type=float, default=600.0, metavar="S",
+                   help="with --flush: seconds to wait for the worker to read the turns (default 600)")
     p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("demo", help="the main job: broker + worker + replay of a sample, then a summary",
@@ -292,6 +304,8 @@ def _runtime_parsers(sub) -> None:
                                    "with the tenant key as the bearer: the same six memory tools.")
     p.add_argument("--url", required=True, help="the worker's web URL, e.g. http://127.0.0.1:6066")
     p.add_argument("--key-file", required=True, help="a file holding the tenant's API key (`credence tenants add`)")
+    p.add_argument("--log-level", dest="command_log_level", choices=LOG_LEVELS,
+                   help="what reaches stderr (default WARNING: a stdio MCP client shows every line of it)")
     p.set_defaults(func=cmd_mcp)
 
 
@@ -334,8 +348,16 @@ def _data_parsers(sub) -> None:
     p.set_defaults(func=cmd_forget)
 
 
+def log_level(args) -> str:
+    """The level asked for (after the command or before it), else the command's default: a stdio MCP client
+    shows the proxy's stderr to its user, so `mcp` logs warnings and errors only."""
+    asked = getattr(args, "command_log_level", None) or args.log_level
+    return asked or ("WARNING" if args.command == "mcp" else "INFO")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args.log_level = log_level(args)
     logging.basicConfig(level=args.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     for noisy in ("aiokafka", "httpx"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, logging.getLevelName(args.log_level)))

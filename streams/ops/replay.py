@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from aiokafka import AIOKafkaProducer
+from aiokafka import AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 
 from credence import tracing
 from credence.config import Settings
@@ -124,6 +127,37 @@ async def send_control(bootstrap: str, settings: Settings, scopes: list[Scope | 
                                          key=scope.key.encode())
     finally:
         await producer.stop()
+
+
+async def flush_when_read(bootstrap: str, settings: Settings, scopes: list[Scope], timeout_s: float,
+                          poll_s: float = 0.5) -> int:
+    """End a historical replay: once the worker group (``settings.app_id``) has committed every turns partition
+    up to its current end, one ``flush`` control record per scope. Sent sooner, a flush could be applied before
+    the scope's last turns (it travels on another topic) and leave them in a window no later turn closes.
+    Returns the scopes flushed; CredenceError when no worker has read the turns within ``timeout_s``."""
+    partitions = list(range(settings.topic_partitions))
+    ends = dict(zip(partitions, (await end_offsets(bootstrap, settings, partitions))["turns"], strict=True))
+    tps = [TopicPartition(settings.topic("turns"), p) for p in partitions]
+    admin = AIOKafkaAdminClient(**client_options(bootstrap, settings.kafka))
+    await start(admin, bootstrap, settings.kafka)
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            committed = await admin.list_consumer_group_offsets(settings.app_id, partitions=tps)
+            behind = {tp.partition: (meta.offset if meta else -1, ends[tp.partition]) for tp, meta in committed.items()
+                      if ends[tp.partition] and (meta is None or meta.offset < ends[tp.partition])}
+            if not behind:
+                break
+            if time.monotonic() > deadline:
+                raise CredenceError(
+                    f"no flush sent: the worker group {settings.app_id!r} has not read {settings.topic('turns')} to "
+                    f"its end within {timeout_s:.0f} s (partition: (committed, end) {behind}); is `credence worker` "
+                    "running with the same CREDENCE_APP_ID and CREDENCE_TOPIC_PREFIX?")
+            await asyncio.sleep(poll_s)
+    finally:
+        await admin.close()
+    await send_control(bootstrap, settings, scopes, "flush")
+    return len(scopes)
 
 
 async def send_forget(bootstrap: str, settings: Settings, tenant: str, user: str) -> int:

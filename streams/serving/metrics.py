@@ -1,10 +1,10 @@
 """GET /metrics in the Prometheus text format (prometheus_client), read from the worker's state at scrape
 time: nothing here runs on the scope agent's path except the LLM latency observation the runner makes.
 
-Exported: consumer lag per assigned partition (highwater minus committed offset), turns and evidence
-signals (by signal kind), entries by kind and tier (from the scope store, computed at scrape time) — the
-last three also by tenant only with CREDENCE_API__METRICS_TENANT_LABELS=true: tenant names are tenant
-data —, LLM call latency (histogram by task and outcome) and the backend's counters, dead-lettered
+Exported: consumer lag per assigned partition (deliverable records not yet applied: see `deliverable_lag`),
+turns and evidence signals (by signal kind), entries by kind and tier (from the scope store, computed at scrape
+time) — the last three also by tenant only with CREDENCE_API__METRICS_TENANT_LABELS=true: tenant names are
+tenant data —, LLM call latency (histogram by task and outcome) and the backend's counters, dead-lettered
 records, statements the self-containment gate refused (by stage and reason), recall index builds, and every
 numeric field of `credence.stats` as `credence_stats_<field>` (numeric dict fields get a `key` label), so
 fields added to Stats show up without touching this file.
@@ -111,20 +111,21 @@ class WorkerCollector:
         yield signals
 
     def _lag(self):
-        lag = GaugeMetricFamily("credence_consumer_lag", "Highwater minus committed offset per assigned partition",
+        lag = GaugeMetricFamily("credence_consumer_lag",
+                                "Records read_committed can deliver that this worker has not applied, per assigned "
+                                "partition (transaction markers excluded; a changelog: what its restore has left)",
                                 labels=["topic", "partition"])
-        consumer = getattr(self.credence.app, "_consumer", None)  # never create one at scrape time
+        app = self.credence.app
+        consumer = getattr(app, "_consumer", None)  # never create one at scrape time
         if consumer is not None:
             try:
                 assigned = sorted(consumer.assignment())
             except Exception:  # noqa: BLE001 - not started yet or shutting down: no partitions to report
                 assigned = []
             for tp in assigned:
-                highwater = _safe(consumer.highwater, tp)
-                committed = consumer._committed_offset.get(tp)
-                if highwater is None:
-                    continue
-                lag.add_metric([tp.topic, str(tp.partition)], max(0, highwater - (committed or 0)))
+                value = _partition_lag(app, consumer, tp)
+                if value is not None:
+                    lag.add_metric([tp.topic, str(tp.partition)], value)
         yield lag
 
     def _tiers(self):
@@ -166,10 +167,47 @@ def _summed(counts, named: bool = True) -> list[tuple[tuple, float]]:
     return sorted(total.items())
 
 
-def _safe(read, tp):
+def deliverable_lag(end: int | None, position: int | None, committed: int | None, in_flight: int) -> int | None:
+    """Records of one input partition that read_committed can deliver and the worker has not applied.
+
+    ``end`` is what read_committed can deliver up to (the last stable offset); ``position`` the consumer's
+    next fetch offset, which aiokafka moves past commit/abort markers as it fetches them; ``in_flight`` the
+    records fetched and not yet acknowledged. A marker never becomes a record, so end minus the committed
+    offset (the record after the last one applied) would count every marker behind it forever: a
+    transactional writer leaves one after each transaction. None: nothing fetched yet, nothing to say.
+    """
+    if end is None or end < 0:
+        return None
+    fetched = position if position is not None else (committed or 0)
+    return max(0, end - fetched) + in_flight
+
+
+def _partition_lag(app, consumer, tp) -> int | None:
+    tables = getattr(app, "tables", None)
+    if tables is not None and tp.topic in tables.changelog_topics:
+        # A changelog the worker holds is its own output once restored (it writes it, nothing delivers it
+        # back): what is left is what the restore has still to apply.
+        recovery = tables.recovery
+        return max(0, recovery.active_remaining().get(tp, 0)) if recovery.in_recovery else 0
+    state = _safe(_fetch_state, consumer, tp)
+    if state is None:
+        return None
+    in_flight = sum(1 for message in list(consumer._unacked_messages) if message.tp == tp)
+    return deliverable_lag(state.lso if state.lso is not None else state.highwater,
+                           state.position if state.has_valid_position else None,
+                           consumer._committed_offset.get(tp), in_flight)
+
+
+def _fetch_state(consumer, tp):
+    # aiokafka's per-partition fetch state (highwater, last stable offset, position), read without a call
+    # into the consumer's thread: a scrape is synchronous and must not wait on the fetcher.
+    return consumer._thread._ensure_consumer()._subscription.subscription.assignment.state_value(tp)
+
+
+def _safe(read, *args):
     try:
-        return read(tp)
-    except Exception:  # noqa: BLE001 - a partition being revoked has no highwater
+        return read(*args)
+    except Exception:  # noqa: BLE001 - a partition being revoked has no fetch state
         return None
 
 

@@ -10,6 +10,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from credence.errors import CredenceError
 from credence.streams.llm.embeddings import extra_installed
 from credence.streams.ops.process import WorkerProcess, wait_until
 from tests.support.pipeline import (
@@ -95,15 +96,25 @@ def test_metrics_agree_with_the_worker_and_the_journal(worker, kafka_bootstrap):
     assert metrics["credence_llm_concurrency_limit"][0].value == 0
 
 
-def test_consumer_lag_drains_to_zero_per_assigned_partition(worker):
+def test_consumer_lag_drains_to_zero_on_every_assigned_partition(worker):
+    """Idle and caught up, every assigned partition shows lag 0, the changelogs included: the worker writes
+    them itself (in transactions, the default), so once restored nothing is left to deliver to it; before,
+    each showed the highwater of its last restore fetch (nothing is ever committed for a changelog)."""
     process, settings, _ = worker
+    last = {}
 
     def lag():
         samples = scrape(process)["credence_consumer_lag"]
-        inputs = {s.labels["partition"]: s.value for s in samples if s.labels["topic"] == settings.topic("turns")}
-        return inputs if len(inputs) == settings.topic_partitions and not any(inputs.values()) else None
+        last.update(lags := {(s.labels["topic"], s.labels["partition"]): s.value for s in samples})
+        inputs = {p for t, p in lags if t == settings.topic("turns")}
+        changelogs = {t for t, _ in lags if t.endswith("-changelog")}
+        return len(inputs) == settings.topic_partitions and changelogs and not any(lags.values())
 
-    assert wait_until(lag, 60, "the turns partitions' lag to drain to 0")
+    assert settings.state.transactions
+    try:
+        wait_until(lag, 60, "every partition's lag to drain to 0")
+    except CredenceError:
+        pytest.fail(f"lag never reached 0 on every partition; last scrape: {last}")
 
 
 def test_status_says_which_recall_is_on_and_the_browser_assets_are_served(worker):

@@ -167,17 +167,24 @@ def test_the_stdio_command_serves_the_same_tools(served, tmp_path):
     key_file = tmp_path / "key"
     key_file.write_text(keys["acme"] + "\n")
     command = StdioServerParameters(command=sys.executable, env=dict(os.environ), args=[
-        "-m", "credence.streams.ops.cli", "--log-level", "WARNING", "mcp", "--url", worker.url,
-        "--key-file", str(key_file)])
+        "-m", "credence.streams.ops.cli", "mcp", "--url", worker.url, "--key-file", str(key_file)])
     scope = {"user": "alice", "character": "barista"}
+    stderr = tmp_path / "stderr"
 
     async def go():
-        async with stdio_client(command) as (read, write), ClientSession(read, write) as session:
-            await session.initialize()
-            tools = (await session.list_tools()).tools
-            return (tools, await session.call_tool("get_prompt", scope),
-                    await session.call_tool("get_entry", {**scope, "entry_id": "no-such"}))
+        with stderr.open("w") as errlog:
+            async with stdio_client(command, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+                return await calls(session)
+
+    async def calls(session):
+        await session.initialize()
+        tools = (await session.list_tools()).tools
+        return (tools, await session.call_tool("get_prompt", scope),
+                await session.call_tool("get_entry", {**scope, "entry_id": "no-such"}))
+
     tools, prompt, missing = asyncio.run(go())
+    # Quiet by default: a stdio client shows its server's stderr to its user (before: a line per request).
+    assert " INFO " not in stderr.read_text(), stderr.read_text()[-2000:]
     assert {t.name for t in tools} == TOOLS
     assert prompt.structured_content == call(worker, keys["acme"], "get_prompt", scope).structured_content
     assert prompt.structured_content["text"] and "no entry" in error_text(missing)

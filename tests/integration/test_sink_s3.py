@@ -197,3 +197,43 @@ def test_a_forget_marker_on_s3_names_no_one_and_forgets_one_life(kafka_bootstrap
     stored = object_store.data_dir / "blobs" / bucket / prefix / "_forgotten"
     assert [p.name for p in stored.rglob("*") if p.is_file()] == [marker_name(tenant, user)]  # no name in it
     assert forgotten_markers(open_archive(s3_root)).cutoff(tenant, user) == cutoff
+
+
+def stored_objects(object_store, root: str) -> dict[str, tuple[int, int]]:
+    """Every object the S3 server holds under ``root``: its key -> (inode, mtime) of the server's file, which a
+    new upload of the same key replaces."""
+    bucket, prefix = root.removeprefix("s3://").split("/", 1)
+    base = object_store.data_dir / "blobs" / bucket / prefix
+    return {str(p.relative_to(base)): (p.stat().st_ino, p.stat().st_mtime_ns) for p in base.rglob("*") if p.is_file()}
+
+
+
+def test_a_second_drain_uploads_nothing_and_a_later_one_only_what_is_new(kafka_bootstrap, topic_prefix, tmp_path,
+                                                                         s3_root, object_store):
+    """A drain ends with its partial spans published and committed: before, each drain re-read everything
+    since the last full span and uploaded its shards again (a paid PUT per shard)."""
+    topic, group = f"{topic_prefix}.archive", f"{topic_prefix}-sink"
+    settings = ArchiveSettings(root=s3_root, max_rows_per_shard=1000)  # 60 records: every span stays partial
+
+    async def scenario():
+        await create_topics(kafka_bootstrap, topic)
+        await produce(kafka_bootstrap, topic, [archive_record(i) for i in range(RECORDS)])
+        first = await drain(kafka_bootstrap, topic, ARCHIVE, settings, group_id=group)
+        before = stored_objects(object_store, s3_root)
+        second = await drain(kafka_bootstrap, topic, ARCHIVE, settings, group_id=group)
+        after = stored_objects(object_store, s3_root)
+        await produce(kafka_bootstrap, topic, [archive_record(i) for i in range(RECORDS, RECORDS + 5)])
+        third = await drain(kafka_bootstrap, topic, ARCHIVE, settings, group_id=group)
+        local = str(tmp_path / "archive")
+        await drain(kafka_bootstrap, topic, ARCHIVE, ArchiveSettings(root=local, max_rows_per_shard=1000),
+                    group_id=f"{group}-local")
+        return first, before, second, after, third, local
+
+    first, before, second, after, third, local = asyncio.run(scenario())
+    assert first.shards_published == len(before) > 0 and first.rows == RECORDS
+    assert (second.records, second.shards_published) == (0, 0)  # nothing read, nothing uploaded
+    assert after == before  # no object written again
+    # Five new records: only the shards they land in are uploaded, and the archive equals one drain of it all.
+    assert 0 < third.shards_published <= 5 < len(before)
+    assert shard_digests(s3_root) == shard_digests(local)
+
