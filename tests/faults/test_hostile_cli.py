@@ -11,25 +11,16 @@ process shows: the exit status and stderr of `python -m credence.streams.ops.cli
 
 from __future__ import annotations
 
-import logging
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
 
 import pytest
 
-from credence.streams.ops.cli import main
 from tests.faults.hostile import BAD_IDS
+from tests.support.cli import CliResult, in_process
 
 ARGV_SAFE_BAD_IDS = {k: v for k, (v, _) in BAD_IDS.items() if isinstance(v, str) and "\x00" not in v}
-
-
-@dataclass
-class Result:
-    returncode: int
-    stdout: str
-    stderr: str
 
 
 def process(*args: str, env: dict | None = None, cwd=None) -> subprocess.CompletedProcess:
@@ -41,31 +32,10 @@ def process(*args: str, env: dict | None = None, cwd=None) -> subprocess.Complet
 
 @pytest.fixture
 def cli(monkeypatch, capsys, caplog):
-    """`main(args)` in this process, as `process` runs it: no CREDENCE_* settings but `env`'s, in `cwd`;
-    stdout, stderr and the exit code (argparse's SystemExit included) captured. What it logged counts as
-    stderr (a process's logging goes there)."""
-
-    def run(*args: str, env: dict | None = None, cwd=None) -> Result:
-        for name in [k for k in os.environ if k.startswith("CREDENCE_")]:
-            monkeypatch.delenv(name)
-        for name, value in (env or {}).items():
-            monkeypatch.setenv(name, value)
-        if cwd is not None:
-            monkeypatch.chdir(cwd)
-        capsys.readouterr()
-        caplog.clear()
-        with caplog.at_level(logging.INFO):
-            try:
-                code = main(list(args))
-            except SystemExit as exc:  # argparse refuses with exit 2 and its usage on stderr
-                code = exc.code if isinstance(exc.code, int) else 1
-        out, err = capsys.readouterr()
-        return Result(code, out, err + caplog.text)
-
-    return run
+    return in_process(monkeypatch, capsys, caplog)
 
 
-def refused(result: Result | subprocess.CompletedProcess) -> str:
+def refused(result: CliResult | subprocess.CompletedProcess) -> str:
     assert "Traceback" not in result.stderr + result.stdout, result.stderr[-3000:]
     assert result.returncode == 2, (result.returncode, result.stdout[-500:], result.stderr[-1500:])
     assert result.stderr.strip(), "refused without saying why"
