@@ -166,6 +166,7 @@ class Row:
     completion_tokens: int = 0
     prefix_share: float | None = None
     wrong: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)  # the cases whose call failed (also in `wrong`)
 
     def as_dict(self) -> dict:
         per_lang = {lang: round(self.by_lang[lang] / self.lang_total[lang], 3)
@@ -176,7 +177,7 @@ class Row:
                 "unknown_ids": self.unknown_ids, "retries": self.retries, "calls": self.calls,
                 "prompt_tokens_per_case": round(self.prompt_tokens / self.cases, 1) if self.cases else 0,
                 "completion_tokens_per_case": round(self.completion_tokens / self.cases, 1) if self.cases else 0,
-                "static_prefix_share": self.prefix_share, "wrong": self.wrong}
+                "static_prefix_share": self.prefix_share, "wrong": self.wrong, "failed": self.failed}
 
 
 async def run_task(make: Callable[[], LLMBackend], label: str, task: Task, cases: list[dict],
@@ -199,6 +200,8 @@ async def run_task(make: Callable[[], LLMBackend], label: str, task: Task, cases
             row.cases += 1
             row.lang_total[case["lang"]] += 1
             row.failed_calls += ok is None
+            if ok is None:
+                row.failed.append(case["id"])
             if ok:
                 row.correct += 1
                 row.by_lang[case["lang"]] += 1

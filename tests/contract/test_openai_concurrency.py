@@ -62,19 +62,35 @@ def test_the_limit_settles_near_what_the_server_can_take_and_every_request_is_an
 
     async def go():
         backend = make_backend(settings)
+        limits: list[int] = []  # the limit every 5 ms of the run
+
+        async def watch():
+            while True:
+                limits.append(backend.concurrency_limit)
+                await asyncio.sleep(0.005)
+
+        watcher = asyncio.create_task(watch())
         try:
             results = await asyncio.gather(*(backend.extract_facts(batch) for batch in turns))
-            return results, backend.concurrency_limit, backend.stats
+            return results, limits, backend.stats
         finally:
+            watcher.cancel()
             await backend.aclose()
 
-    results, limit, stats = asyncio.run(go())
+    results, limits, stats = asyncio.run(go())
     assert all(len(facts) == 1 for facts in results)  # every request answered
     assert stats.failures == 0
-    # Settled far below the start and never under half the room. How far past the room the sawtooth gets
-    # depends on how many requests the server counts at once, which a loaded host (client and server share
-    # it) lowers: up to 14 was seen with room for 6, so the upper bound is the start's half, not the room.
-    assert room // 2 <= limit <= 48 // 2, limit
+    # Settled: over the run's second half the limit's median is within [room / 2, 2 x room] (README). How
+    # far the sawtooth's teeth reach past the room depends on how many requests the server counts at once,
+    # which a loaded host (client and server share it) lowers: teeth up to 17 were seen with room for 6,
+    # medians 6 to 9. A limit that halved once or twice and froze (24, 12 from 48) is outside the band or
+    # does not move: after its first decrease the limit must still go both up and down (a sawtooth).
+    settled = sorted(limits[len(limits) // 2:])
+    median = settled[len(settled) // 2]
+    assert room // 2 <= median <= 2 * room, (median, settled)
+    first_drop = next(i for i, n in enumerate(limits) if n < limits[0])
+    changes = [b - a for a, b in zip(limits[first_drop:], limits[first_drop + 1:]) if a != b]
+    assert any(c < 0 for c in changes) and any(c > 0 for c in changes), changes
     outcomes = server.outcomes()
     assert outcomes["ok"] == 300
     assert outcomes["http_429"] < 300  # refusals are a small share once the limit has settled

@@ -102,9 +102,13 @@ def test_unreachable_server_raises_after_max_retries(openai_server_factory, llm_
         asyncio.run(go())
 
 
-def test_retry_after_is_honoured_up_to_the_backoff_ceiling(openai_server_factory, llm_settings_factory):
-    server = openai_server_factory(failure_rate=1.0, failure_kinds=["http_429"], retry_after="0.25")
-    settings = llm_settings_factory(server, max_retries=2, backoff_max_s=1.0)
+@pytest.mark.parametrize("retry_after,ceiling", [("0.25", 1.0), ("3600", 0.3)], ids=["below", "above"])
+def test_retry_after_is_honoured_up_to_the_backoff_ceiling(openai_server_factory, llm_settings_factory,
+                                                           retry_after, ceiling):
+    """Below the ceiling the server's Retry-After is waited out; above it (an hour) the ceiling is waited
+    instead: the call still fails within a deadline no hour-long wait fits in."""
+    server = openai_server_factory(failure_rate=1.0, failure_kinds=["http_429"], retry_after=retry_after)
+    settings = llm_settings_factory(server, max_retries=2, backoff_max_s=ceiling)
 
     async def go() -> float:
         backend = make_backend(settings)
@@ -112,12 +116,15 @@ def test_retry_after_is_honoured_up_to_the_backoff_ceiling(openai_server_factory
         started = loop.time()
         try:
             with pytest.raises(LLMError, match="HTTP 429"):
-                await backend.target_check(["no"], [Observation(id="o1", text="The user likes tea.", subject="tea")])
+                # a condition with a deadline, not a speed: 2 waits of the ceiling take < 1 s, an honoured
+                # Retry-After of 3600 s an hour
+                await asyncio.wait_for(backend.target_check(
+                    ["no"], [Observation(id="o1", text="The user likes tea.", subject="tea")]), timeout=60)
             return loop.time() - started
         finally:
             await backend.aclose()
 
-    assert asyncio.run(go()) >= 2 * 0.25
+    assert asyncio.run(go()) >= 2 * min(float(retry_after), ceiling)
     assert server.outcomes() == {"http_429": 3}
 
 

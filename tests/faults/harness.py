@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 from credence.config import Settings
@@ -32,6 +33,7 @@ from tests.support.pipeline import (
     valid_turn_counts,
     wait_turns,
 )
+from tests.support.turns import end_offsets
 
 
 def fresh_settings(bootstrap: str, root: Path, **overrides) -> Settings:
@@ -112,21 +114,62 @@ def taken_in(worker: WorkerProcess) -> int:
     return sum(turn_counts(worker).values())
 
 
+def input_ends(bootstrap: str, settings: Settings) -> dict[int, int]:
+    """{partition: end offset} of the turns topic: once the input is produced, where the replay ends."""
+    return asyncio.run(end_offsets(bootstrap, settings.topic("turns"), settings.topic_partitions, settings.kafka))
+
+
+def unapplied(workers: list[WorkerProcess], settings: Settings, ends: dict[int, int]) -> dict[int, int]:
+    """{partition: input records not applied yet} over the turns partitions the workers hold, from the
+    positions they report (/status: the next offset each will apply). A held partition whose position a
+    worker has not read since its assignment (nothing new arrived on it) is left out: only input seen to
+    be waiting counts."""
+    turns, positions = settings.topic("turns"), {}
+    for worker in workers:
+        state = worker.get("/status")["state"]
+        for p in state["held_partitions"]:
+            position = state["positions"].get(f"{turns}:{p}")
+            if position is not None:  # two claims mid-rebalance: the further one
+                positions[p] = max(positions.get(p, 0), position)
+    return {p: ends[p] - position for p, position in positions.items() if position < ends.get(p, 0)}
+
+
+@dataclass(frozen=True)
+class Landing:
+    """Where a fault landed in the replay, read from the workers right before it: the turns taken in, the
+    valid turns not taken in yet, and the input records not applied yet per partition (where reported)."""
+    taken: int
+    turns_left: int
+    unapplied: dict[int, int]
+
+    @property
+    def mid_replay(self) -> bool:
+        """Input was still waiting: a turn not taken in, or a reported position short of its end."""
+        return self.turns_left > 0 or bool(self.unapplied)
+
+
+def landing(workers: list[WorkerProcess], settings: Settings, ends: dict[int, int], total: int) -> Landing:
+    taken = sum(taken_in(w) for w in workers)
+    return Landing(taken, total - taken, unapplied(workers, settings, ends))
+
+
 def run_with_kills(settings: Settings, bootstrap: str, lines: list[bytes], log: Path, points: list[int],
-                   deadline_s: float) -> tuple[RunResult, list[int]]:
+                   deadline_s: float) -> tuple[RunResult, list[Landing]]:
     """Produce `lines`, SIGKILL the worker each time the turns it has taken in reach the next of
     `points` (sorted), restart it on the same store, then finish like a clean run. Returns the run and
-    the turn counts at which each kill landed."""
+    where each kill landed (read right before it)."""
     expected = valid_turn_counts(lines)
     scopes = scopes_of(lines)
     worker = WorkerProcess(settings, bootstrap, log, extra_env=FAST_GROUP_ENV)
-    landed: list[int] = []
+    landed: list[Landing] = []
     try:
         worker.start(ready_timeout_s=READY_S)
         asyncio.run(produce_lines(bootstrap, settings, lines))
+        ends = input_ends(bootstrap, settings)
         for point in points:
-            landed.append(wait_until(lambda: (n := taken_in(worker)) >= point and n, deadline_s,
-                                     f"the worker to take in {point} turns (log: {log})"))
+            wait_until(lambda: taken_in(worker) >= point, deadline_s,
+                       f"the worker to take in {point} turns (log: {log})")
+            landed.append(landing([worker], settings, ends, sum(expected.values())))
             worker.kill()  # SIGKILL: no shutdown hook, no final commit, in-flight LLM calls lost
             worker = WorkerProcess(settings, bootstrap, log, extra_env=FAST_GROUP_ENV).start(ready_timeout_s=READY_S)
         wait_turns_or_explain(worker, expected, deadline_s)

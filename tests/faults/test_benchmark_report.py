@@ -38,3 +38,25 @@ def test_one_call_writes_the_report_and_plots(tmp_path):
     assert "| **no** |" in text and "serving" in text and "n=10" in text
     assert {p.name for p in tmp_path.glob("*.png")} == {"latency.png", "Stage-2_efficiency.png"}
     assert len(json.loads((tmp_path / "REPORT.json").read_text())) == 3
+
+
+def test_the_prompt_eval_rows_fail_when_the_wire_path_judges_a_case_otherwise():
+    """Through the test server (the rules' own logic) the openai path must judge every case as the rules
+    backend does: two swapped verdicts keep the accuracy equal (the old "ratio 1, met" row) and fail here,
+    and so does a failed call on a case the rules also got wrong."""
+    from benchmarks.__main__ import prompt_eval_rows
+
+    def rows(wrong, failed=()):
+        base = dict(task="stage1", cases=4, accuracy=0.5, static_prefix_share=None)
+        return [base | dict(backend="rules", wrong=["a", "b"]),
+                base | dict(backend="bench-model", wrong=list(wrong), failed=list(failed), static_prefix_share=0.9)]
+
+    def met(rows_):
+        return {r.metric.split(",")[0]: r.met for r in prompt_eval_rows(rows_)}
+
+    wire = "stage1: wire and parsing"
+    assert met(rows(["a", "b"])) == {"stage1: rules backend accuracy on the labelled set": None, wire: True,
+                                     "stage1: static-prefix share of prompt tokens": True}
+    assert met(rows(["a", "c"]))[wire] is False  # same accuracy, one verdict swapped
+    assert met(rows(["a", "b"], failed=["b"]))[wire] is False  # wrong either way, but the call failed
+    assert "not model quality" in next(r.note for r in prompt_eval_rows(rows(["a", "b"])) if r.metric.startswith(wire))

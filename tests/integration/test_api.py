@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import subprocess
-import sys
 import uuid
 from datetime import timedelta
 
@@ -21,6 +19,7 @@ from credence.tables.lifecycle import deny
 from credence.tables.rendering import render_memory_block
 from credence.tables.scope import Scope
 from tests.support.api import add_tenant, client, turn_bodies
+from tests.support.cli import CliResult, in_process
 from tests.support.pipeline import (
     invalid_lines,
     pipeline_settings,
@@ -249,13 +248,13 @@ def test_forget_a_user_through_the_api(served):
     assert "globex/carol/coach" not in turn_counts(worker)
 
 
-def test_cli_tenants_add_list_rotate_remove(served, tmp_path):
+def test_cli_tenants_add_list_rotate_remove(served, tmp_path, monkeypatch, capsys, caplog):
     worker, settings, keys = served
     env = settings_env(settings, settings.kafka_bootstrap)
+    run = in_process(monkeypatch, capsys, caplog)  # the command's answers, not its process: tests/support/cli.py
 
-    def cli(*args) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "credence.streams.ops.cli", "tenants", *args], env=env,
-                              capture_output=True, text=True, timeout=60)
+    def cli(*args) -> CliResult:
+        return run("tenants", *args, env=env)
 
     added = cli("add", "initech", "--persona-token-budget", "5")
     assert added.returncode == 0, added.stderr

@@ -40,10 +40,19 @@ async def partition_counts(bootstrap: str, topics: list[str]) -> dict[str, int]:
         await admin.close()
 
 
-def test_the_broker_answers_metadata(kafka_bootstrap):
-    started = time.monotonic()
-    wait_for_metadata(kafka_bootstrap, 10.0)  # the readiness check itself
-    assert time.monotonic() - started < 5
+def test_the_broker_answers_metadata(kafka_bootstrap, monkeypatch):
+    # The readiness check itself returns at the first metadata answer, not at its deadline: a condition
+    # (the answers it saw), not a wall-clock bound a loaded host could break.
+    answers: list[bool] = []
+    asked = node_module._metadata_ok
+
+    async def recorded(*args, **kwargs) -> bool:
+        answers.append(await asked(*args, **kwargs))
+        return answers[-1]
+
+    monkeypatch.setattr(node_module, "_metadata_ok", recorded)
+    wait_for_metadata(kafka_bootstrap, 120.0)
+    assert answers and answers[-1] is True and not any(answers[:-1]), answers
 
 
 def test_nothing_listening_is_a_broker_error_at_the_deadline():
@@ -183,16 +192,28 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
     (("replay",), ["file", "--bootstrap", "JSON-lines"]),
     (("demo",), ["--input", "--timeout", "offline"]),
 ])
-def test_cli_help_exits_zero_with_useful_text(command, words):
-    result = run_cli(*command, "--help")
-    assert result.returncode == 0, result.stderr
+def test_cli_help_exits_zero_with_useful_text(command, words, capsys):
+    # In this process (a fresh interpreter per help text cost ~1.5 s): argparse prints the help and exits 0
+    # through SystemExit, which is all `python -m credence.streams.ops.cli --help` does (the last test
+    # below runs the command itself).
+    from credence.streams.ops.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main([*command, "--help"])
+    out = capsys.readouterr().out
+    assert exited.value.code == 0, out
     for word in words:
-        assert word in result.stdout, (command, word, result.stdout)
+        assert word in out, (command, word, out)
 
 
 def test_cli_without_a_command_is_a_usage_error():
     result = run_cli()
     assert result.returncode == 2 and "COMMAND" in result.stderr
+
+
+def test_the_command_prints_its_help_and_exits_zero():
+    result = run_cli("--help")
+    assert result.returncode == 0 and "usage: credence" in result.stdout, result.stderr
 
 
 def test_send_now_sends_what_the_producer_holds_without_waiting_for_its_linger(kafka_bootstrap, topic_prefix):

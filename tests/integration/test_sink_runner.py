@@ -92,6 +92,38 @@ async def committed(bootstrap: str, group: str) -> dict[TopicPartition, int]:
         await admin.close()
 
 
+class WatchedRunner(SinkRunner):
+    """Before each commit, reads what the dead-letter topic holds on the broker: the order of dead
+    letters and commits, observed from outside the runner."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.commits: list[tuple[dict[TopicPartition, int], set[tuple[int, int]]]] = []
+
+    async def _commit(self, offsets) -> None:
+        on_dlq = {(e["partition"], e["offset"]) for e in map(json.loads, await read_now(self.bootstrap,
+                                                                                        self.dead_letter_topic))}
+        self.commits.append((dict(offsets), on_dlq))
+        await super()._commit(offsets)
+
+
+async def read_now(bootstrap: str, topic: str) -> list[bytes]:
+    """Every value the topic holds now (one partition), up to its end offset."""
+    tp = TopicPartition(topic, 0)
+    consumer = AIOKafkaConsumer(**client_options(bootstrap, enable_auto_commit=False, auto_offset_reset="earliest"))
+    await consumer.start()
+    try:
+        consumer.assign([tp])
+        end = (await consumer.end_offsets([tp]))[tp]
+        records: list = []
+        async with asyncio.timeout(30):
+            while len(records) < end:
+                records += (await consumer.getmany(tp, timeout_ms=500)).get(tp, [])
+        return [r.value for r in records]
+    finally:
+        await consumer.stop()
+
+
 async def read_all(bootstrap: str, topic: str, expected: int) -> list:
     consumer = AIOKafkaConsumer(topic, **client_options(bootstrap, auto_offset_reset="earliest"))
     await consumer.start()
@@ -114,15 +146,27 @@ def test_the_runner_commits_what_write_answered_durable_and_dead_letters_what_it
         await setup(kafka_bootstrap, topic, dlq, {0: 23, 1: 17}, bad={3, 11})
         sink = ListSink(topic, group)
         assert isinstance(sink, Sink)
-        stats = await SinkRunner(sink, kafka_bootstrap, dead_letter_topic=dlq).drain()
-        return sink, stats, await committed(kafka_bootstrap, group), await read_all(kafka_bootstrap, dlq, 4)
+        runner = WatchedRunner(sink, kafka_bootstrap, dead_letter_topic=dlq)
+        stats = await runner.drain()
+        return (sink, stats, await committed(kafka_bootstrap, group), await read_all(kafka_bootstrap, dlq, 4),
+                runner.commits)
 
-    sink, stats, offsets, dead = asyncio.run(scenario())
+    sink, stats, offsets, dead, commits = asyncio.run(scenario())
     expected = {TopicPartition(topic, 0): 20, TopicPartition(topic, 1): 15}  # not 23 and 17: the tail is held
     assert sink.answered == expected and offsets == expected and stats.committed == expected
     assert (stats.records, len(sink.kept), stats.dead_lettered) == (40, 36, 4)
     sources = sorted((e["partition"], e["offset"], e["reason"]) for e in (json.loads(m.value) for m in dead))
     assert sources == [(0, 3, "not a record"), (0, 11, "not a record"), (1, 3, "not a record"), (1, 11, "not a record")]
+    # Dead letters before the commit: when an offset past a rejected record was committed, that record's
+    # dead letter was already on the topic.
+    rejected = {(p, o) for p, o, _ in sources}
+    covered = [(tp.partition, o) for offsets_now, _ in commits for tp, end in offsets_now.items()
+               for p, o in rejected if p == tp.partition and o < end]
+    assert len(covered) >= 4, commits  # every rejected record lies below some commit
+    late = [(offsets_now, sorted(on_dlq)) for offsets_now, on_dlq in commits
+            if {(tp.partition, o) for tp, end in offsets_now.items() for p, o in rejected
+                if p == tp.partition and o < end} - on_dlq]
+    assert late == [], f"committed past a rejected record before its dead letter was on the topic: {late}"
 
 
 def test_a_write_that_raises_commits_nothing_of_its_batch_and_a_restart_resumes_at_the_commit(

@@ -23,6 +23,7 @@ from credence.sinks.schema import ARCHIVE, EVIDENCE, TABLES
 from credence.sinks.shards import list_shards, open_archive
 from tests.integration.test_sink_archive import archive_record, create_topics
 from tests.integration.test_sink_evidence import journal
+from tests.support.cli import CliResult, in_process
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 RECORDS = 60
@@ -30,7 +31,8 @@ SHARD_ROWS = 16
 AWS_NAMES = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION")
 
 
-def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+def process(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """The command as a real process (a fresh interpreter: nothing of this one's S3 clients or settings)."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("CREDENCE_")}
     result = subprocess.run([sys.executable, "-m", "credence.streams.ops.cli", *args], env={**base, **(env or {})},
                             capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
@@ -38,7 +40,20 @@ def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     return result
 
 
-def ok(result: subprocess.CompletedProcess) -> str:
+@pytest.fixture
+def cli(monkeypatch, capsys, caplog):
+    """The command in this process (tests/support/cli.py): the answers are compared, not the process."""
+    run = in_process(monkeypatch, capsys, caplog)
+
+    def checked(*args: str, env: dict | None = None) -> CliResult:
+        result = run(*args, env=env)
+        assert "Traceback" not in result.stderr, result.stderr[-3000:]
+        return result
+
+    return checked
+
+
+def ok(result: CliResult | subprocess.CompletedProcess) -> str:
     assert result.returncode == 0, (result.returncode, result.stdout[-500:], result.stderr[-2000:])
     return result.stdout
 
@@ -116,14 +131,14 @@ QUERIES = [
 
 
 @pytest.mark.parametrize("sql", QUERIES, ids=[str(i) for i in range(len(QUERIES))])
-def test_archive_query_over_s3_equals_the_local_run(sunk, sql):
+def test_archive_query_over_s3_equals_the_local_run(sunk, sql, cli):
     local, remote = sunk
     answer = ok(cli("archive", "query", sql, "--format", "json", "--root", remote))
     assert json.loads(answer), "no rows: the comparison would prove nothing"
     assert answer == ok(cli("archive", "query", sql, "--format", "json", "--root", local))
 
 
-def test_archive_report_over_s3_equals_the_local_run(sunk, tmp_path):
+def test_archive_report_over_s3_equals_the_local_run(sunk, tmp_path, cli):
     local, remote = sunk
     answer = ok(cli("archive", "report", "--root", remote, "--png", str(tmp_path / "funnel.png")))
     assert "(0 rows)" not in answer and (tmp_path / "funnel.png").stat().st_size > 0
@@ -137,15 +152,16 @@ def test_credentials_come_from_settings_when_the_aws_variables_are_unset(sunk, o
                 "CREDENCE_ARCHIVE__S3_ACCESS_KEY_ID": object_store.access_key,
                 "CREDENCE_ARCHIVE__S3_REGION": object_store.region}
     sql = "SELECT count(*) AS n FROM archive"
-    wrong = cli("archive", "query", sql, "--root", remote,
+    # Real processes: the variables unset must reach a client no earlier call in this process configured.
+    wrong = process("archive", "query", sql, "--root", remote,
                 env=env | settings | {"CREDENCE_ARCHIVE__S3_SECRET_ACCESS_KEY": "not-the-secret"})
     assert wrong.returncode == 2 and "credence: error" in wrong.stderr, wrong.stderr[-1500:]
-    right = cli("archive", "query", sql, "--format", "csv", "--root", remote,
+    right = process("archive", "query", sql, "--format", "csv", "--root", remote,
                 env=env | settings | {"CREDENCE_ARCHIVE__S3_SECRET_ACCESS_KEY": object_store.secret_key})
     assert ok(right).split() == ["n", str(RECORDS)]
 
 
-def test_forget_removes_the_user_from_the_remote_shards(kafka_bootstrap, topic_prefix, tmp_path, s3_root):
+def test_forget_removes_the_user_from_the_remote_shards(kafka_bootstrap, topic_prefix, tmp_path, s3_root, cli):
     local, remote = sink_both(kafka_bootstrap, topic_prefix, str(tmp_path / "archive"), s3_root)
     tenant, user = "tenant-1", "user 3"  # archive_record(i): tenant-{i % 3}, user {i % 5}
     said = ok(cli("forget", tenant, user, "--archive-only", "--root", remote))

@@ -69,7 +69,9 @@ def test_the_worker_declares_every_topic_and_reads_scope_keyed_ones():
 
 def test_the_archive_sinks_read_their_topic_spec():
     settings = load_settings()
-    for sink in build_sinks(settings, ("archive", "evidence")):
+    sinks = build_sinks(settings, ("archive", "evidence"))
+    assert [sink.name for sink in sinks] == ["archive", "evidence"]  # else the loop checks nothing
+    for sink in sinks:
         spec = TOPICS[sink.name]
         assert sink.topics == (settings.topic(spec.name),)
         assert spec.record in ARCHIVE_TABLES
