@@ -30,6 +30,24 @@ def test_what_the_turn_names_resolves_the_pronoun(turn_factory, said, expected):
     assert texts(turn_factory, said) == expected
 
 
+@pytest.mark.parametrize(("said", "expected"), [
+    # A demonstrative resolved from the turn instead of refused.
+    ("I went to Griffith Park yesterday. I love this park so much", ["The user loves Griffith Park."]),
+    ("Been listening to Khruangbin nonstop, i really like this band", ["The user likes Khruangbin."]),
+    ("I love my new bike. I really like this bike", ["The user loves their new bike.", "The user likes their bike."]),
+    ("my sister Rosa made tamales. i love her cooking", ["The user loves Rosa's cooking."]),
+    # Real speech: a dash, chat filler, a time inside the phrase, a clause the word cap cut.
+    ("i love going to griffith park near my house - i go to this park every day lol",
+     ["The user loves going to griffith park near their house."]),
+    ("i love ramen so much lol", ["The user loves ramen."]),
+    ("i moved to austin last year for work, not a fan of the heat there tho", ["The user lives in austin."]),
+    ("i hate when my phone dies in the middle of the day", ["The user hates when their phone dies."]),
+    ("i hate when people are late and she was like an hour late haha", ["The user hates when people are late."]),
+])
+def test_real_speech_becomes_a_statement_that_reads_alone(turn_factory, said, expected):
+    assert texts(turn_factory, said) == expected
+
+
 @pytest.mark.parametrize("said", [
     "I love them.",
     "I love it when it rains.",
@@ -39,6 +57,11 @@ def test_what_the_turn_names_resolves_the_pronoun(turn_factory, said, expected):
     "My cat and my dogs are great. I love it.",
     "I like what you said earlier.",
     "I enjoy what I do.",
+    "so good, she made tamales. i love her cooking",
+    "theres this spot by the water i like to come to when im stressed - it's so calm",
+    "I love going to this park near my house",
+    "i just love being in places like this - it brings back memories",
+    "my roommate Kevin keeps eating my leftovers, i hate when he does that",
 ])
 def test_what_cannot_be_resolved_is_dropped(turn_factory, said):
     assert texts(turn_factory, said) == []
