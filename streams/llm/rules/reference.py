@@ -81,9 +81,10 @@ def as_the_user(phrase: str) -> str:
 
 _WHEN = (r"(?:(?:a|one|two|three|four|five|six|several|few|\d+) (?:days?|weeks?|months?|years?) ago|"
          r"(?:last|this|next) (?:night|week|weekend|month|year|time|summer|winter)|yesterday|today|recently)")
-_TIME_TAIL = re.compile(rf"\s+{_WHEN}$", re.IGNORECASE)
+_HEDGE = r"(?:(?:like|about|around|almost|over) )?"
+_TIME_TAIL = re.compile(rf"\s+{_HEDGE}{_WHEN}$", re.IGNORECASE)
 _TIME_ONLY = re.compile(rf"^{_WHEN}$", re.IGNORECASE)
-_TIME_INSIDE = re.compile(rf"\s+{_WHEN}\b", re.IGNORECASE)
+_TIME_INSIDE = re.compile(rf"\s+{_HEDGE}{_WHEN}\b", re.IGNORECASE)
 
 
 def trim_tail(phrase: str, capped: bool = True) -> str:
