@@ -34,3 +34,18 @@ def test_the_gate_refuses_unusable_statements_and_keeps_usable_ones():
     passed_unusable = [t for t in unusable if is_self_contained(t)[0]]
     assert len(passed_unusable) <= 0.05 * len(unusable), passed_unusable
     assert len(refused_usable) <= 0.02 * len(usable), refused_usable
+
+
+def test_the_benchmark_scores_refusals_and_counts_an_unjudged_entry_as_not_self_contained():
+    from benchmarks.gate import dialogue_scores, gate_scores
+
+    rows = [{"text": "The user likes tea.", "label": "usable"}, {"text": "The user likes it.", "label": "unusable"},
+            {"text": "The user knows that.", "label": "unusable"}, {"text": "The user loves him.", "label": "usable"}]
+    s = gate_scores(rows)  # the last label is wrong on purpose: a refusal of a "usable" statement
+    assert (s["recall"], s["precision"], s["usable_refused"]) == (1.0, 2 / 3, 0.5)
+    demo = ["== t/u/c: 3 turns, 2 entries (clock x)",
+            "  reflection pending    hot                 +0.500  The user lives in Glasgow.",
+            "  reflection pending    hot                 +0.500  The user hums a tune nobody judged."]
+    d = dialogue_scores(demo)
+    assert (d["entries"], d["judged_self_contained"], d["unjudged"]) == (
+        2, 1, ["The user hums a tune nobody judged."])
