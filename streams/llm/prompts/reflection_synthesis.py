@@ -24,7 +24,7 @@ from credence.streams.llm.prompts.base import (
 from credence.streams.llm.prompts.stage2_classification import FactRef, fact_refs
 
 NAME = "reflection_synthesis"
-VERSION = 3
+VERSION = 4
 MAX_TOKENS = 1024
 MAX_REFLECTIONS = 10
 MAX_EXISTING = 8
@@ -38,7 +38,8 @@ the user stated. existing lists observations already kept about the user.
   detail added ("The user is learning French with a tutor." when "The user is learning French." exists).
   Return {{"reflections": []}} when every group does, or when there are no durable facts.
 - text: one third-person sentence in the language of the facts ("The user likes coffee."), that reads
-  alone: the thing named, never "it", "them", "this", "that" or "there" without it; never first person
+  alone: the thing named, never "it", "them", "this", "that", "there", "this park" or "him"/"her"
+  without it, nothing that ends on a dash or a dangling "and", never "what they do"; never first person
   (I, me, my, we); nothing about the AI character or "you"; complete, never cut off. A fact that does
   not read alone only adds its id to the group it belongs to, or is left out.
 - subject: the lowercase English key phrase the reflection is about.

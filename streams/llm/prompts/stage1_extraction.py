@@ -24,7 +24,7 @@ from credence.streams.llm.prompts.base import (
 )
 
 NAME = "stage1_extraction"
-VERSION = 3
+VERSION = 4
 MAX_TOKENS = 2048
 MAX_FACTS = 20
 MAX_TURN_CHARS = 2000  # a pasted essay is not a statement about the user; its head is enough
@@ -52,8 +52,11 @@ Rules:
 - text must read alone, months later, to someone who never saw the chat: name the thing instead of
   "it", "them", "this", "that", "there" or "here"; the user's own things are "their ..." ("my dogs" ->
   "their dogs"); never first person (I, me, my, we, our); nothing about the AI character or "you"; one
-  complete sentence, never cut off mid-clause. Leave a fact out when the turns do not say what a
-  pronoun means or when it is about the AI.
+  complete sentence, never cut off mid-clause (no dash, "and" or "because" at the end). A demonstrative
+  gets its name ("this park" -> "Griffith Park" when the turns name it); other people get their name or
+  relation, never a bare "him"/"her" ("making him happy" -> "making their brother happy"); the object
+  says something ("enjoys what they do" -> "enjoys working as a nurse"). Leave a fact out when the turns
+  do not say what a pronoun or a "this/that ..." means or when it is about the AI.
 - One fact per statement; never invent facts. Return {{"facts": []}} when there is none.
 {DATA_RULE}
 
@@ -69,6 +72,9 @@ OUTPUT: {{"facts":[{{"text":"Der Nutzer wohnt in Hamburg.","subject":"home","imp
 
 INPUT: {{"turns":[{{"id":"T1","role":"user","text":"My dogs are my world. I love them, and I love your stories too! I love it so much."}}]}}
 OUTPUT: {{"facts":[{{"text":"The user loves their dogs.","subject":"dogs","importance":8,"polarity":"positive","source_turn_ids":["T1"]}}]}}
+
+INPUT: {{"turns":[{{"id":"T1","role":"user","text":"i love going to Griffith Park near my house - i go to this park every day lol. theres this spot by the water i like"}}]}}
+OUTPUT: {{"facts":[{{"text":"The user loves going to Griffith Park near their house.","subject":"griffith park","importance":8,"polarity":"positive","source_turn_ids":["T1"]}},{{"text":"The user goes to Griffith Park every day.","subject":"griffith park","importance":6,"polarity":"positive","source_turn_ids":["T1"]}}]}}
 
 INPUT: {{"turns":[{{"id":"T1","role":"user","text":"Recuerda esto: soy alérgica a los cacahuetes. Ya no como carne."}}]}}
 OUTPUT: {{"facts":[{{"text":"La usuaria es alérgica a los cacahuetes.","subject":"peanut allergy","importance":10,"polarity":"positive","source_turn_ids":["T1"]}},{{"text":"La usuaria ya no come carne.","subject":"meat","importance":6,"polarity":"negative","source_turn_ids":["T1"]}}]}}

@@ -8,10 +8,18 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from credence.streams.llm.models import Fact, Turn, fact_id
-from credence.streams.llm.rules.reference import as_the_user, named_things, resolve, trim_tail
+from credence.streams.llm.rules.reference import (
+    as_the_user,
+    named_people,
+    named_proper,
+    named_things,
+    resolve,
+    resolve_inside,
+    trim_tail,
+)
 from credence.streams.llm.rules.text import clean, cut_clause, normalise_subject, strip_fillers
 from credence.tables.statement import is_self_contained
 
@@ -84,9 +92,29 @@ PATTERNS: tuple[_Pattern, ...] = (
 _SPLIT = re.compile(r"[.!?;\n]+|,?\s+(?:and|but)\s+(?=(?:i|i'm|my)\b)", re.IGNORECASE)
 
 
+@dataclass
+class _Mentions:
+    """What the turn named before the statement: the speaker's things ("my dogs"), proper names and the
+    people they call theirs: what a pronoun or a demonstrative in a later statement may point at."""
+    things: list[str] = field(default_factory=list)
+    proper: list[str] = field(default_factory=list)
+    people: list[str] = field(default_factory=list)
+
+    def with_(self, text: str) -> _Mentions:
+        """A copy that also holds what ``text`` names."""
+        out = _Mentions(list(self.things), list(self.proper), list(self.people))
+        out.add(text)
+        return out
+
+    def add(self, text: str) -> None:
+        self.things += named_things(text)
+        self.proper += named_proper(text)
+        self.people += named_people(text)
+
+
 def _object_phrase(raw: str) -> str:
     words = strip_fillers(cut_clause(raw)).split()
-    return trim_tail(" ".join(words[:_MAX_OBJECT_WORDS]))
+    return trim_tail(" ".join(words[:_MAX_OBJECT_WORDS]), capped=len(words) > _MAX_OBJECT_WORDS)
 
 
 def _subject(pattern: _Pattern, match: re.Match[str], obj: str) -> str:
@@ -99,11 +127,13 @@ def _subject(pattern: _Pattern, match: re.Match[str], obj: str) -> str:
     return normalise_subject(" ".join(words))
 
 
-def _fact_from(pattern: _Pattern, match: re.Match[str], turn: Turn, named: list[str]) -> Fact | None:
-    raw = resolve(match.group("x"), named)
+def _fact_from(pattern: _Pattern, match: re.Match[str], turn: Turn, named: _Mentions) -> Fact | None:
+    raw = resolve(match.group("x"), named.things)
     if raw is None:
         return None  # a pronoun the turn does not resolve: nobody could read the fact alone
-    obj = _object_phrase(raw)
+    obj = resolve_inside(_object_phrase(raw), named.proper, named.people, named.things)
+    if obj is None:
+        return None  # "i love her cooking": someone the turn does not name
     subject = _subject(pattern, match, obj) if raw == match.group("x") else normalise_subject(raw.split()[-1])
     if not obj or subject in _IGNORED_SUBJECTS:
         return None
@@ -123,12 +153,13 @@ def _fact_from(pattern: _Pattern, match: re.Match[str], turn: Turn, named: list[
     )
 
 
-def facts_in_statement(statement: str, turn: Turn, named: list[str] | None = None) -> Fact | None:
-    """The fact one statement states; ``named`` are the things the turn named before it (for pronouns)."""
+def facts_in_statement(statement: str, turn: Turn, named: _Mentions | None = None) -> Fact | None:
+    """The fact one statement states; ``named`` is what the turn named before it (for pronouns)."""
     for pattern in PATTERNS:
         match = pattern.regex.search(statement)
         if match:
-            fact = _fact_from(pattern, match, turn, [*(named or []), *named_things(statement[:match.start("x")])])
+            before = (named or _Mentions()).with_(statement[:match.start("x")])
+            fact = _fact_from(pattern, match, turn, before)
             if fact is not None:
                 return fact  # else a later pattern may still read the statement ("..., I stopped last month")
     return None
@@ -141,10 +172,10 @@ def extract_facts(turns: Sequence[Turn]) -> list[Fact]:
         if turn.role != "user":
             continue
         remember = _REMEMBER.search(clean(turn.text)) is not None
-        named: list[str] = []
+        named = _Mentions()
         for statement in _SPLIT.split(clean(turn.text)):
             fact = facts_in_statement(statement.strip(), turn, named)
-            named += named_things(statement)
+            named.add(statement)
             if fact is not None:
                 facts.setdefault(fact.id, fact.model_copy(update={"importance": REMEMBERED}) if remember else fact)
     return list(facts.values())

@@ -20,6 +20,7 @@ _NAMED = (
                re.IGNORECASE),
 )
 _PLURAL_PRONOUNS = {"them", "they", "these", "those"}
+_DETERMINING = {"this", "that", "these", "those"}
 _SINGULAR_PRONOUNS = {"it", "this", "that"}
 # Clause words after "it" that make it the expletive or an event ("I love it when it rains"), not a thing.
 _NOT_A_THING = {"when", "if", "because", "that", "how", "whenever", "here", "there"}
@@ -30,6 +31,7 @@ _SPEAKER = (
     (re.compile(r"\bmy\b", re.IGNORECASE), "their"), (re.compile(r"\bmine\b", re.IGNORECASE), "theirs"),
     (re.compile(r"\bmyself\b", re.IGNORECASE), "themselves"), (re.compile(r"\bme\b", re.IGNORECASE), "them"),
 )
+_PREPOSITIONS = {"in", "on", "at", "of", "with", "for", "from", "to", "near", "by", "about", "into"}
 # A phrase must not end on these once the word cap has cut it.
 _DANGLING_TAIL = {
     "the", "a", "an", "my", "your", "their", "our", "its", "his", "her", "some", "of", "in", "on", "at", "to",
@@ -60,6 +62,8 @@ def resolve(raw: str, named: list[str]) -> str | None:
     if head not in _PLURAL_PRONOUNS | _SINGULAR_PRONOUNS:
         return raw
     after = words[1].lower().strip(".,!?;") if len(words) > 1 else ""
+    if head in _DETERMINING and after and after not in _DANGLING_TAIL | _NOT_A_THING | _NOT_NOUN:
+        return raw  # "this park": a determiner with its noun, for resolve_inside
     if head == "it" and after in _NOT_A_THING:
         return None
     plural = head in _PLURAL_PRONOUNS
@@ -77,17 +81,78 @@ def as_the_user(phrase: str) -> str:
 
 _WHEN = (r"(?:(?:a|one|two|three|four|five|six|several|few|\d+) (?:days?|weeks?|months?|years?) ago|"
          r"(?:last|this|next) (?:night|week|weekend|month|year|time|summer|winter)|yesterday|today|recently)")
-_TIME_TAIL = re.compile(rf"\s+{_WHEN}$", re.IGNORECASE)
+_HEDGE = r"(?:(?:like|about|around|almost|over) )?"
+_TIME_TAIL = re.compile(rf"\s+{_HEDGE}{_WHEN}$", re.IGNORECASE)
 _TIME_ONLY = re.compile(rf"^{_WHEN}$", re.IGNORECASE)
+_TIME_INSIDE = re.compile(rf"\s+{_HEDGE}{_WHEN}\b", re.IGNORECASE)
 
 
-def trim_tail(phrase: str) -> str:
-    """The phrase without a dangling tail (a cut article or conjunction) or a trailing time ("moved to
-    Lima two years ago" is about Lima); empty when nothing but a time is left ("stopped last month")."""
+def trim_tail(phrase: str, capped: bool = True) -> str:
+    """The phrase without a time ("moved to Lima two years ago" is about Lima; "moved to austin last year
+    for work" too) and, when the word cap cut it (``capped``), without its dangling tail (a cut article or
+    conjunction). Empty when nothing but a time is left ("stopped last month"), or when a phrase the cap
+    did not cut ends on one: the speaker's clause was cut ("i like to come to when im stressed")."""
     phrase = _TIME_TAIL.sub("", phrase.strip())
     if _TIME_ONLY.match(phrase):
         return ""
+    phrase = _TIME_INSIDE.split(phrase)[0]
     words = phrase.split()
+    if words and words[-1].lower() in _DANGLING_TAIL and not capped:
+        return ""
+    if capped:  # the cap cut a prepositional phrase somewhere: keep the core before the first one
+        cut = next((i for i, w in enumerate(words) if i >= 2 and w.lower() in _PREPOSITIONS), len(words))
+        words = words[:cut]
     while words and words[-1].lower() in _DANGLING_TAIL:
         words.pop()
     return " ".join(words)
+
+
+_KIN = (r"mom|mum|mother|dad|father|sister|brother|son|daughter|wife|husband|partner|boyfriend|girlfriend|"
+        r"friend|best friend|grandma|grandmother|grandpa|grandfather|uncle|aunt|cousin|roommate|boss|teacher|"
+        r"coworker|colleague|neighbou?r|fiancée?|niece|nephew")
+_PERSON = re.compile(rf"\bmy ({_KIN})(?: ([A-Z][a-z]+))?\b", re.IGNORECASE)
+_PROPER = re.compile(r"(?<=[a-z,] )([A-Z][\w'-]*(?: [A-Z][\w'-]*)*)")
+_DEMONSTRATIVE = re.compile(r"\b(?:this|that|these|those) ([a-z]+)\b", re.IGNORECASE)
+_NOT_NOUN = {"is", "was", "are", "my", "i", "it", "they", "he", "she", "the", "a", "an", "you", "we", "way", "one",
+             "so", "much", "too", "very", "and", "but", "or", "lol", "when", "if", "about"}
+_TIME_NOUNS = {"morning", "afternoon", "evening", "night", "week", "weekend", "month", "year", "summer", "winter",
+               "spring", "fall", "autumn", "season", "days", "time", "semester"}
+_OTHER_PERSON = re.compile(r"\b(?:he|she|him|his|her|hers|himself|herself)\b", re.IGNORECASE)
+
+
+def named_people(statement: str) -> list[str]:
+    """The people a speaker names as theirs, as the user's: "my sister Rosa" -> "Rosa", "my dad" ->
+    "their dad"."""
+    return [m.group(2) or f"their {m.group(1).lower()}" for m in _PERSON.finditer(statement)]
+
+
+def named_proper(statement: str) -> list[str]:
+    """Proper names the speaker writes with capitals inside a sentence ("Griffith Park", "Khruangbin")."""
+    return [m.group(1) for m in _PROPER.finditer(statement) if m.group(1) not in ("I", "I'm", "I've", "I'd")]
+
+
+def resolve_inside(phrase: str, proper: list[str], people: list[str], own: list[str]) -> str | None:
+    """The object phrase with its demonstratives and third persons named from the turn: "this park" ->
+    the one proper name named before it ("Griffith Park") or "their park" when the speaker named their
+    park; "him"/"her" -> the one person named ("Rosa's cooking"). None when a third person stays unnamed:
+    in the speaker's own words he/she never means the user. A demonstrative left unresolved is left for
+    the shared gate to refuse."""
+    def name_it(m: re.Match[str]) -> str:
+        noun = m.group(1)
+        if noun.lower() in _NOT_NOUN | _TIME_NOUNS:
+            return m.group(0)
+        if noun.lower() in {o.lower() for o in own}:
+            return f"their {noun}"
+        names = list(dict.fromkeys(proper))
+        return names[0] if len(names) == 1 else m.group(0)
+
+    phrase = _DEMONSTRATIVE.sub(name_it, phrase)
+    if not _OTHER_PERSON.search(phrase):
+        return phrase
+    person = list(dict.fromkeys(people))
+    if len(person) != 1:
+        return None
+    who = person[0]
+    phrase = re.sub(r"\b(?:his|her)\b(?= [a-z])", f"{who}'s", phrase)
+    phrase = re.sub(r"\b(?:him|her)\b", who, phrase)
+    return None if _OTHER_PERSON.search(phrase) else phrase

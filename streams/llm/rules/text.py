@@ -16,6 +16,8 @@ _LEADING = {
 _TRAILING = {
     "anymore", "any more", "now", "too", "also", "lately", "either", "nowadays",
     "a lot", "so much", "very much", "really", "at all", "these days",
+    # chat filler: "i love ramen so much lol", "i live in Lisbon btw"
+    "lol", "haha", "lmao", "tbh", "ngl", "btw", "tho", "though", "honestly", "obviously", "rn", "idk", "fr",
 }
 _STOPWORDS = {
     "a", "an", "the", "my", "our", "your", "i", "i'm", "im", "me", "you", "it", "is", "am", "are",
@@ -32,8 +34,13 @@ _NEGATION_CUES = re.compile(
     re.IGNORECASE,
 )
 _WORD = re.compile(r"[\w']+", re.UNICODE)
+# A clause also ends at a dash used as punctuation ("near my house - i go there", "the sunset- its our
+# thing", "—") and at chat filler that starts an aside ("... lol i go every day").
 _CLAUSE_END = re.compile(
-    r",|;|:|\(|\s(?:because|but|since|though|although|when|while|which|and i|and i'm|so)\s",
+    r",|;|:|\(|\s(?:because|but|since|though|although|when|while|which|and i|and i'm|so)\s|"
+    r"\sand (?:she|he|they|it|we|you)\s|"
+    r"\s[-\u2013\u2014]+(?:\s|$)|[\u2013\u2014]|--|(?<=\w)-(?=\s|$)|"
+    r"\s(?:lol|haha|lmao|tbh|ngl|btw|idk|tho|rn)\b",
     re.IGNORECASE,
 )
 

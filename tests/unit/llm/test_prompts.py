@@ -21,12 +21,12 @@ from tests.support.openai_answers import expected_id_enums, schema_problems
 
 # Editing a system prefix changes what the model is asked: bump VERSION and update the fingerprint.
 FINGERPRINTS = {
-    ("stage1_extraction", 3): "572aecf91f399c96",
+    ("stage1_extraction", 4): "102fae5a4b282896",
     ("stage2_classification", 2): "904799764a63b509",
     ("candidate_rerank", 3): "f1d2e4ad143f43b7",
     ("surfaced_feedback", 2): "a7e84d91535c6747",
     ("negative_keyword_target", 2): "4cc176e6795fda42",
-    ("reflection_synthesis", 3): "905f79f0c8a5f834",
+    ("reflection_synthesis", 4): "bb3e635429f77717",
     ("merge_decision", 2): "29ccf62c9aa97d27",
 }
 

@@ -22,12 +22,29 @@ def texts(turn_factory, said: str) -> list[str]:
      ["The user loves checking out new parks with their four pups."]),
     ("I love trying out new recipes and experimenting in the kitchen with my kids.",
      ["The user loves trying out new recipes and experimenting."]),
-    ("I enjoy what I do.", ["The user enjoys what they do."]),
     ("I have a cat and a hamster. I love it.", ["The user has a cat."]),
     ("I moved to Lima two years ago and I love it there.", ["The user lives in Lima."]),
     ("I don't like chess anymore, I stopped last month.", ["The user does not like chess."]),  # "it": the cat or the hamster?
 ])
 def test_what_the_turn_names_resolves_the_pronoun(turn_factory, said, expected):
+    assert texts(turn_factory, said) == expected
+
+
+@pytest.mark.parametrize(("said", "expected"), [
+    # A demonstrative resolved from the turn instead of refused.
+    ("I went to Griffith Park yesterday. I love this park so much", ["The user loves Griffith Park."]),
+    ("Been listening to Khruangbin nonstop, i really like this band", ["The user likes Khruangbin."]),
+    ("I love my new bike. I really like this bike", ["The user loves their new bike.", "The user likes their bike."]),
+    ("my sister Rosa made tamales. i love her cooking", ["The user loves Rosa's cooking."]),
+    # Real speech: a dash, chat filler, a time inside the phrase, a clause the word cap cut.
+    ("i love going to griffith park near my house - i go to this park every day lol",
+     ["The user loves going to griffith park near their house."]),
+    ("i love ramen so much lol", ["The user loves ramen."]),
+    ("i moved to austin last year for work, not a fan of the heat there tho", ["The user lives in austin."]),
+    ("i hate when my phone dies in the middle of the day", ["The user hates when their phone dies."]),
+    ("i hate when people are late and she was like an hour late haha", ["The user hates when people are late."]),
+])
+def test_real_speech_becomes_a_statement_that_reads_alone(turn_factory, said, expected):
     assert texts(turn_factory, said) == expected
 
 
@@ -39,6 +56,12 @@ def test_what_the_turn_names_resolves_the_pronoun(turn_factory, said, expected):
     "I love this place.",
     "My cat and my dogs are great. I love it.",
     "I like what you said earlier.",
+    "I enjoy what I do.",
+    "so good, she made tamales. i love her cooking",
+    "theres this spot by the water i like to come to when im stressed - it's so calm",
+    "I love going to this park near my house",
+    "i just love being in places like this - it brings back memories",
+    "my roommate Kevin keeps eating my leftovers, i hate when he does that",
 ])
 def test_what_cannot_be_resolved_is_dropped(turn_factory, said):
     assert texts(turn_factory, said) == []

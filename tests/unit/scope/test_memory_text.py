@@ -39,6 +39,16 @@ def test_a_model_fact_that_is_not_self_contained_never_becomes_a_fact(driver_fac
     assert any("refused (first_person)" in line for line in ctx.log)
 
 
+def test_a_model_fact_from_real_speech_is_refused_and_counted_by_its_reason(driver_factory):
+    d = driver_factory(auto=False)
+    ctx = stage1(d, [fact("f1", "The user loves going to this park near their house.", "park"),
+                     fact("f2", "The user enjoys what they do.", "work"),
+                     fact("f3", "The user loves being in places like this - it brings.", "places"),
+                     fact("f4", "The user loves Griffith Park near their house.", "griffith park")])
+    assert list(d.state.facts) == ["f4"]
+    assert ctx.refused == {"stage1:dangling_reference": 1, "stage1:empty_complement": 1, "stage1:cut_off": 1}
+
+
 def _synthesis_request(d, facts):
     stage1(d, facts)
     d.pump_one()  # stage2

@@ -38,7 +38,60 @@ GOOD = [
     "La usuaria es alérgica a los cacahuetes.",
     "The user thinks there is too much traffic in Berlin.",
     "The user's sister visits her often.",
+    # A referent named in the statement, or a demonstrative the statement resolves itself.
+    "The user is moving to Berlin this summer.",
+    "The user has loved Radiohead since school and saw this band live twice.",
+    "The user met this guy named Tom at work.",
+    "The user loves hiking and does it every weekend.",
+    "The user loves it when it rains.",
+    "The user has a garden and spends hours there every weekend.",
+    "The user loves how books take them to other places.",
+    "The user's bakery opens at 5am.",
+    "The user loves Lisbon - it reminds them of home.",
 ]
+
+# The refusals on real speech, by language: pointing words, demonstratives, cut-offs.
+REAL_SPEECH = [
+    ("The user loves going to this park near their house.", "dangling_reference"),
+    ("The user likes to come to this spot by the water.", "dangling_reference"),
+    ("The user loves being in places like this.", "dangling_reference"),
+    ("The user loves making him happy.", "dangling_reference"),
+    ("The user loves how they take them to other places.", "dangling_reference"),
+    ("The user loves working on it to chill out.", "dangling_reference"),
+    ("The user wants to go there.", "dangling_reference"),
+    ("The user knows that.", "dangling_reference"),
+    ("The user likes this band.", "dangling_reference"),
+    ("The user is not a fan of the heat there.", "dangling_reference"),
+    ("The user says he is their whole world.", "dangling_reference"),
+    ("The user loves going to the park near their house -.", "cut_off"),
+    ("The user loves being in Lisbon - it brings.", "cut_off"),
+    ("The user loves to take a look at the sunset-.", "cut_off"),
+    ("The user goes hiking with their friends \u2014", "cut_off"),
+    ("The user enjoys what they do.", "empty_complement"),
+    ("The user knows what it is.", "empty_complement"),
+]
+BY_LANGUAGE = {
+    "de": (["Der Nutzer mag Kaffee.", "Der Nutzer hat einen Hund und liebt ihn.", "Der Nutzer mag Köln sehr.",
+            "Der Nutzer findet es schwer, früh aufzustehen.", "Der Nutzer zieht diesen Sommer nach Berlin."],
+           [("Der Nutzer mag es.", "dangling_reference"), ("Der Nutzer wohnt dort.", "dangling_reference"),
+            ("Der Nutzer liebt diesen Park.", "dangling_reference"), ("Der Nutzer mag das.", "dangling_reference"),
+            ("Der Nutzer geht jeden Morgen mit ihm raus.", "dangling_reference"),
+            ("Der Nutzer mag Kaffee und", "cut_off"), ("Der Nutzer wohnt in Köln -", "cut_off")]),
+    "es": (["El usuario vive en Madrid.", "El usuario tiene un perro y lo pasea cada mañana.",
+            "A la usuaria le encanta el café.", "El usuario se muda a Lima este verano."],
+           [("El usuario vive allí.", "dangling_reference"), ("El usuario lo odia.", "dangling_reference"),
+            ("El usuario ama este parque.", "dangling_reference"), ("El usuario quiere verlo pronto.",
+                                                                    "dangling_reference"),
+            ("Al usuario le encanta esto.", "dangling_reference"), ("El usuario vive en Madrid y", "cut_off"),
+            ("El usuario disfruta lo que hace.", "empty_complement")]),
+    "fr": (["L'utilisateur aime le café.", "L'utilisatrice a un chat et l'adore.",
+            "L'utilisatrice joue du piano le soir.", "L'utilisateur déménage à Paris cet été."],
+           [("L'utilisateur l'adore.", "dangling_reference"), ("L'utilisateur aime ce parc.", "dangling_reference"),
+            ("L'utilisateur y va souvent.", "dangling_reference"), ("L'utilisateur aime ça.", "dangling_reference"),
+            ("L'utilisateur habite là-bas.", "dangling_reference"), ("L'utilisateur aime le café et", "cut_off"),
+            ("L'utilisateur aime mon chien.", "first_person"), ("L'utilisateur aime ton sourire.", "about_character"),
+            ("L'utilisateur aime ce qu'il fait.", "empty_complement")]),
+}
 
 BAD = [
     ("", "empty"),
@@ -84,10 +137,17 @@ def test_self_contained_statements_pass(text):
     assert is_self_contained(text) == (True, "")
 
 
-@pytest.mark.parametrize("text,reason", BAD)
+@pytest.mark.parametrize("text,reason", BAD + REAL_SPEECH)
 def test_statements_a_reader_cannot_use_alone_are_refused_with_their_reason(text, reason):
     assert is_self_contained(text) == (False, reason)
     assert reason in REASONS
+
+
+@pytest.mark.parametrize("lang", sorted(BY_LANGUAGE))
+def test_each_language_gets_its_pointing_words_demonstratives_and_cut_offs_judged(lang):
+    good, bad = BY_LANGUAGE[lang]
+    assert [t for t in good if is_self_contained(t) != (True, "")] == []
+    assert [(t, is_self_contained(t)[1]) for t, _ in bad] == bad
 
 
 PERSONAL = {"i", "me", "my", "mine", "myself", "we", "our", "ours", "ourselves",
