@@ -13,7 +13,7 @@ from credence.streams.scope.requests import reflection_id
 from credence.streams.scope.state import ScopeState
 from credence.tables.clock import format_instant
 from credence.tables.entries import Entry, changed, new_reflection, record_signal
-from credence.tables.evidence import FEEDBACK_SIGNALS, NEGATIVE_KEYWORD, RELATION_SIGNALS
+from credence.tables.evidence import FEEDBACK_SIGNALS, NEGATIVE_KEYWORD, RELATION_SIGNALS, USER_FACT_NEGATE
 from credence.tables.lifecycle import (
     MergeOutcome,
     PromotionTicket,
@@ -164,7 +164,8 @@ def _stage1(state: ScopeState, payload: dict, output: dict, ctx: StepContext) ->
 
 
 def _stage2(state: ScopeState, payload: dict, output: dict, ctx: StepContext) -> None:
-    asked = {f["id"] for f in payload["facts"]}
+    facts = {f["id"]: f for f in payload["facts"]}
+    asked = set(facts)
     offered = {o["id"] for o in payload["observations"]}
     matched: set[str] = set()
     for c in output.get("classifications", []):
@@ -176,7 +177,8 @@ def _stage2(state: ScopeState, payload: dict, output: dict, ctx: StepContext) ->
         if kind is None:
             continue
         ctx.put(state, record_signal(entry, kind, ctx.now, settings=ctx.memory), "signal", kind, entry)
-        matched.add(c["fact_id"])
+        if kind != USER_FACT_NEGATE or facts[c["fact_id"]]["polarity"] != "positive":
+            matched.add(c["fact_id"])  # a new value ("lives in Lisbon") that negates the old is both
     for fact_id in asked:
         fact = state.facts.get(fact_id)
         if fact is None:

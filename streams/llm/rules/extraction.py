@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from credence.streams.llm.models import Fact, Turn, fact_id
+from credence.streams.llm.rules.corrections import correction_facts
 from credence.streams.llm.rules.reference import as_the_user, named_things, resolve, trim_tail
 from credence.streams.llm.rules.text import clean, cut_clause, normalise_subject, strip_fillers
 from credence.tables.statement import is_self_contained
@@ -80,8 +81,9 @@ PATTERNS: tuple[_Pattern, ...] = (
        "The user prefers {x}."),
 )
 
-# Sentences, and clauses joined by "and/but" that start a new first-person statement.
-_SPLIT = re.compile(r"[.!?;\n]+|,?\s+(?:and|but)\s+(?=(?:i|i'm|my)\b)", re.IGNORECASE)
+# Sentences, and clauses joined by "and/but" or a comma that start a new first-person statement ("I don't
+# live in Berlin anymore, I live in Lisbon now" is two).
+_SPLIT = re.compile(r"[.!?;\n]+|,?\s+(?:and|but)\s+(?=(?:i|i'm|my)\b)|,\s+(?=(?:i|i'm)\s)", re.IGNORECASE)
 
 
 def _object_phrase(raw: str) -> str:
@@ -143,8 +145,8 @@ def extract_facts(turns: Sequence[Turn]) -> list[Fact]:
         remember = _REMEMBER.search(clean(turn.text)) is not None
         named: list[str] = []
         for statement in _SPLIT.split(clean(turn.text)):
-            fact = facts_in_statement(statement.strip(), turn, named)
+            found = correction_facts(statement.strip(), turn) or [facts_in_statement(statement.strip(), turn, named)]
             named += named_things(statement)
-            if fact is not None:
+            for fact in (f for f in found if f is not None):
                 facts.setdefault(fact.id, fact.model_copy(update={"importance": REMEMBERED}) if remember else fact)
     return list(facts.values())

@@ -5,6 +5,7 @@ so observations need no stored polarity."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from credence.streams.llm.models import Classification, Fact, Observation
@@ -12,6 +13,23 @@ from credence.streams.llm.rules.text import content_stems, normalise_subject, po
 
 # Subjects that hold one value at a time: a different value is a contradiction, not a new fact.
 EXCLUSIVE_SUBJECTS = frozenset({"name", "home", "occupation"})
+# An observation's exclusive subject read from its wording when a synthesis draft keyed it otherwise
+# ("The user loves living in Berlin." under "living in berlin" is still about where the user lives).
+_SAYS_EXCLUSIVE = (("home", re.compile(r"\b(?:lives?|living|moved) (?:in|to)\b", re.IGNORECASE)),
+                   ("occupation", re.compile(r"\bworks? as\b", re.IGNORECASE)))
+_NAMED = re.compile(r"\b(?:named|called)\s+([A-Z][\w'-]*)")
+
+
+def _exclusive_subject(obs: Observation) -> str:
+    if obs.subject in EXCLUSIVE_SUBJECTS:
+        return obs.subject
+    return next((key for key, says in _SAYS_EXCLUSIVE if says.search(obs.text)), obs.subject)
+
+
+def _names_differ(fact: Fact, obs: Observation) -> bool:
+    """Both name the thing and the names differ: "a cat named Miso" says nothing of "a cat named Mitten"."""
+    a, b = _NAMED.search(fact.text), _NAMED.search(obs.text)
+    return a is not None and b is not None and a.group(1).lower() != b.group(1).lower()
 
 
 def _subject_stems(subject: str) -> set[str]:
@@ -20,7 +38,11 @@ def _subject_stems(subject: str) -> set[str]:
 
 def shares_subject(fact: Fact, obs: Observation) -> bool:
     if fact.subject in EXCLUSIVE_SUBJECTS or obs.subject in EXCLUSIVE_SUBJECTS:
-        return fact.subject == obs.subject
+        if fact.subject == _exclusive_subject(obs):
+            return True
+        # "The user is no longer a nurse." (keyed "nurse") takes back "The user works as a nurse."
+        wanted = _subject_stems(fact.subject)
+        return fact.polarity == "negative" and bool(wanted) and wanted <= content_stems(obs.text)
     if obs.subject and normalise_subject(obs.subject) == normalise_subject(fact.subject):
         return True
     wanted = _subject_stems(fact.subject)
@@ -33,7 +55,7 @@ def _value_stems(fact: Fact) -> set[str]:
 
 
 def relation(fact: Fact, obs: Observation) -> str | None:
-    if not shares_subject(fact, obs):
+    if not shares_subject(fact, obs) or _names_differ(fact, obs):
         return None
     same_direction = polarity_of(obs.text) == fact.polarity
     if fact.subject in EXCLUSIVE_SUBJECTS and not _value_stems(fact) <= content_stems(obs.text):
