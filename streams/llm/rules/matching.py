@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 
 from credence.streams.llm.models import Classification, Fact, Observation
-from credence.streams.llm.rules.text import content_stems, normalise_subject, polarity_of
+from credence.streams.llm.rules.text import REBUTTAL_WORDS, content_stems, normalise_subject, polarity_of
 
 # Subjects that hold one value at a time: a different value is a contradiction, not a new fact.
 EXCLUSIVE_SUBJECTS = frozenset({"name", "home", "occupation"})
@@ -17,6 +17,7 @@ EXCLUSIVE_SUBJECTS = frozenset({"name", "home", "occupation"})
 # ("The user loves living in Berlin." under "living in berlin" is still about where the user lives).
 _SAYS_EXCLUSIVE = (("home", re.compile(r"\b(?:lives?|living|moved) (?:in|to)\b", re.IGNORECASE)),
                    ("occupation", re.compile(r"\bworks? as\b", re.IGNORECASE)))
+_SPEAKS_OF_WORK = re.compile(r"\b(?:job|career|profession|occupation|work)\b", re.IGNORECASE)
 _NAMED = re.compile(r"\b(?:named|called)\s+([A-Z][\w'-]*)")
 
 
@@ -88,11 +89,16 @@ def rerank(facts: Sequence[Fact], observations: Sequence[Observation], limit: in
     return [obs_id for _, _, obs_id in ranked[:limit]]
 
 
-def target_check(last_user_messages: Sequence[str], observations: Sequence[Observation]) -> list[str]:
-    """The observation(s) whose subject the rebuttal names most; none when it names no subject."""
-    said: set[str] = set()
-    for message in last_user_messages:
-        said |= content_stems(message)
+def target_check(last_user_messages: Sequence[str], observations: Sequence[Observation], ai_text: str = "") -> list[str]:
+    """The observation(s) whose subject the user's latest message names most. A bare rebuttal ("No, that's
+    wrong.") names nothing itself: it answers what the AI just said, so it targets the observations whose
+    subject the AI's turn names. An earlier message never makes the latest one about its subject."""
+    latest = last_user_messages[-1] if last_user_messages else ""
+    said = content_stems(latest) - REBUTTAL_WORDS
+    if not said and ai_text:
+        said = content_stems(ai_text)
+    if _SPEAKS_OF_WORK.search(latest):
+        said |= {"occupation"}  # "my job" is what an occupation entry is keyed by
     scores = [
         (len(said & (_subject_stems(obs.subject) or content_stems(obs.text))), obs.id) for obs in observations
     ]
