@@ -101,3 +101,50 @@ def correction_facts(statement: str, turn: Turn) -> list[Fact]:
             if facts:
                 return facts
     return []
+
+
+# A statement that is no claim of the user's: a hypothetical ("If I quit coffee, I'd be grumpy") or
+# someone else's words reported ("My sister says she quit coffee", "Tom told me: I moved to Lyon").
+_NOT_A_CLAIM = re.compile(
+    r"^(?:\w+ )?(?:if|what if|suppose|supposing|imagine|as if)\b|\b(?:i'd|i would)\b|"
+    r"\b(?!i\b)[a-z]+ (?:says?|said|saying|tells? me|told me|keeps? saying|thinks?)\b|[\"\u201c\u201d]|"
+    r"(?:^|\s)'(?=\w)",
+    re.IGNORECASE,
+)
+
+
+def not_a_claim(statement: str) -> bool:
+    return _NOT_A_CLAIM.search(statement) is not None
+
+
+# "I like dogs, not cats": the statement, and the value it takes back.
+_NOT_TAIL = re.compile(
+    r"^(?P<head>.+?\w)(?:,| but| and|, but|, and) not (?P<old>(?!(?:really|at all|anymore|any more|now|today|sure|yet|"
+    r"always|quite|much|so|very|too|that|this|it|a lot)\b)[\w' -]+?)[.!]?$",
+    re.IGNORECASE,
+)
+_TWINS = (
+    (re.compile(r"^The user (?:likes|loves|enjoys|prefers|is a fan of) ", re.IGNORECASE), "The user does not like {}."),
+    (re.compile(r"^The user is learning ", re.IGNORECASE), "The user is not learning {}."),
+    (re.compile(r"^The user lives in ", re.IGNORECASE), "The user does not live in {}."),
+    (re.compile(r"^The user works as ", re.IGNORECASE), "The user does not work as {}."),
+)
+
+
+def not_tail(statement: str) -> tuple[str, str | None]:
+    """("I like dogs", "cats") for "I like dogs, not cats"; (statement, None) when there is no such tail."""
+    match = _NOT_TAIL.match(statement.strip())
+    return (match.group("head"), match.group("old").strip()) if match else (statement, None)
+
+
+def taken_back(fact: Fact | None, old: str | None, turn: Turn) -> Fact | None:
+    """The negative twin of a positive fact for the value its statement said it is not."""
+    if fact is None or old is None or fact.polarity != "positive":
+        return None
+    for says, template in _TWINS:
+        if says.match(fact.text):
+            value = _object(old)
+            subject = fact.subject if fact.subject in ("home", "occupation") else value
+            return _fact(turn, template.format(as_the_user(value)), subject, "negative", fact.importance) if value \
+                else None
+    return None

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from credence.streams.llm.models import Fact, Turn, fact_id
-from credence.streams.llm.rules.corrections import correction_facts
+from credence.streams.llm.rules import corrections
 from credence.streams.llm.rules.reference import as_the_user, named_things, resolve, trim_tail
 from credence.streams.llm.rules.text import clean, cut_clause, normalise_subject, strip_fillers
 from credence.tables.statement import is_self_contained
@@ -145,7 +145,15 @@ def extract_facts(turns: Sequence[Turn]) -> list[Fact]:
         remember = _REMEMBER.search(clean(turn.text)) is not None
         named: list[str] = []
         for statement in _SPLIT.split(clean(turn.text)):
-            found = correction_facts(statement.strip(), turn) or [facts_in_statement(statement.strip(), turn, named)]
+            if corrections.not_a_claim(statement):
+                named += named_things(statement)
+                continue  # a hypothetical or someone else's words: nothing the user claims
+            found = corrections.correction_facts(statement.strip(), turn)
+            if not found:
+                head, old = corrections.not_tail(statement)
+                fact = facts_in_statement(head.strip(), turn, named) if old else None
+                found = [fact, corrections.taken_back(fact, old, turn)] if fact else \
+                    [facts_in_statement(statement.strip(), turn, named)]
             named += named_things(statement)
             for fact in (f for f in found if f is not None):
                 facts.setdefault(fact.id, fact.model_copy(update={"importance": REMEMBERED}) if remember else fact)

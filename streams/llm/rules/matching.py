@@ -18,7 +18,7 @@ EXCLUSIVE_SUBJECTS = frozenset({"name", "home", "occupation"})
 _SAYS_EXCLUSIVE = (("home", re.compile(r"\b(?:lives?|living|moved) (?:in|to)\b", re.IGNORECASE)),
                    ("occupation", re.compile(r"\bworks? as\b", re.IGNORECASE)))
 _SPEAKS_OF_WORK = re.compile(r"\b(?:job|career|profession|occupation|work)\b", re.IGNORECASE)
-_NAMED = re.compile(r"\b(?:named|called)\s+([A-Z][\w'-]*)")
+NAMED = re.compile(r"\b(?:named|called)\s+([A-Z][\w'-]*)")
 
 
 def _exclusive_subject(obs: Observation) -> str:
@@ -29,7 +29,7 @@ def _exclusive_subject(obs: Observation) -> str:
 
 def _names_differ(fact: Fact, obs: Observation) -> bool:
     """Both name the thing and the names differ: "a cat named Miso" says nothing of "a cat named Mitten"."""
-    a, b = _NAMED.search(fact.text), _NAMED.search(obs.text)
+    a, b = NAMED.search(fact.text), NAMED.search(obs.text)
     return a is not None and b is not None and a.group(1).lower() != b.group(1).lower()
 
 
@@ -95,12 +95,13 @@ def target_check(last_user_messages: Sequence[str], observations: Sequence[Obser
     subject the AI's turn names. An earlier message never makes the latest one about its subject."""
     latest = last_user_messages[-1] if last_user_messages else ""
     said = content_stems(latest) - REBUTTAL_WORDS
+    said_by_user = bool(said)
     if not said and ai_text:
         said = content_stems(ai_text)
     if _SPEAKS_OF_WORK.search(latest):
         said |= {"occupation"}  # "my job" is what an occupation entry is keyed by
-    scores = [
-        (len(said & (_subject_stems(obs.subject) or content_stems(obs.text))), obs.id) for obs in observations
-    ]
+    scores = [(len(said & (_subject_stems(obs.subject) or content_stems(obs.text))), obs.id) for obs in observations]
+    if said_by_user and not any(score for score, _ in scores):  # "forget that I live in Berlin": not "home"
+        scores = [(len(said & content_stems(obs.text)), obs.id) for obs in observations]
     best = max((score for score, _ in scores), default=0)
     return [obs_id for score, obs_id in scores if best > 0 and score == best]

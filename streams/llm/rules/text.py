@@ -29,7 +29,7 @@ _STOPWORDS = {
 # Stems a rebuttal or a forget request is made of, not what it is about ("No, that's wrong, forget it").
 REBUTTAL_WORDS = frozenset({
     "nope", "nah", "wrong", "true", "false", "incorrect", "quite", "actually", "never", "said", "say", "thank",
-    "thanks", "sorry", "that'", "that's", "what", "please", "forget", "remember", "told", "tell", "anything",
+    "thanks", "sorry", "that", "that's", "this", "what", "please", "forget", "remember", "told", "tell", "anything",
     "everything", "stop", "delete", "mean", "meant", "well", "okay", "ok", "oh", "hmm", "sure", "not", "at",
     "nein", "falsch", "verdad", "told", "i'm", "i've", "isn't", "wasn't", "doesn't", "don't", "didn't", "mistake",
 })

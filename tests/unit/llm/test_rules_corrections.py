@@ -24,6 +24,21 @@ def facts(said: str, turn_factory) -> list[tuple[str, str, str]]:
      [("The user does not work as a nurse.", "occupation", "negative")]),
     ("I'm not a nurse anymore.", [("The user is no longer a nurse.", "nurse", "negative")]),
     ("I don't have a car anymore", [("The user no longer has a car.", "car", "negative")]),
+    # "not X but Y": the new value, and the old one taken back.
+    ("I like dogs, not cats.", [("The user likes dogs.", "dogs", "positive"),
+                                ("The user does not like cats.", "cats", "negative")]),
+    ("I live in Porto now, not Madrid.", [("The user lives in Porto.", "home", "positive"),
+                                          ("The user does not live in Madrid.", "home", "negative")]),
+    ("I'm learning Spanish, not French.", [("The user is learning Spanish.", "spanish", "positive"),
+                                           ("The user is not learning French.", "french", "negative")]),
+    ("I do not enjoy football", [("The user does not like football.", "football", "negative")]),
+    ("I don't like tea, not at all.", [("The user does not like tea.", "tea", "negative")]),
+    # No claim of the user's: hypotheticals and someone else's words.
+    ("If I ever quit coffee, I'd be grumpy all day.", []),
+    ("What if I stopped eating sushi?", []),
+    ("My friend told me: I quit coffee last week.", []),
+    ("My sister says she doesn't like coffee anymore.", []),
+    ('My brother said "I don\'t live in Berlin anymore".', []),
     # Not corrections: left to the general patterns (or to nothing).
     ("I don't know anymore", []),
     ("I love you, I think", []),

@@ -42,7 +42,7 @@ def current_and_disputed(d, at) -> tuple[str, str]:
 @pytest.mark.parametrize(("sessions", "old", "new"), [
     ([["I live in Berlin.", "I love living in Berlin."], ["I live in Berlin and I love it."],
       ["Big news: I moved to Lisbon last month."], ["I don't live in Berlin anymore, I live in Lisbon now."]],
-     "Berlin", "Lisbon"),
+     "loves living in Berlin", "Lisbon"),
     ([["I love coffee."], ["I really love coffee."], ["I quit coffee last week."], ["I don't drink coffee anymore."]],
      "loves coffee", None),
     ([["I have a cat named Mitten."], ["I have a cat named Mitten, she is sweet."],
