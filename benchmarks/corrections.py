@@ -23,6 +23,7 @@ A correction counts only where the old value was in the block before it (`establ
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 import uuid
@@ -118,7 +119,7 @@ def change_seconds(d: dict, journal: list[dict], start: datetime) -> float | Non
             continue
         taken_back = old and old in entry["text"] and (
             e["event"] in ("archived",) or e.get("to_status") == "denied"
-            or (e["event"] == "signal" and "disput" not in e["cause"] and (entry.get("evidence") or {}).get(
+            or (e["event"] == "signal" and (entry.get("evidence") or {}).get(
                 "disp_last_signal_at") == e["at"]))
         if taken_back or (new and e["event"] == "created" and new in entry["text"]):
             return (at - start).total_seconds()
@@ -141,6 +142,8 @@ def fold(journal: list[dict], until: datetime) -> list[Entry]:
 
 def run_worker(dialogues: list[dict], bootstrap: str, work: Path, llm=None) -> list[Outcome]:
     """Every dialogue through one worker on `bootstrap`: produce, flush, read each scope's served block."""
+    from credence.streams.ops.admin import ensure_topics
+    from credence.streams.ops.process import wait_until
     from tests.support.pipeline import pipeline_settings, run_pipeline
 
     lines, starts = [], {}
@@ -149,6 +152,7 @@ def run_worker(dialogues: list[dict], bootstrap: str, work: Path, llm=None) -> l
         lines += [json.dumps(t).encode() for t in turns]
     extra = {"llm": llm} if llm is not None else {}
     settings = pipeline_settings(bootstrap, work, f"corr{uuid.uuid4().hex[:8]}", **extra)
+    wait_until(lambda: _topics_ready(bootstrap, settings, ensure_topics), 120.0, "the benchmark's topics")
     result = run_pipeline(settings, bootstrap, lines, work / "worker.log", deadline_s=600.0)
     by_scope: dict[str, list[dict]] = defaultdict(list)
     for e in result.journal:
@@ -160,6 +164,18 @@ def run_worker(dialogues: list[dict], bootstrap: str, work: Path, llm=None) -> l
         out.append(Outcome(d, block_at(fold(journal, start), scope, start), result.views[scope]["memory_block"],
                            change_seconds(d, journal, start)))
     return out
+
+
+def _topics_ready(bootstrap: str, settings, ensure_topics) -> bool:
+    """Made and settled before the worker looks for them: a loaded broker may answer a new topic's
+    metadata with no partitions for a moment."""
+    from credence.errors import BrokerError
+
+    try:
+        asyncio.run(ensure_topics(bootstrap, settings))
+    except BrokerError:
+        return False
+    return True
 
 
 def run_inprocess(dialogues: list[dict]) -> list[Outcome]:
@@ -300,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.only:
         wanted = set(args.only.split(","))
         dialogues = [d for d in dialogues if d["id"] in wanted or d["kind"] in wanted]
-    runs: list[tuple[str, list[Outcome]]] = []
+    runs = Runs(args.samples)
     if args.inprocess:
         runs.append(("rules, in process", run_inprocess(dialogues)))
     else:
@@ -318,8 +334,20 @@ def main(argv: list[str] | None = None) -> int:
                     llm = LLMSettings(backend="openai", base_url=server.base_url, model="bench-model", timeout_s=10.0)
                     runs.append(("openai backend (test server), one worker",
                                  run_worker(dialogues, bootstrap, work / "openai", llm)))
-    for label, outcomes in runs:
-        print(table(tally(outcomes), label), "\n")
+    return 0
+
+
+class Runs(list):
+    """Each run's table printed as soon as it is done (a later run that fails leaves the earlier ones)."""
+
+    def __init__(self, n_samples: int) -> None:
+        super().__init__()
+        self.n_samples = n_samples
+
+    def append(self, run: tuple[str, list[Outcome]]) -> None:
+        super().append(run)
+        label, outcomes = run
+        print(table(tally(outcomes), label), "\n", flush=True)
         for o in outcomes:
             bad = (o.dialogue["control"] and o.false_retraction) or (not o.dialogue["control"] and o.established and (
                 not o.stuck or o.new_value is False))
@@ -327,9 +355,8 @@ def main(argv: list[str] | None = None) -> int:
                 what = "NOT ESTABLISHED" if not o.established else "MISS"
                 print(f"  {what} {o.dialogue['id']}: {' / '.join(o.dialogue['sessions'][-1])}\n    after: "
                       f"{' | '.join(o.after.splitlines())}")
-    if args.samples and runs:
-        print(samples(runs[0][1], args.samples))
-    return 0
+        if self.n_samples and len(self) == 1:
+            print(samples(outcomes, self.n_samples), "\n", flush=True)
 
 
 if __name__ == "__main__":
