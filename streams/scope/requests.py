@@ -122,14 +122,14 @@ def feedback_payload(state: ScopeState, reply_text: str, surfaced: list[Entry]) 
 
 
 def target_payload(state: ScopeState, mentioned: list[Entry], turn_id: str | None = None,
-                   rebuttal: bool = True) -> dict:
+                   forget_only: bool = False) -> dict:
     """A rebuttal or forget request: the user's last messages, the AI's last turn and the entries it may
-    be about. Not for the call: the turn, the provenance of what the answer changes, and whether the
-    message had a rebuttal word (a forget nomination the check calls no forget request disputes nothing
-    unless it did: "don't forget my dog's vet visit" says nothing against the dog)."""
+    be about. Not for the call: the turn, the provenance of what the answer changes, and whether only a
+    forget request applies (entries a forget word nominated are not ones the character mentioned: "don't
+    forget my dog's vet visit" says nothing against the dog; a rebuttal in the same turn asks its own)."""
     return {"messages": list(state.recent_user_messages), "ai_text": state.last_ai_text,
             "observations": [observation(e) for e in sorted(mentioned, key=lambda e: e.id)], "turn_id": turn_id,
-            "rebuttal": rebuttal}
+            "forget_only": forget_only}
 
 
 def forget_candidates(state: ScopeState, text: str, ctx: StepContext) -> list[Entry]:

@@ -262,8 +262,8 @@ def _target(state: ScopeState, payload: dict, output: dict, ctx: StepContext) ->
     if output.get("forget"):
         _forget(state, [i for i in output.get("ids", []) if i in asked], payload.get("turn_id"), ctx)
         return
-    if not payload.get("rebuttal", True):
-        return
+    if payload.get("forget_only"):
+        return  # nominated by a forget word, and no forget request: nothing the user took back
     promoting = {r.payload["entry_id"] for r in state.pending_tasks(TaskName.PROMOTION)}
     for entry_id in output.get("ids", []):
         entry = state.entries.get(entry_id)

@@ -242,14 +242,12 @@ def _on_turn(state: ScopeState, turn: dict, ctx: StepContext) -> None:
     state.surfaced = []
     if surfaced:
         ctx.request(state, TaskName.FEEDBACK, feedback_payload(state, turn["text"], surfaced))
-    rebuttal = _has_keyword(turn["text"], ctx.memory.negative_keywords)
     if _has_keyword(turn["text"], ctx.memory.forget_keywords):
         # A forget request may name anything the scope remembers, not only what the character said lately.
         named = forget_candidates(state, turn["text"], ctx)
         if named:
-            ctx.request(state, TaskName.TARGET, target_payload(state, named, turn_id=turn["turn_id"],
-                                                               rebuttal=rebuttal))
-    elif rebuttal:
+            ctx.request(state, TaskName.TARGET, target_payload(state, named, turn_id=turn["turn_id"], forget_only=True))
+    if _has_keyword(turn["text"], ctx.memory.negative_keywords):
         # A rebuttal answers what the character said lately: entries it mentioned inside the window, persona
         # entries included, whatever else the turn surfaced (the surfaced reflections get their own check).
         since = ctx.now - timedelta(hours=ctx.memory.mention_window_hours)

@@ -153,3 +153,10 @@ def test_dont_forget_is_not_a_forget_request(driver_factory):
     nurse, hiking, rex = scope_entries(d)
     d.turn("Don't forget my dog Rex has his vet visit on Friday!", T0 + timedelta(days=1))
     assert d.state.entries[rex.id].status == "pending" and d.state.entries[rex.id].evidence.disputation == 0
+
+
+def test_a_forget_word_in_a_rebuttal_disputes_nothing_the_character_did_not_mention(driver_factory):
+    d = driver_factory()
+    nurse, hiking, rex = scope_entries(d)
+    d.turn("No, I never forget my dog Rex and his walks.", T0 + timedelta(days=1))
+    assert all(e.evidence.disputation == 0 and e.status in ("pending", "active") for e in d.state.entries.values())
