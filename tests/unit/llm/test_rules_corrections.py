@@ -24,6 +24,7 @@ def facts(said: str, turn_factory) -> list[tuple[str, str, str]]:
      [("The user does not work as a nurse.", "occupation", "negative")]),
     ("I'm not a nurse anymore.", [("The user is no longer a nurse.", "nurse", "negative")]),
     ("I don't have a car anymore", [("The user no longer has a car.", "car", "negative")]),
+    ("I moved to Lisbon in May.", [("The user lives in Lisbon.", "home", "positive")]),  # when, not where
     # "not X but Y": the new value, and the old one taken back.
     ("I like dogs, not cats.", [("The user likes dogs.", "dogs", "positive"),
                                 ("The user does not like cats.", "cats", "negative")]),
