@@ -93,7 +93,7 @@ async def feedback(backend: LLMBackend, case: dict) -> bool:
 async def target(backend: LLMBackend, case: dict) -> bool:
     obs = _observations(case["observations"])
     got = await backend.target_check(case["messages"], obs, case["ai"])
-    return set(got) == {obs[i].id for i in case["expect"]}
+    return set(got.ids) == {obs[i].id for i in case["expect"]} and got.forget == case.get("forget", False)
 
 
 async def synthesis(backend: LLMBackend, case: dict) -> bool:

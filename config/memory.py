@@ -30,6 +30,16 @@ DEFAULT_NEGATIVE_KEYWORDS: dict[str, list[str]] = {
 }
 
 
+# A forget request ("please forget what I told you about …") only nominates the entries it speaks about;
+# the same LLM target check decides which, and whether the user asks to forget them (issue 32).
+DEFAULT_FORGET_KEYWORDS: dict[str, list[str]] = {
+    "en": ["forget", "don't remember", "stop remembering", "delete that", "erase that"],
+    "de": ["vergiss", "vergessen"],
+    "fr": ["oublie", "oubliez"],
+    "es": ["olvida", "olvídate", "olvidate"],
+}
+
+
 DEFAULT_ASSENT_WORDS: dict[str, list[str]] = {
     # A user turn made only of these (and fillers) just agrees: the content is what it answered.
     "en": ["yes", "yeah", "yep", "yup", "ok", "okay", "sure", "right", "correct", "exactly", "true", "indeed",
@@ -117,6 +127,10 @@ class MemorySettings(BaseModel):
     negative_keywords: dict[str, list[str]] = Field(
         default_factory=lambda: {k: list(v) for k, v in DEFAULT_NEGATIVE_KEYWORDS.items()}
     )
+    forget_keywords: dict[str, list[str]] = Field(
+        default_factory=lambda: {k: list(v) for k, v in DEFAULT_FORGET_KEYWORDS.items()}
+    )
+    forget_max_candidates: int = Field(20, ge=1, le=20)  # entries one forget request's target check sees
 
     # Stage-1 fact origin: bare assents per language (tables.origin).
     assent_words: dict[str, list[str]] = Field(

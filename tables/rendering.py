@@ -4,6 +4,11 @@ Non-protected persona entries share ``persona_token_budget``; pending + confirme
 ``reflection_token_budget``. Higher scores (then higher importance, then higher usage strength) win
 budget pressure; an entry that does not fit is skipped and smaller ones after it may still fit.
 Character-card (protected) entries are always rendered, outside both budgets.
+
+A corrected value is never presented as current: an entry the user's latest word disputes (its last
+disputing signal is no older than its last reinforcing one) or whose score is below zero keeps its place
+in its budget but is shown under a heading that says the user disputed it. (The seed renders a pending
+reflection at any score; a net-negative one is shown as disputed, never as plain text.)
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from credence.tables.usage import usage_strength
 CHARACTER_HEADING = "Character card:"
 PERSONA_HEADING = "What you know about the user:"
 REFLECTION_HEADING = "Observations about the user (pending or confirmed; the user may correct them):"
+DISPUTED_HEADING = "The user said these are wrong or no longer true (never present them as current):"
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,10 +38,11 @@ class MemoryBlock:
     reflections: tuple[Entry, ...]
     persona_tokens: int
     reflection_tokens: int
+    disputed: tuple[Entry, ...] = ()  # within the two budgets above, shown under their own heading
 
     @property
     def entries(self) -> tuple[Entry, ...]:
-        return self.protected + self.persona + self.reflections
+        return self.protected + self.persona + self.reflections + self.disputed
 
     @property
     def text(self) -> str:
@@ -44,6 +51,7 @@ class MemoryBlock:
             (CHARACTER_HEADING, self.protected),
             (PERSONA_HEADING, self.persona),
             (REFLECTION_HEADING, self.reflections),
+            (DISPUTED_HEADING, self.disputed),
         ):
             if entries:
                 sections.append("\n".join([heading, *(f"- {e.text}" for e in entries)]))
@@ -63,6 +71,18 @@ def renderable(entry: Entry, now: datetime, *, settings: MemorySettings = DEFAUL
         # A confirmed reflection the user has since argued down to zero or below is kept out of the prompt.
         return entry.score(now, settings=settings) > 0
     return entry.status == PENDING
+
+
+def disputed(entry: Entry, now: datetime, *, settings: MemorySettings = DEFAULT_MEMORY_SETTINGS) -> bool:
+    """Whether the user's latest word on ``entry`` takes it back: a disputing signal no older than the
+    last reinforcing one, or a score below zero. Character-card entries are never disputed by evidence."""
+    if entry.protected:
+        return False
+    ev = entry.evidence
+    if ev.disputation > 0 and ev.disp_last_signal_at is not None and (
+            ev.rein_last_signal_at is None or ev.disp_last_signal_at >= ev.rein_last_signal_at):
+        return True
+    return entry.score(now, settings=settings) < 0
 
 
 def by_priority(
@@ -115,4 +135,7 @@ def render_memory_block(
         settings.reflection_token_budget,
         count,
     )
-    return MemoryBlock(protected, persona, reflections, persona_tokens, reflection_tokens)
+    taken_back = tuple(e for e in persona + reflections if disputed(e, now, settings=settings))
+    return MemoryBlock(protected, tuple(e for e in persona if e not in taken_back),
+                       tuple(e for e in reflections if e not in taken_back), persona_tokens, reflection_tokens,
+                       taken_back)

@@ -14,7 +14,7 @@ Pure: time is always a parameter.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from datetime import date, datetime, timedelta
 from typing import Any
@@ -25,6 +25,15 @@ from credence.tables.clock import as_utc, format_day, format_instant, parse_day,
 
 SECONDS_PER_DAY = 86_400.0
 RECALL = "recall"  # the source of usage records emitted by the API's recall route
+PROMPT = "prompt"  # an entry rendered in a served memory block (GET …/prompt, MCP get_prompt): in daily use
+
+
+def prompt_hits(rendered: Iterable, at: datetime) -> list[str]:
+    """The ids of rendered entries whose (UTC day of ``at``, "prompt") use is not counted yet: what one
+    served memory block sends as a usage record (empty when every one already counted today, so a prompt
+    served a thousand times a day costs one record per entry and day). Card entries keep no usage."""
+    key = (as_utc(at).date(), PROMPT)
+    return [e.id for e in rendered if not e.protected and key not in e.usage.reinforced]
 
 
 @dataclass(frozen=True, slots=True)

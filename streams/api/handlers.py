@@ -131,6 +131,8 @@ class Handlers:
         # heartbeats and other requests are not held up behind it.
         result = await asyncio.to_thread(reads.prompt, scope, entries, card, now, self._memory(call),
                                          self.count_tokens)
+        if "at" not in call.query and "as_of" not in call.query:  # a read of the past is not a use
+            await memory_ops.record_prompt(self, scope, result, entries, now)  # issue 32: rendered = used
         if stamp:
             self._prompts[stamp] = result
             while len(self._prompts) > PROMPT_CACHE:

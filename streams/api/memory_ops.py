@@ -14,7 +14,7 @@ from credence.streams.runtime.records import consensus_record, decode_control, r
 from credence.streams.state.versions import Truncated
 from credence.tables.clock import format_instant
 from credence.tables.entries import ARCHIVED, Entry
-from credence.tables.usage import RECALL
+from credence.tables.usage import PROMPT, RECALL, prompt_hits
 
 
 def _raw(record: dict) -> bytes:
@@ -37,6 +37,16 @@ async def record_recall(handlers, scope, response: models.RecallResponse, entrie
     ids = usage_ids([h.id for h in response.hits], entries)
     if ids:
         await handlers._send_soon("usage", scope.key, _raw(usage_record(scope.key, ids, RECALL, now)))
+
+
+async def record_prompt(handlers, scope, response: models.PromptResponse, entries: list[Entry], now: datetime):
+    """One usage record (source "prompt") for the entries a served memory block rendered whose use today
+    is not counted yet. A cached answer sends nothing: it is served only while the scope (its entries and
+    clock) is unchanged since the render that sent it."""
+    by_id = {e.id: e for e in entries}
+    ids = prompt_hits((by_id[p.id] for p in response.entries if p.id in by_id), now)
+    if ids:
+        await handlers._send_soon("usage", scope.key, _raw(usage_record(scope.key, ids, PROMPT, now)))
 
 
 async def restore(handlers, call) -> tuple[int, models.MemoryActionResponse]:

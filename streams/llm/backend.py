@@ -12,6 +12,7 @@ from credence.streams.llm.models import (
     FeedbackDecision,
     MergeDecision,
     Observation,
+    RebuttalTarget,
     ReflectionDraft,
     Turn,
 )
@@ -73,8 +74,9 @@ class LLMBackend(abc.ABC):
 
     @abc.abstractmethod
     async def target_check(self, last_user_messages: Sequence[str], observations: Sequence[Observation],
-                           ai_text: str = "") -> list[str]:
-        """Ids of the observations a rebuttal targets (possibly none); ai_text is the AI's last turn."""
+                           ai_text: str = "") -> RebuttalTarget:
+        """The observations a rebuttal or forget request targets (possibly none), and whether the user
+        asks to forget them; ai_text is the AI's last turn."""
 
     @abc.abstractmethod
     async def synthesize(self, facts: Sequence[Fact], related: Sequence[Observation] = ()) -> list[ReflectionDraft]:

@@ -57,6 +57,14 @@ class FeedbackDecision(_Record):
     decision: Feedback
 
 
+class RebuttalTarget(_Record):
+    """The negative-keyword target check's answer: the observations the user's message takes back, and
+    whether the user asks to have them forgotten (then they leave the memory) rather than disputes them."""
+
+    ids: list[str]
+    forget: bool = False
+
+
 class ReflectionDraft(_Record):
     text: str
     subject: str

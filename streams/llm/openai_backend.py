@@ -38,6 +38,7 @@ from credence.streams.llm.models import (
     FeedbackDecision,
     MergeDecision,
     Observation,
+    RebuttalTarget,
     ReflectionDraft,
     Turn,
 )
@@ -286,9 +287,9 @@ class OpenAIBackend(LLMBackend):
         return await self._call(surfaced_feedback, surfaced_feedback.build(reply_text, surfaced, ai_text))
 
     async def target_check(self, last_user_messages: Sequence[str], observations: Sequence[Observation],
-                           ai_text: str = "") -> list[str]:
+                           ai_text: str = "") -> RebuttalTarget:
         if not observations:
-            return []
+            return RebuttalTarget(ids=[])
         call = negative_keyword_target.build(last_user_messages, observations, ai_text)
         return await self._call(negative_keyword_target, call)
 

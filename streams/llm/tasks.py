@@ -120,6 +120,7 @@ class FeedbackOutput(_Output):
 
 class TargetOutput(_Output):
     ids: list[str]
+    forget: bool = False  # the user asked to forget the targets (older answers lack it: a rebuttal)
 
 
 class PromotionOutput(_Output):
@@ -150,7 +151,8 @@ async def _feedback(backend: LLMBackend, p: FeedbackPayload, rank: Rank | None) 
 
 
 async def _target(backend: LLMBackend, p: TargetPayload, rank: Rank | None) -> TargetOutput:
-    return TargetOutput(ids=list(await backend.target_check(p.messages, p.observations, p.ai_text)))
+    answer = await backend.target_check(p.messages, p.observations, p.ai_text)
+    return TargetOutput(ids=list(answer.ids), forget=answer.forget)
 
 
 async def _promotion(backend: LLMBackend, p: PromotionPayload, rank: Rank | None) -> PromotionOutput:

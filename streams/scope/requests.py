@@ -121,10 +121,24 @@ def feedback_payload(state: ScopeState, reply_text: str, surfaced: list[Entry]) 
     return {"reply_text": reply_text, "ai_text": state.last_ai_text, "surfaced": [observation(e) for e in surfaced]}
 
 
-def target_payload(state: ScopeState, mentioned: list[Entry]) -> dict:
-    """A rebuttal: the user's last messages, the AI's last turn and the entries it mentioned lately."""
+def target_payload(state: ScopeState, mentioned: list[Entry], turn_id: str | None = None,
+                   forget_only: bool = False) -> dict:
+    """A rebuttal or forget request: the user's last messages, the AI's last turn and the entries it may
+    be about. Not for the call: the turn, the provenance of what the answer changes, and whether only a
+    forget request applies (entries a forget word nominated are not ones the character mentioned: "don't
+    forget my dog's vet visit" says nothing against the dog; a rebuttal in the same turn asks its own)."""
     return {"messages": list(state.recent_user_messages), "ai_text": state.last_ai_text,
-            "observations": [observation(e) for e in sorted(mentioned, key=lambda e: e.id)]}
+            "observations": [observation(e) for e in sorted(mentioned, key=lambda e: e.id)], "turn_id": turn_id,
+            "forget_only": forget_only}
+
+
+def forget_candidates(state: ScopeState, text: str, ctx: StepContext) -> list[Entry]:
+    """The live, non-protected entries a forget request shares words with, best-ranked first (at most
+    forget_max_candidates): the target check decides which of them the user means."""
+    said = set(_words(text))
+    live = [e for e in state.entries.values() if not e.protected and e.status in CANDIDATE_STATUSES[e.kind]
+            and said & set(_words(f"{e.subject} {e.text}"))]
+    return pre_rank(sorted(live, key=lambda e: e.id), [{"subject": "", "text": text}])[:ctx.memory.forget_max_candidates]
 
 
 def promotion_payload(state: ScopeState, reflection: Entry, ctx: StepContext, ticket: PromotionTicket) -> dict:

@@ -13,11 +13,12 @@ from credence.streams.scope.requests import reflection_id
 from credence.streams.scope.state import ScopeState
 from credence.tables.clock import format_instant
 from credence.tables.entries import Entry, changed, new_reflection, record_signal
-from credence.tables.evidence import FEEDBACK_SIGNALS, NEGATIVE_KEYWORD, RELATION_SIGNALS
+from credence.tables.evidence import FEEDBACK_SIGNALS, NEGATIVE_KEYWORD, RELATION_SIGNALS, USER_DENY, USER_FACT_NEGATE
 from credence.tables.lifecycle import (
     MergeOutcome,
     PromotionTicket,
     apply_merge_decision,
+    archive,
     deny,
     promotion_is_current,
     unblock_promotion,
@@ -26,6 +27,7 @@ from credence.tables.lifecycle import (
 from credence.tables.origin import fact_origin
 from credence.tables.scope import Scope
 
+FORGET_REQUEST = "forget_request"  # the journal cause of what a user's forget request took out (":<turn id>")
 # Decisions the powerful-memory switch turns off: their results are dropped once it is off.
 SWITCHED_TASKS = (TaskName.STAGE2, TaskName.PROMOTION)
 
@@ -164,7 +166,8 @@ def _stage1(state: ScopeState, payload: dict, output: dict, ctx: StepContext) ->
 
 
 def _stage2(state: ScopeState, payload: dict, output: dict, ctx: StepContext) -> None:
-    asked = {f["id"] for f in payload["facts"]}
+    facts = {f["id"]: f for f in payload["facts"]}
+    asked = set(facts)
     offered = {o["id"] for o in payload["observations"]}
     matched: set[str] = set()
     for c in output.get("classifications", []):
@@ -176,7 +179,8 @@ def _stage2(state: ScopeState, payload: dict, output: dict, ctx: StepContext) ->
         if kind is None:
             continue
         ctx.put(state, record_signal(entry, kind, ctx.now, settings=ctx.memory), "signal", kind, entry)
-        matched.add(c["fact_id"])
+        if kind != USER_FACT_NEGATE or facts[c["fact_id"]]["polarity"] != "positive":
+            matched.add(c["fact_id"])  # a new value ("lives in Lisbon") that negates the old is both
     for fact_id in asked:
         fact = state.facts.get(fact_id)
         if fact is None:
@@ -255,6 +259,11 @@ def _feedback(state: ScopeState, payload: dict, output: dict, ctx: StepContext) 
 
 def _target(state: ScopeState, payload: dict, output: dict, ctx: StepContext) -> None:
     asked = {o["id"] for o in payload["observations"]}
+    if output.get("forget"):
+        _forget(state, [i for i in output.get("ids", []) if i in asked], payload.get("turn_id"), ctx)
+        return
+    if payload.get("forget_only"):
+        return  # nominated by a forget word, and no forget request: nothing the user took back
     promoting = {r.payload["entry_id"] for r in state.pending_tasks(TaskName.PROMOTION)}
     for entry_id in output.get("ids", []):
         entry = state.entries.get(entry_id)
@@ -265,6 +274,22 @@ def _target(state: ScopeState, payload: dict, output: dict, ctx: StepContext) ->
                 # promotion's result then finds it changed and is discarded (no persona entry, no merge).
                 updated = deny(updated, ctx.now)
             ctx.put(state, updated, "signal", NEGATIVE_KEYWORD, entry)
+
+
+def _forget(state: ScopeState, ids: list[str], turn_id: str | None, ctx: StepContext) -> None:
+    """The user asked to forget these: each leaves the memory block at once, journalled with the request
+    (its turn) as the cause. A reflection is denied (a user_deny signal, status denied); a persona entry
+    leaves the active view for the archive. Protected entries are never offered, so never forgotten."""
+    cause = f"{FORGET_REQUEST}:{turn_id}" if turn_id else FORGET_REQUEST
+    for entry_id in ids:
+        entry = state.entries.get(entry_id)
+        if entry is None or entry.protected or entry.status in ("denied", "archived", "promoted"):
+            continue
+        disputed = record_signal(entry, USER_DENY, ctx.now, settings=ctx.memory)
+        if entry.kind == "reflection":
+            ctx.put(state, deny(disputed, ctx.now), "signal", cause, entry)
+        else:
+            ctx.archive(state, archive(disputed, ctx.now), entry, cause)
 
 
 def _promotion(state: ScopeState, payload: dict, output: dict, ctx: StepContext) -> None:

@@ -27,6 +27,7 @@ from credence.streams.scope.requests import (
     OPEN_REFLECTION_STATUSES,
     SYNTHESIS_MAX_FACTS,
     feedback_payload,
+    forget_candidates,
     promotion_payload,
     stage2_batch,
     stage2_payload,
@@ -242,13 +243,20 @@ def _on_turn(state: ScopeState, turn: dict, ctx: StepContext) -> None:
     state.surfaced = []
     if surfaced:
         ctx.request(state, TaskName.FEEDBACK, feedback_payload(state, turn["text"], surfaced))
-    elif _has_negative_keyword(turn["text"], ctx):
-        # A rebuttal answers what the character said lately: entries it mentioned inside the window.
+    if _has_keyword(turn["text"], ctx.memory.forget_keywords):
+        # A forget request may name anything the scope remembers, not only what the character said lately.
+        named = forget_candidates(state, turn["text"], ctx)
+        if named:
+            ctx.request(state, TaskName.TARGET, target_payload(state, named, turn_id=turn["turn_id"], forget_only=True))
+    if _has_keyword(turn["text"], ctx.memory.negative_keywords):
+        # A rebuttal answers what the character said lately: entries it mentioned inside the window, persona
+        # entries included, whatever else the turn surfaced (the surfaced reflections get their own check).
         since = ctx.now - timedelta(hours=ctx.memory.mention_window_hours)
-        mentioned = [e for e in state.entries.values() if not e.protected and any(m > since for m in e.recent_mentions)
-                     and e.status in (*OPEN_REFLECTION_STATUSES, "active")]
+        asked = {e.id for e in surfaced}
+        mentioned = [e for e in state.entries.values() if not e.protected and e.id not in asked
+                     and any(m > since for m in e.recent_mentions) and e.status in (*OPEN_REFLECTION_STATUSES, "active")]
         if mentioned:
-            ctx.request(state, TaskName.TARGET, target_payload(state, mentioned))
+            ctx.request(state, TaskName.TARGET, target_payload(state, mentioned, turn_id=turn["turn_id"]))
 
 
 def _on_ai_turn(state: ScopeState, turn: dict, ctx: StepContext) -> None:
@@ -273,9 +281,9 @@ def _mentioned_ids(state: ScopeState, text: str, ctx: StepContext) -> list[str]:
     return sorted(e.id for e in named if not e.protected and renderable(e, ctx.now, settings=ctx.memory))
 
 
-def _has_negative_keyword(text: str, ctx: StepContext) -> bool:
+def _has_keyword(text: str, keywords: dict[str, list[str]]) -> bool:
     padded = f" {' '.join(''.join(c.lower() if c.isalnum() or c == chr(39) else ' ' for c in text).split())} "
-    for words in ctx.memory.negative_keywords.values():
+    for words in keywords.values():
         for word in words:
             w = word.lower()
             if (f" {w} " in padded) if w.isascii() else (w in text.lower()):

@@ -9,7 +9,7 @@ import pytest
 
 from credence.errors import LLMError
 from credence.streams.llm.factory import make_backend
-from credence.streams.llm.models import Observation, ReflectionDraft
+from credence.streams.llm.models import Observation, RebuttalTarget, ReflectionDraft
 from credence.streams.llm.rules.backend import RulesBackend
 
 
@@ -104,7 +104,7 @@ def test_output_naming_an_unknown_id_is_dropped_and_the_rest_used(
             await backend.aclose()
 
     got, answer, stats = asyncio.run(go())
-    ghost_only = {"rerank": [], "target": [], "synthesis": []}  # the server's whole answer was the ghost
+    ghost_only = {"rerank": [], "target": RebuttalTarget(ids=[]), "synthesis": []}  # the server's whole answer was the ghost
     if task == "merge":
         assert (got.action, got.target_id) == ("reject", None)  # a merge into nothing offered keeps the reflection
     else:
@@ -134,5 +134,5 @@ def test_injected_ids_and_orders_in_user_text_change_nothing(openai_server_facto
 
     feedback, targets, stats = asyncio.run(go())
     assert [(d.id, d.decision) for d in feedback] == [("r-coffee", "confirm")]
-    assert set(targets) <= {"r-coffee"} and dog.id not in targets
+    assert set(targets.ids) <= {"r-coffee"} and dog.id not in targets.ids and not targets.forget
     assert stats.unknown_ids == 0 and server.violations == []

@@ -64,7 +64,9 @@ def _feedback(inp: surfaced_feedback.Input) -> dict:
 
 
 def _target(inp: negative_keyword_target.Input) -> dict:
-    return {"target_ids": matching.target_check(inp.user_messages, _observations(inp.observations))}
+    latest = inp.user_messages[-1] if inp.user_messages else ""
+    return {"target_ids": matching.target_check(inp.user_messages, _observations(inp.observations), inp.ai_turn),
+            "forget": feedback.asks_to_forget(latest)}
 
 
 def _synthesis(inp: reflection_synthesis.Input) -> dict:
@@ -112,7 +114,7 @@ UNKNOWN_ID: dict[str, Callable[[dict, Any], dict]] = {
     stage2_classification.NAME: _ghost_stage2,
     candidate_rerank.NAME: lambda out, inp: {"observation_ids": [GHOST["O"]]},
     surfaced_feedback.NAME: lambda out, inp: {"decisions": [*out["decisions"], {"id": GHOST["O"], "decision": "deny"}]},
-    negative_keyword_target.NAME: lambda out, inp: {"target_ids": [GHOST["O"]]},
+    negative_keyword_target.NAME: lambda out, inp: {"target_ids": [GHOST["O"]], "forget": False},
     reflection_synthesis.NAME: lambda out, inp: {"reflections": [{"text": "x", "subject": "x",
                                                                   "source_fact_ids": [GHOST["F"]]}]},
     merge_decision.NAME: lambda out, inp: {"action": "merge", "target_id": GHOST["O"], "text": "x"},

@@ -18,6 +18,7 @@ from credence.streams.llm.models import (
     FeedbackDecision,
     MergeDecision,
     Observation,
+    RebuttalTarget,
     ReflectionDraft,
     Turn,
     fact_id,
@@ -118,10 +119,12 @@ class RulesBackend(LLMBackend):
                 *(FeedbackDecision(id=d.id, decision="ignore") for d in decisions[len(said):])]
 
     async def target_check(self, last_user_messages: Sequence[str], observations: Sequence[Observation],
-                           ai_text: str = "") -> list[str]:
+                           ai_text: str = "") -> RebuttalTarget:
         self._count()
-        ids = matching.target_check(last_user_messages[-3:], observations)
-        return _wire(negative_keyword_target, {"target_ids": ids})["target_ids"]
+        ids = matching.target_check(last_user_messages[-3:], observations, ai_text)
+        forget = feedback.asks_to_forget(last_user_messages[-1]) if last_user_messages else False
+        wired = _wire(negative_keyword_target, {"target_ids": ids, "forget": forget})
+        return RebuttalTarget(ids=wired["target_ids"], forget=wired["forget"])
 
     async def synthesize(self, facts: Sequence[Fact], related: Sequence[Observation] = ()) -> list[ReflectionDraft]:
         self._count()

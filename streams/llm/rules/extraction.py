@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from credence.streams.llm.models import Fact, Turn, fact_id
+from credence.streams.llm.rules import corrections
 from credence.streams.llm.rules.reference import (
     as_the_user,
     named_people,
@@ -88,8 +89,9 @@ PATTERNS: tuple[_Pattern, ...] = (
        "The user prefers {x}."),
 )
 
-# Sentences, and clauses joined by "and/but" that start a new first-person statement.
-_SPLIT = re.compile(r"[.!?;\n]+|,?\s+(?:and|but)\s+(?=(?:i|i'm|my)\b)", re.IGNORECASE)
+# Sentences, and clauses joined by "and/but" or a comma that start a new first-person statement ("I don't
+# live in Berlin anymore, I live in Lisbon now" is two).
+_SPLIT = re.compile(r"[.!?;\n]+|,?\s+(?:and|but)\s+(?=(?:i|i'm|my)\b)|,\s+(?=(?:i|i'm)\s)", re.IGNORECASE)
 
 
 @dataclass
@@ -174,8 +176,16 @@ def extract_facts(turns: Sequence[Turn]) -> list[Fact]:
         remember = _REMEMBER.search(clean(turn.text)) is not None
         named = _Mentions()
         for statement in _SPLIT.split(clean(turn.text)):
-            fact = facts_in_statement(statement.strip(), turn, named)
+            if corrections.not_a_claim(statement):
+                named.add(statement)
+                continue  # a hypothetical or someone else's words: nothing the user claims
+            found = corrections.correction_facts(statement.strip(), turn)
+            if not found:
+                head, old = corrections.not_tail(statement)
+                fact = facts_in_statement(head.strip(), turn, named) if old else None
+                found = [fact, corrections.taken_back(fact, old, turn)] if fact else \
+                    [facts_in_statement(statement.strip(), turn, named)]
             named.add(statement)
-            if fact is not None:
+            for fact in (f for f in found if f is not None):
                 facts.setdefault(fact.id, fact.model_copy(update={"importance": REMEMBERED}) if remember else fact)
     return list(facts.values())

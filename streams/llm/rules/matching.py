@@ -5,13 +5,32 @@ so observations need no stored polarity."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from credence.streams.llm.models import Classification, Fact, Observation
-from credence.streams.llm.rules.text import content_stems, normalise_subject, polarity_of
+from credence.streams.llm.rules.text import REBUTTAL_WORDS, content_stems, normalise_subject, polarity_of
 
 # Subjects that hold one value at a time: a different value is a contradiction, not a new fact.
 EXCLUSIVE_SUBJECTS = frozenset({"name", "home", "occupation"})
+# An observation's exclusive subject read from its wording when a synthesis draft keyed it otherwise
+# ("The user loves living in Berlin." under "living in berlin" is still about where the user lives).
+_SAYS_EXCLUSIVE = (("home", re.compile(r"\b(?:lives?|living|moved) (?:in|to)\b", re.IGNORECASE)),
+                   ("occupation", re.compile(r"\bworks? as\b", re.IGNORECASE)))
+_SPEAKS_OF_WORK = re.compile(r"\b(?:job|career|profession|occupation|work)\b", re.IGNORECASE)
+NAMED = re.compile(r"\b(?:named|called)\s+([A-Z][\w'-]*)")
+
+
+def _exclusive_subject(obs: Observation) -> str:
+    if obs.subject in EXCLUSIVE_SUBJECTS:
+        return obs.subject
+    return next((key for key, says in _SAYS_EXCLUSIVE if says.search(obs.text)), obs.subject)
+
+
+def _names_differ(fact: Fact, obs: Observation) -> bool:
+    """Both name the thing and the names differ: "a cat named Miso" says nothing of "a cat named Mitten"."""
+    a, b = NAMED.search(fact.text), NAMED.search(obs.text)
+    return a is not None and b is not None and a.group(1).lower() != b.group(1).lower()
 
 
 def _subject_stems(subject: str) -> set[str]:
@@ -20,7 +39,11 @@ def _subject_stems(subject: str) -> set[str]:
 
 def shares_subject(fact: Fact, obs: Observation) -> bool:
     if fact.subject in EXCLUSIVE_SUBJECTS or obs.subject in EXCLUSIVE_SUBJECTS:
-        return fact.subject == obs.subject
+        if fact.subject == _exclusive_subject(obs):
+            return True
+        # "The user is no longer a nurse." (keyed "nurse") takes back "The user works as a nurse."
+        wanted = _subject_stems(fact.subject)
+        return fact.polarity == "negative" and bool(wanted) and wanted <= content_stems(obs.text)
     if obs.subject and normalise_subject(obs.subject) == normalise_subject(fact.subject):
         return True
     wanted = _subject_stems(fact.subject)
@@ -33,7 +56,7 @@ def _value_stems(fact: Fact) -> set[str]:
 
 
 def relation(fact: Fact, obs: Observation) -> str | None:
-    if not shares_subject(fact, obs):
+    if not shares_subject(fact, obs) or _names_differ(fact, obs):
         return None
     same_direction = polarity_of(obs.text) == fact.polarity
     if fact.subject in EXCLUSIVE_SUBJECTS and not _value_stems(fact) <= content_stems(obs.text):
@@ -66,13 +89,19 @@ def rerank(facts: Sequence[Fact], observations: Sequence[Observation], limit: in
     return [obs_id for _, _, obs_id in ranked[:limit]]
 
 
-def target_check(last_user_messages: Sequence[str], observations: Sequence[Observation]) -> list[str]:
-    """The observation(s) whose subject the rebuttal names most; none when it names no subject."""
-    said: set[str] = set()
-    for message in last_user_messages:
-        said |= content_stems(message)
-    scores = [
-        (len(said & (_subject_stems(obs.subject) or content_stems(obs.text))), obs.id) for obs in observations
-    ]
+def target_check(last_user_messages: Sequence[str], observations: Sequence[Observation], ai_text: str = "") -> list[str]:
+    """The observation(s) whose subject the user's latest message names most. A bare rebuttal ("No, that's
+    wrong.") names nothing itself: it answers what the AI just said, so it targets the observations whose
+    subject the AI's turn names. An earlier message never makes the latest one about its subject."""
+    latest = last_user_messages[-1] if last_user_messages else ""
+    said = content_stems(latest) - REBUTTAL_WORDS
+    said_by_user = bool(said)
+    if not said and ai_text:
+        said = content_stems(ai_text)
+    if _SPEAKS_OF_WORK.search(latest):
+        said |= {"occupation"}  # "my job" is what an occupation entry is keyed by
+    scores = [(len(said & (_subject_stems(obs.subject) or content_stems(obs.text))), obs.id) for obs in observations]
+    if said_by_user and not any(score for score, _ in scores):  # "forget that I live in Berlin": not "home"
+        scores = [(len(said & content_stems(obs.text)), obs.id) for obs in observations]
     best = max((score for score, _ in scores), default=0)
     return [obs_id for score, obs_id in scores if best > 0 and score == best]

@@ -80,7 +80,9 @@ def as_the_user(phrase: str) -> str:
 
 
 _WHEN = (r"(?:(?:a|one|two|three|four|five|six|several|few|\d+) (?:days?|weeks?|months?|years?) ago|"
-         r"(?:last|this|next) (?:night|week|weekend|month|year|time|summer|winter)|yesterday|today|recently)")
+         r"(?:last|this|next) (?:night|week|weekend|month|year|time|summer|winter)|yesterday|today|recently|"
+         r"(?:in|since|back in) (?:january|february|march|april|may|june|july|august|september|october|november|"
+         r"december|spring|summer|autumn|fall|winter|(?:19|20)\d\d))")
 _HEDGE = r"(?:(?:like|about|around|almost|over) )?"
 _TIME_TAIL = re.compile(rf"\s+{_HEDGE}{_WHEN}$", re.IGNORECASE)
 _TIME_ONLY = re.compile(rf"^{_WHEN}$", re.IGNORECASE)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from credence.streams.llm.models import Fact, MergeDecision, Observation, ReflectionDraft
+from credence.streams.llm.rules.matching import EXCLUSIVE_SUBJECTS, NAMED
 from credence.streams.llm.rules.text import content_stems, normalise_subject, polarity_of
 
 
@@ -13,8 +14,12 @@ def _key(subject: str) -> frozenset[str]:
 
 
 def _restates(text: str, subject: str, related: Sequence[Observation]) -> bool:
-    key = _key(subject)
-    return any(o.subject and _key(o.subject) == key and polarity_of(o.text) == polarity_of(text) for o in related)
+    """Same subject, same polarity, and nothing the observation does not say: "lives in Lisbon" is a new
+    value beside "lives in Berlin", not a restatement of it."""
+    key, said = _key(subject), content_stems(text)
+    valued = key & EXCLUSIVE_SUBJECTS or NAMED.search(text)  # subjects that hold one value at a time
+    return any(o.subject and _key(o.subject) == key and polarity_of(o.text) == polarity_of(text)
+               and (not valued or said <= content_stems(o.text) | _key(o.subject)) for o in related)
 
 
 def synthesize(facts: Sequence[Fact], related: Sequence[Observation] = ()) -> list[ReflectionDraft]:

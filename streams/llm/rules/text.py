@@ -28,6 +28,13 @@ _STOPWORDS = {
     "would", "will", "can", "can't", "should", "there", "here", "than", "then", "also", "too",
     "as", "any", "some", "all", "more", "much", "now", "anymore", "longer", "lives", "live", "works", "work",
 }
+# Stems a rebuttal or a forget request is made of, not what it is about ("No, that's wrong, forget it").
+REBUTTAL_WORDS = frozenset({
+    "nope", "nah", "wrong", "true", "false", "incorrect", "quite", "actually", "never", "said", "say", "thank",
+    "thanks", "sorry", "that", "that's", "this", "what", "please", "forget", "remember", "told", "tell", "anything",
+    "everything", "stop", "delete", "mean", "meant", "well", "okay", "ok", "oh", "hmm", "sure", "not", "at",
+    "nein", "falsch", "verdad", "told", "i'm", "i've", "isn't", "wasn't", "doesn't", "don't", "didn't", "mistake",
+})
 _NEGATION_CUES = re.compile(
     r"\b(?:not|no longer|never|don't|doesn't|didn't|isn't|aren't|wasn't|dislikes?|hates?|detests?|"
     r"can't stand|cannot stand|stopped|quit|gave up)\b",

@@ -82,7 +82,8 @@ def test_feedback_left_out_or_invented_is_ignore_for_every_surfaced_entry():
 
 
 def test_target_rerank_and_synthesis_drop_invented_ids():
-    assert _read(negative_keyword_target.build(["no"], OBS), {"target_ids": ["O2", "O3"]}) == (["r-dog"], ["O3"])
+    got, dropped = _read(negative_keyword_target.build(["no"], OBS), {"target_ids": ["O2", "O3"], "forget": False})
+    assert (got.ids, got.forget, dropped) == (["r-dog"], False, ["O3"])
     assert _read(candidate_rerank.build([FACT], OBS, 1), {"observation_ids": ["O2", "O1"]})[0] == ["r-dog"]
     drafts, dropped = _read(reflection_synthesis.build([FACT], OBS), {"reflections": [
         {"text": "The user loves coffee.", "subject": "coffee", "source_fact_ids": ["F1", "F2"]},

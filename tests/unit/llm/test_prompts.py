@@ -25,7 +25,7 @@ FINGERPRINTS = {
     ("stage2_classification", 2): "904799764a63b509",
     ("candidate_rerank", 3): "f1d2e4ad143f43b7",
     ("surfaced_feedback", 2): "a7e84d91535c6747",
-    ("negative_keyword_target", 2): "4cc176e6795fda42",
+    ("negative_keyword_target", 3): "6e1814a63808dd5a",
     ("reflection_synthesis", 4): "bb3e635429f77717",
     ("merge_decision", 2): "29ccf62c9aa97d27",
 }
@@ -207,7 +207,7 @@ def _answer(name: str, alias: str) -> dict:
                                                        "relation": "reinforce"}]},
         "candidate_rerank": {"observation_ids": [alias]},
         "surfaced_feedback": {"decisions": [{"id": alias, "decision": "confirm"}]},
-        "negative_keyword_target": {"target_ids": [alias]},
+        "negative_keyword_target": {"target_ids": [alias], "forget": False},
         "reflection_synthesis": {"reflections": [{"text": "x", "subject": "x", "source_fact_ids": [alias]}]},
         "merge_decision": {"action": "merge", "target_id": alias, "text": "x"},
     }[name]

@@ -57,7 +57,7 @@ def test_every_task_runs_offline_and_is_counted(turn_factory):
         assert [c.relation for c in await backend.classify(facts, [coffee])] == ["reinforce"]
         assert await backend.rerank(facts, [coffee], 3) == ["o1"]
         assert [d.decision for d in await backend.check_feedback("yes", [coffee])] == ["confirm"]
-        assert await backend.target_check(["no, not coffee"], [coffee]) == ["o1"]
+        assert (await backend.target_check(["no, not coffee"], [coffee])).ids == ["o1"]
         [draft] = await backend.synthesize(facts)
         assert draft == ReflectionDraft(text="The user loves coffee.", subject="coffee", source_fact_ids=[facts[0].id])
         assert (await backend.merge_decision(draft, [coffee])).action == "merge"

@@ -111,7 +111,7 @@ def test_requests_saved_before_the_context_fields_still_run():
     The task is named by the string the saved request carries."""
     run = lambda task, p: asyncio.run(execute(RulesBackend(), task, p))  # noqa: E731
     assert run("feedback", {"reply_text": "yes", "surfaced": [OBS]}) == {"decisions": [{"id": "r1", "decision": "confirm"}]}
-    assert run("target", {"messages": ["no, not tea"], "observations": [OBS]}) == {"ids": ["r1"]}
+    assert run("target", {"messages": ["no, not tea"], "observations": [OBS]}) == {"ids": ["r1"], "forget": False}
     assert len(run("synthesis", {"facts": [FACT]})["drafts"]) == 1
     out = run("promotion", PAYLOADS[TaskName.PROMOTION])
     assert out["decision"]["action"] == "reject"  # no scores: the existing entry stands

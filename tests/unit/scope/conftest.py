@@ -14,6 +14,7 @@ import pytest
 
 from credence.config.memory import MemorySettings
 from credence.config.pipeline import PipelineSettings
+from credence.config.usage import UsageSettings
 from credence.streams.llm.rules.backend import RulesBackend
 from credence.streams.llm.runner import execute
 from credence.streams.scope.context import Emit, StepContext
@@ -44,6 +45,7 @@ class Driver:
     memory: MemorySettings
     pipeline: PipelineSettings
     powerful: bool = True
+    usage: UsageSettings = field(default_factory=UsageSettings)
     boot: str = "boot-1"
     auto: bool = True  # pump every request as soon as it is issued
     emits: list[Emit] = field(default_factory=list)
@@ -57,7 +59,7 @@ class Driver:
     def step(self, kind: str, record: dict, at: datetime | None = None) -> StepContext:
         now = event_now(self.state, at) or T0
         ctx = StepContext(now=now, powerful=self.powerful, boot=self.boot, memory=self.memory,
-                          pipeline=self.pipeline)
+                          pipeline=self.pipeline, usage=self.usage)
         step(self.state, kind, record, ctx)
         self.emits += ctx.emits
         self.issued += ctx.requests

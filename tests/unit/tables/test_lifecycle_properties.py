@@ -114,16 +114,19 @@ def words(text: str) -> int:
 def test_budgets_hold_and_the_scan_is_greedy_in_priority_order(entries, persona_budget, reflection_budget):
     settings = MemorySettings(persona_token_budget=persona_budget, reflection_token_budget=reflection_budget)
     block = render_memory_block(SCOPE, entries, T0, settings=settings, count_tokens=words)
-    assert block.persona_tokens == sum(words(e.text) for e in block.persona) <= persona_budget
-    assert block.reflection_tokens == sum(words(e.text) for e in block.reflections) <= reflection_budget
+    # Disputed entries keep their place in their kind's budget; only their heading differs.
+    persona = block.persona + tuple(e for e in block.disputed if e.kind == "persona")
+    reflections = block.reflections + tuple(e for e in block.disputed if e.kind == "reflection")
+    assert block.persona_tokens == sum(words(e.text) for e in persona) <= persona_budget
+    assert block.reflection_tokens == sum(words(e.text) for e in reflections) <= reflection_budget
     assert set(block.protected) == {e for e in entries if e.protected}
-    for chosen in (block.persona, block.reflections):
+    for chosen in (block.persona, block.reflections, persona[len(block.persona):], reflections[len(block.reflections):]):
         assert list(chosen) == by_priority(chosen, T0, settings=settings)
     # Every eligible persona entry left out would not have fit when its turn came.
     eligible = by_priority([e for e in entries if e.kind == "persona" and not e.protected], T0, settings=settings)
     used = 0
     for entry in eligible:
-        if entry in block.persona:
+        if entry in persona:
             used += words(entry.text)
         else:
             assert used + words(entry.text) > persona_budget

@@ -70,7 +70,9 @@ def test_confirmed_reflection_at_zero_or_below_is_not_rendered(reflection_factor
     below = reflection_factory(status="confirmed", text="below", evidence=scored(0.0, 0.5))
     above = reflection_factory(status="confirmed", text="above", evidence=scored(0.01))
     negative_pending = reflection_factory(status="pending", text="pending", evidence=scored(0.0, 1.0))
-    assert render([zero, below, above, negative_pending]).reflections == (above, negative_pending)
+    block = render([zero, below, above, negative_pending])
+    # The seed keeps a net-negative pending reflection eligible; it is shown as disputed, never as current.
+    assert (block.reflections, block.disputed) == ((above,), (negative_pending,))
 
 
 @pytest.mark.parametrize("status", ["promoted", "denied", "archived"])
@@ -150,3 +152,22 @@ def test_fill_budget_with_zero_cost_entries(persona_factory):
 def test_default_counter_is_used_when_none_is_given(persona_factory):
     block = render_memory_block(SCOPE, [persona_factory(text="hello world")], T0)
     assert block.persona_tokens == 2
+
+
+def test_an_entry_the_users_latest_word_disputes_is_shown_as_disputed_never_as_current(persona_factory):
+    from credence.tables.rendering import DISPUTED_HEADING, PERSONA_HEADING
+
+    day = timedelta(days=1)
+    # Well reinforced, then corrected: the score is still positive, the user's latest word is a dispute.
+    corrected = persona_factory(text="The user loves coffee.", evidence=Evidence(
+        reinforcement=3.0, disputation=1.0, rein_last_signal_at=T0 - 5 * day, disp_last_signal_at=T0 - day))
+    kept = persona_factory(text="The user has a dog.", evidence=scored(2.0))
+    block = render([corrected, kept])
+    assert (block.persona, block.disputed) == ((kept,), (corrected,))
+    assert block.text.index(DISPUTED_HEADING) < block.text.index("- The user loves coffee.")
+    assert "- The user loves coffee." not in block.text.split(DISPUTED_HEADING)[0]
+    assert PERSONA_HEADING in block.text and block.persona_tokens == 9
+    # Said again after the dispute: current again.
+    reaffirmed = persona_factory(text="The user loves coffee.", evidence=Evidence(
+        reinforcement=3.5, disputation=1.0, rein_last_signal_at=T0, disp_last_signal_at=T0 - day))
+    assert render([reaffirmed]).persona == (reaffirmed,)
