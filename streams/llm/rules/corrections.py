@@ -120,7 +120,8 @@ def not_a_claim(statement: str) -> bool:
 # "I like dogs, not cats": the statement, and the value it takes back.
 _NOT_TAIL = re.compile(
     r"^(?P<head>.+?\w)(?:,| but| and|, but|, and) not (?P<old>(?!(?:really|at all|anymore|any more|now|today|sure|yet|"
-    r"always|quite|much|so|very|too|that|this|it|a lot)\b)[\w' -]+?)[.!]?$",
+    r"always|quite|much|so|very|too|that|this|it|a lot|a (?:big |huge )?fan|fond|into|keen|happy|crazy)\b)"
+    r"[\w' -]+?)[.!]?$",
     re.IGNORECASE,
 )
 _TWINS = (
