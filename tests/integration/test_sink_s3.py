@@ -176,7 +176,7 @@ def test_forget_removes_the_user_from_the_remote_shards(kafka_bootstrap, topic_p
 
 
 def test_a_forget_marker_on_s3_names_no_one_and_forgets_one_life(kafka_bootstrap, topic_prefix, tmp_path,
-                                                                 s3_root, object_store):
+                                                                 s3_root, object_store, cli):
     """Issues 31.7 and 36.6 on object storage, against a local run of the same input: the marker's key is a
     digest, and its cut-off (per partition: the incarnation the user's scopes begin after the forget)
     drops only the forgotten life's rows — the same user archived again in a new life is kept."""
