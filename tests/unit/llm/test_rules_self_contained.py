@@ -62,6 +62,9 @@ def test_real_speech_becomes_a_statement_that_reads_alone(turn_factory, said, ex
     "I love going to this park near my house",
     "i just love being in places like this - it brings back memories",
     "my roommate Kevin keeps eating my leftovers, i hate when he does that",
+    "Honestly I really love how you always know what to say to me!",  # about the character, not the user
+    "I like it here in Lisbon, my favourite city.",
+    "I enjoy the walks we take together with our neighbours in the park.",
 ])
 def test_what_cannot_be_resolved_is_dropped(turn_factory, said):
     assert texts(turn_factory, said) == []
@@ -69,12 +72,11 @@ def test_what_cannot_be_resolved_is_dropped(turn_factory, said):
 
 @pytest.mark.parametrize("said", [
     "I love my family and my garden, and I hate when they call me late.",
-    "Honestly I really love how you always know what to say to me!",
     "I love cooking for my friends on weekends because it relaxes me.",
-    "I like it here in Lisbon, my favourite city.",
-    "I enjoy the walks we take together with our neighbours in the park.",
     "I prefer coffee over tea, but my wife prefers tea.",
 ])
 def test_every_rules_fact_is_self_contained(turn_factory, said):
-    for text in texts(turn_factory, said):
+    facts = texts(turn_factory, said)
+    assert facts, "the rules backend keeps a fact from this turn: the check below must have something to judge"
+    for text in facts:
         assert is_self_contained(text) == (True, ""), text
