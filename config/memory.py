@@ -135,6 +135,11 @@ class MemorySettings(BaseModel):
     # Texts a rewrite replaced, kept per entry (tables/version_history.py); the origin keeps 5
     # (PERSONA_VERSION_HISTORY_MAX).
     version_history_max: int = Field(default=5, ge=1)
+    # Correction work (streams/scope/corrections.py): a promotion whose text shares this share of the smaller
+    # side's keywords with an active persona entry is queued against it (the origin's detector, 0.4), and one
+    # correction call decides at most correction_batch_size queued items (PERSONA_CORRECTION_BATCH_LIMIT).
+    correction_topic_overlap: float = Field(default=0.4, gt=0, le=1)
+    correction_batch_size: int = Field(default=10, ge=1, le=10)
 
     # Stage-1 fact origin: bare assents per language (tables.origin).
     assent_words: dict[str, list[str]] = Field(

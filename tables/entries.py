@@ -249,9 +249,20 @@ def rewrite_text(
     text = text.strip()
     if text == entry.text:
         return entry
-    replaced = Version(entry.text, now, reason, source_fact_id)
-    history = appended(entry.version_history, replaced, settings.version_history_max)
-    return changed(entry, now, text=text, version_history=history)
+    return kept_text(entry, changed(entry, now, text=text), now, reason=reason, source_fact_id=source_fact_id,
+                     settings=settings)
+
+
+def kept_text(
+    before: Entry, after: Entry, now: datetime, *, reason: str, source_fact_id: str | None = None,
+    settings: MemorySettings = DEFAULT_MEMORY_SETTINGS,
+) -> Entry:
+    """``after`` (a change of ``before``, or the entry replacing it) with ``before``'s text appended to
+    ``before``'s version history, when the text differs: no rewrite loses what the entry said."""
+    if after.text == before.text:
+        return after
+    replaced = Version(before.text, now, reason, source_fact_id)
+    return replace(after, version_history=appended(before.version_history, replaced, settings.version_history_max))
 
 
 def apply_snapshot(current: Entry | None, snapshot: Entry) -> Entry:

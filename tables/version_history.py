@@ -20,6 +20,7 @@ from credence.tables.clock import as_utc, format_instant, parse_instant
 # Why a text was replaced. Readers show the reason as is; new reasons may be added, never renamed.
 CORRECTION_MERGE = "correction_merge"
 CORRECTION_KEEP_NEW = "correction_keep_new"
+PROMOTION_MERGE = "promotion_merge"
 USER_EDIT = "user_edit"
 
 

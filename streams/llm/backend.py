@@ -8,6 +8,8 @@ from dataclasses import asdict, dataclass
 
 from credence.streams.llm.models import (
     Classification,
+    CorrectionDecision,
+    CorrectionItem,
     Fact,
     FeedbackDecision,
     MergeDecision,
@@ -88,6 +90,12 @@ class LLMBackend(abc.ABC):
     ) -> MergeDecision:
         """Reflection and entries carry evidence scores: a contradiction rejects only against stronger
         evidence."""
+
+    # -- correction work (issue 32 item 1) --
+    @abc.abstractmethod
+    async def correct(self, items: Sequence[CorrectionItem]) -> list[CorrectionDecision]:
+        """For each queued correction: merge, keep_new, keep_old or keep_both; an item left out stays
+        queued."""
 
     async def aclose(self) -> None:
         """Release connections; the default holds none."""

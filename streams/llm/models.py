@@ -12,6 +12,9 @@ Polarity = Literal["positive", "negative"]
 Relation = Literal["reinforce", "negate"]
 Feedback = Literal["confirm", "deny", "ignore"]
 MergeAction = Literal["create", "merge", "reject"]
+# The correction task's choices (NEKO_LOOPS.md §1.4): fuse, the new replaces the old, the old stands, or
+# both stand (a similar topic, no contradiction).
+CorrectionAction = Literal["merge", "keep_new", "keep_old", "keep_both"]
 
 
 class _Record(BaseModel):
@@ -76,6 +79,22 @@ class MergeDecision(_Record):
     action: MergeAction
     target_id: str | None = None
     text: str = ""
+
+
+class CorrectionItem(_Record):
+    """A queued correction: an existing entry (``old``, with its evidence score) and the new statement
+    that came up on the same topic (``new_text``, with its own score); ``id`` names the queued item."""
+
+    id: str
+    old: Observation
+    new_text: str
+    new_score: float | None = None
+
+
+class CorrectionDecision(_Record):
+    id: str
+    action: CorrectionAction
+    text: str = ""  # the fused sentence of a merge
 
 
 def fact_id(source_turn_ids: list[str], subject: str, polarity: str, text: str) -> str:

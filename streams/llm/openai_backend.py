@@ -34,6 +34,8 @@ from credence.streams.llm.concurrency import NEUTRAL, OK, OVERLOAD, AdaptiveGate
 from credence.streams.llm.http_client import ChatClient, Reply
 from credence.streams.llm.models import (
     Classification,
+    CorrectionDecision,
+    CorrectionItem,
     Fact,
     FeedbackDecision,
     MergeDecision,
@@ -58,6 +60,7 @@ from credence.streams.llm.prompts import (
     stage2_classification,
     surfaced_feedback,
 )
+from credence.streams.llm.prompts import correction as correction_prompt
 from credence.streams.llm.prompts.base import Call, call_schema, schema_name
 from credence.streams.llm.token_budget import CountTokens, approx_tokens, fit_rerank, fit_stage2
 
@@ -302,6 +305,12 @@ class OpenAIBackend(LLMBackend):
         self, reflection: ReflectionDraft, persona_entries: Sequence[Observation]
     ) -> MergeDecision:
         return await self._call(merge_decision, merge_decision.build(reflection, persona_entries))
+
+    # -- correction work (issue 32 item 1) --
+    async def correct(self, items: Sequence[CorrectionItem]) -> list[CorrectionDecision]:
+        if not items:
+            return []
+        return await self._call(correction_prompt, correction_prompt.build(items))
 
 
 # The traced call's own counts (tokens in, out, retries), while tracing is on: the span reports them.

@@ -26,6 +26,8 @@ from credence.errors import LLMError
 from credence.streams.llm.backend import LLMBackend
 from credence.streams.llm.models import (
     Classification,
+    CorrectionDecision,
+    CorrectionItem,
     Fact,
     FeedbackDecision,
     MergeDecision,
@@ -35,6 +37,7 @@ from credence.streams.llm.models import (
 )
 from credence.streams.llm.prompts import (
     candidate_rerank,
+    correction,
     merge_decision,
     negative_keyword_target,
     reflection_synthesis,
@@ -54,6 +57,8 @@ class TaskName(StrEnum):
     FEEDBACK = "feedback"
     TARGET = "target"
     PROMOTION = "promotion"
+    # -- correction work (issue 32 item 1) --
+    CORRECTION = "correction"
 
 
 # Re-orders Stage-2 candidates (e.g. by embedding similarity) before the token caps cut the list.
@@ -96,6 +101,11 @@ class PromotionPayload(_Payload):
     personas: list[Observation]
 
 
+# -- correction work (issue 32 item 1) --
+class CorrectionPayload(_Payload):
+    corrections: list[CorrectionItem]
+
+
 # What a task answers: its dump is the result record's "output", which the scope's handler reads. The keys
 # are on credence.control/credence.facts and in speculative answers saved in scope state: they stay as they are.
 class _Output(BaseModel):
@@ -125,6 +135,11 @@ class TargetOutput(_Output):
 
 class PromotionOutput(_Output):
     decision: MergeDecision
+
+
+# -- correction work (issue 32 item 1) --
+class CorrectionOutput(_Output):
+    decisions: list[CorrectionDecision]
 
 
 async def _stage1(backend: LLMBackend, p: Stage1Payload, rank: Rank | None) -> Stage1Output:
@@ -159,6 +174,11 @@ async def _promotion(backend: LLMBackend, p: PromotionPayload, rank: Rank | None
     return PromotionOutput(decision=await backend.merge_decision(p.reflection, p.personas))
 
 
+# -- correction work (issue 32 item 1) --
+async def _correction(backend: LLMBackend, p: CorrectionPayload, rank: Rank | None) -> CorrectionOutput:
+    return CorrectionOutput(decisions=await backend.correct(p.corrections))
+
+
 @dataclass(frozen=True)
 class Task:
     name: TaskName
@@ -182,4 +202,6 @@ TASKS: dict[TaskName, Task] = {t.name: t for t in (
     Task(TaskName.FEEDBACK, FeedbackPayload, (surfaced_feedback,), _feedback, FeedbackOutput),
     Task(TaskName.TARGET, TargetPayload, (negative_keyword_target,), _target, TargetOutput),
     Task(TaskName.PROMOTION, PromotionPayload, (merge_decision,), _promotion, PromotionOutput),
+    # -- correction work (issue 32 item 1) --
+    Task(TaskName.CORRECTION, CorrectionPayload, (correction,), _correction, CorrectionOutput),
 )}

@@ -156,3 +156,17 @@ def promotion_payload(state: ScopeState, reflection: Entry, ctx: StepContext, ti
             "personas": sorted(personas, key=lambda o: o["id"]),
             # not for the call: the handler applies the answer only if the reflection is still this version
             "ticket": {"version": ticket.version, "attempt": ticket.attempt}}
+
+
+# -- correction work (issue 32 item 1) --
+def correction_payload(state: ScopeState, ctx: StepContext) -> dict:
+    """The first queued items (FIFO), each with the entry it corrects and the new statement, both scored.
+    Items whose entries are gone are still asked: the handler settles them as the promotion decided."""
+    items = []
+    for item in state.corrections[: ctx.memory.correction_batch_size]:
+        old, new = state.entries.get(item["target_id"]), state.entries.get(item["reflection_id"])
+        items.append({"id": item["id"],
+                      "old": scored(old, ctx) if old is not None else {"id": item["target_id"], "text": ""},
+                      "new_text": new.text if new is not None else "",
+                      "new_score": scored(new, ctx)["score"] if new is not None else None})
+    return {"corrections": items}

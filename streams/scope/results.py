@@ -7,12 +7,12 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from credence.streams.llm.tasks import TaskName
-from credence.streams.scope import quiet, requests, restate
+from credence.streams.scope import corrections, quiet, requests, restate
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import reflection_id
 from credence.streams.scope.state import ScopeState
 from credence.tables.clock import format_instant
-from credence.tables.entries import Entry, changed, new_reflection, record_signal
+from credence.tables.entries import Entry, changed, kept_text, new_reflection, record_signal
 from credence.tables.evidence import FEEDBACK_SIGNALS, NEGATIVE_KEYWORD, RELATION_SIGNALS, USER_DENY, USER_FACT_NEGATE
 from credence.tables.lifecycle import (
     MergeOutcome,
@@ -26,10 +26,11 @@ from credence.tables.lifecycle import (
 )
 from credence.tables.origin import fact_origin
 from credence.tables.scope import Scope
+from credence.tables.version_history import PROMOTION_MERGE
 
 FORGET_REQUEST = "forget_request"  # the journal cause of what a user's forget request took out (":<turn id>")
 # Decisions the powerful-memory switch turns off: their results are dropped once it is off.
-SWITCHED_TASKS = (TaskName.STAGE2, TaskName.PROMOTION)
+SWITCHED_TASKS = (TaskName.STAGE2, TaskName.PROMOTION, TaskName.CORRECTION)
 
 
 def apply(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
@@ -112,6 +113,8 @@ def _give_up(state: ScopeState, req, error: str, ctx: StepContext) -> None:
     reason = (f"{req.task} request failed {req.failures} times (max_request_failures); last error: {error}"
               + (f"; facts marked failed: {', '.join(failed)}" if failed else ""))
     ctx.dead_letter(state, req, reason)
+    if req.task == TaskName.CORRECTION:
+        corrections.given_up(state, req.payload, ctx)
     if failed:
         # The dead letter holds the request; the journal is where a fact's fate is looked up.
         ctx.journal_facts(state, req, "facts_failed", "max_request_failures", failed, reason)
@@ -127,6 +130,8 @@ def drop_switched_off(state: ScopeState, req, ctx: StepContext) -> None:
     and the age-driven fallback takes over."""
     del state.requests[req.id]
     ctx.log.append(f"{req.task} request {req.id} dropped: powerful memory is off")
+    if req.task == TaskName.CORRECTION:
+        return  # its items stay queued: decided once the switch is back on (the origin's queue does too)
     if req.task == TaskName.STAGE2:
         skipped = []
         for fact in req.payload["facts"]:
@@ -311,11 +316,18 @@ def _promotion(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
     decision = MergeOutcome(d.get("action", "reject"), d.get("target_id"), text)
     if decision.action == "create":
         decision, target = _merge_into_twin(state, stored, decision, ctx)
+    if decision.action == "create" and ctx.powerful:
+        similar = corrections.similar_entry(state, decision.text or stored.text, ctx)
+        if similar is not None:  # correction work decides it against that entry, not a second entry
+            corrections.queue(state, stored, similar, ctx)
+            return
     step_ = apply_merge_decision(stored, decision, ctx.now, target=target, settings=ctx.memory)
     if step_.persona is not None:
         before = state.entries.get(step_.persona.id)
+        persona = kept_text(target, step_.persona, ctx.now, reason=PROMOTION_MERGE, settings=ctx.memory) \
+            if target is not None else step_.persona  # a merge's rewrite keeps the text it replaced
         # Both outcomes are merge-on-promote writes of a persona entry (the funnel's "merged").
-        ctx.put(state, step_.persona, "merged", f"promotion_{decision.action}", before)
+        ctx.put(state, persona, "merged", f"promotion_{decision.action}", before)
     # A rejection is final for this version of the reflection (journalled as promotion_rejected).
     ctx.put(state, step_.reflection, "transition" if step_.persona else "promotion_rejected",
             f"promotion_{decision.action}", stored)
@@ -332,6 +344,10 @@ def _merge_into_twin(state: ScopeState, reflection: Entry, decision: MergeOutcom
         return decision, None
     ctx.log.append(f"promotion of {reflection.id} restates {twin.id}: merged into it instead of a new entry")
     return MergeOutcome("merge", twin.id, restate.richer(twin.text, text)), twin
+
+
+def _correction(state: ScopeState, payload: dict, output: dict, ctx: StepContext) -> None:
+    corrections.handle(state, payload, output, ctx)  # correction work lives in its own module
 
 
 Handler = Callable[[ScopeState, dict, dict, StepContext], None]  # (state, payload, output, ctx)
@@ -353,4 +369,6 @@ SCOPE_TASKS: dict[TaskName, ScopeTask] = {
     TaskName.FEEDBACK: ScopeTask(requests.feedback_payload, _feedback),
     TaskName.TARGET: ScopeTask(requests.target_payload, _target),
     TaskName.PROMOTION: ScopeTask(requests.promotion_payload, _promotion),
+    # -- correction work (issue 32 item 1) --
+    TaskName.CORRECTION: ScopeTask(requests.correction_payload, _correction),
 }

@@ -85,6 +85,9 @@ class ScopeState:
     # created again (streams/state/incarnations.py); every journal record carries it, so the journal's folds
     # tell a returning user's entries from the forgotten ones under the same deterministic ids.
     incarnation: int = 0
+    # Correction work (streams/scope/corrections.py): promotions queued against the entry they correct,
+    # oldest first: {"id", "target_id", "reflection_id", "asked"}.
+    corrections: list[dict] = field(default_factory=list)
     # Not state: the reflections a score-transition pass found nothing to do for (step._quiet_marks), at
     # this instant or at any later one. Entries are immutable, so the same object gives the same answer;
     # a step re-checks only what changed and what time alone can move.
@@ -119,7 +122,8 @@ class ScopeState:
             "last_usage_sweep_at": format_instant(self.last_usage_sweep_at), "applied": self.applied, "seq": self.seq,
             "queue": self.queue, "turns": self.turns,
             "done_facts": self.done_facts, "archived": self.archived, "entries_version": self.entries_version,
-        } | ({"incarnation": self.incarnation} if self.incarnation else {})
+        } | ({"incarnation": self.incarnation} if self.incarnation else {}) | (
+            {"corrections": self.corrections} if self.corrections else {})
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ScopeState:
@@ -139,6 +143,7 @@ class ScopeState:
             done_facts=list(d.get("done_facts", [])),
             archived=dict(d.get("archived", {})), entries_version=d.get("entries_version", 0),
             incarnation=d.get("incarnation", 0),
+            corrections=[dict(c) for c in d.get("corrections", [])],
         )
 
     def next_id(self, prefix: str) -> str:

@@ -20,12 +20,13 @@ import heapq
 from datetime import datetime, timedelta
 
 from credence.streams.llm.tasks import TaskName
-from credence.streams.scope import dedupe, quiet, results, speculation, usage
+from credence.streams.scope import corrections, dedupe, quiet, results, speculation, usage
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import (
     AI_TEXT_CHARS,
     OPEN_REFLECTION_STATUSES,
     SYNTHESIS_MAX_FACTS,
+    correction_payload,
     feedback_payload,
     forget_candidates,
     promotion_payload,
@@ -328,11 +329,14 @@ def _settle(state: ScopeState, ctx: StepContext, flush: bool = False) -> None:
     pending = [f["fact"] for f in state.facts.values() if f["synthesis"] == "pending"]
     if len(pending) >= ctx.pipeline.synthesis_min_facts or (pending and flush):
         ctx.request(state, TaskName.SYNTHESIS, synthesis_payload(state, ctx, pending[:SYNTHESIS_MAX_FACTS]))
+    elif corrections.waiting(state, ctx):
+        ctx.request(state, TaskName.CORRECTION, correction_payload(state, ctx))
 
 
 def _score_transitions(state: ScopeState, ctx: StepContext) -> None:
     in_flight = {r.payload.get("entry_id") for r in state.pending_tasks(TaskName.PROMOTION)}
     due, instant, still = quiet.due_reflections(state, ctx)
+    queued = corrections.queued_reflections(state)  # the correction task decides these, not a new promotion
     cap = ctx.pipeline.promotion_max_in_flight
     waiting = quiet.waiting_in_order(state, lambda: len(in_flight) < cap)
     for entry in heapq.merge(sorted(due, key=lambda e: e.id), waiting, key=lambda e: e.id):
@@ -344,7 +348,7 @@ def _score_transitions(state: ScopeState, ctx: StepContext) -> None:
             unblocked = unblock_promotion(entry, ctx.now)
             ctx.put(state, unblocked, "promotion_unblocked", "blocked_retry_time", entry)
             entry = unblocked
-        if entry.id in in_flight:
+        if entry.id in in_flight or entry.id in queued:
             continue
         decision = promote_decision(entry, ctx.now, settings=ctx.memory)
         if decision in (NOT_DUE, WAIT) and state.entries.get(entry.id) is entry:

@@ -10,6 +10,7 @@ from typing import Any
 from credence.streams.llm.models import Fact, Observation, ReflectionDraft, Turn
 from credence.streams.llm.prompts import (
     candidate_rerank,
+    correction,
     merge_decision,
     negative_keyword_target,
     reflection_synthesis,
@@ -18,7 +19,7 @@ from credence.streams.llm.prompts import (
     surfaced_feedback,
 )
 from credence.streams.llm.prompts.base import ALLOWED_KEYWORDS
-from credence.streams.llm.rules import extraction, feedback, matching, synthesis
+from credence.streams.llm.rules import correction_work, extraction, feedback, matching, synthesis
 
 # -- answers: the rules logic in each task's wire format ---------------------------------------
 
@@ -83,6 +84,12 @@ def _merge(inp: merge_decision.Input) -> dict:
     return {"action": d.action, "target_id": d.target_id or merge_decision.NO_TARGET, "text": d.text}
 
 
+# -- correction work (issue 32 item 1) --
+def _correction(inp: correction.Input) -> dict:
+    return {"decisions": [{"id": p.id, "action": action, "text": text}
+                          for p in inp.pairs for action, text in [correction_work.decide(p.old, p.new)]]}
+
+
 ANSWERS: dict[str, Callable[[Any], dict]] = {
     stage1_extraction.NAME: _stage1,
     stage2_classification.NAME: _stage2,
@@ -91,6 +98,8 @@ ANSWERS: dict[str, Callable[[Any], dict]] = {
     negative_keyword_target.NAME: _target,
     reflection_synthesis.NAME: _synthesis,
     merge_decision.NAME: _merge,
+    # -- correction work (issue 32 item 1) --
+    correction.NAME: _correction,
 }
 
 # Well-formed aliases no input of the tests reaches: they pass the static schema, not the call's enum.
@@ -118,6 +127,9 @@ UNKNOWN_ID: dict[str, Callable[[dict, Any], dict]] = {
     reflection_synthesis.NAME: lambda out, inp: {"reflections": [{"text": "x", "subject": "x",
                                                                   "source_fact_ids": [GHOST["F"]]}]},
     merge_decision.NAME: lambda out, inp: {"action": "merge", "target_id": GHOST["O"], "text": "x"},
+    # -- correction work (issue 32 item 1) --
+    correction.NAME: lambda out, inp: {"decisions": [*out["decisions"], {"id": "C99", "action": "keep_new",
+                                                                         "text": ""}]},
 }
 
 
@@ -134,11 +146,13 @@ def expected_id_enums(module: ModuleType, inp: Any) -> list[list[str]]:
         negative_keyword_target.NAME: lambda: [ids(inp.observations)],
         reflection_synthesis.NAME: lambda: [ids(inp.facts)],
         merge_decision.NAME: lambda: [[merge_decision.NO_TARGET, *ids(inp.persona_entries)]],
+        # -- correction work (issue 32 item 1) --
+        correction.NAME: lambda: [ids(inp.pairs)],
     }[module.NAME]()
 
 
 _VALUE_ENUMS = ({"positive", "negative"}, {"reinforce", "negate"}, {"confirm", "deny", "ignore"},
-                {"create", "merge", "reject"})
+                {"create", "merge", "reject"}, {"merge", "keep_new", "keep_old", "keep_both"})
 
 
 def schema_problems(schema: Any, id_enums: list[list[str]]) -> list[str]:

@@ -8,6 +8,7 @@ from types import ModuleType
 
 from credence.streams.llm.prompts import (
     candidate_rerank,
+    correction,
     merge_decision,
     negative_keyword_target,
     reflection_synthesis,
@@ -26,6 +27,8 @@ PROMPTS: dict[str, ModuleType] = {
         negative_keyword_target,
         reflection_synthesis,
         merge_decision,
+        # -- correction work (issue 32 item 1) --
+        correction,
     )
 }
 

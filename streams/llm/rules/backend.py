@@ -14,6 +14,8 @@ from credence.config.memory import DEFAULT_MEMORY_SETTINGS as SEED_CAPS  # the s
 from credence.streams.llm.backend import LLMBackend, LLMStats
 from credence.streams.llm.models import (
     Classification,
+    CorrectionDecision,
+    CorrectionItem,
     Fact,
     FeedbackDecision,
     MergeDecision,
@@ -31,11 +33,12 @@ from credence.streams.llm.prompts import (
     stage2_classification,
     surfaced_feedback,
 )
+from credence.streams.llm.prompts import correction as correction_prompt
 from credence.streams.llm.prompts import (
     merge_decision as merge_prompt,
 )
 from credence.streams.llm.prompts.base import fit_to_schema, static_schema
-from credence.streams.llm.rules import extraction, feedback, matching, synthesis
+from credence.streams.llm.rules import correction_work, extraction, feedback, matching, synthesis
 from credence.streams.llm.token_budget import CountTokens, approx_tokens, fit_rerank, fit_stage2
 
 log = logging.getLogger(__name__)
@@ -138,3 +141,11 @@ class RulesBackend(LLMBackend):
         self._count()
         decision = synthesis.merge_decision(reflection, persona_entries)
         return MergeDecision.model_validate(_wire(merge_prompt, decision.model_dump()))
+
+    # -- correction work (issue 32 item 1) --
+    async def correct(self, items: Sequence[CorrectionItem]) -> list[CorrectionDecision]:
+        self._count()
+        items = list(items)[:correction_prompt.MAX_ITEMS]  # the call's bound, as on the wire
+        said = [d.model_dump() for d in correction_work.correct(items)]
+        return [CorrectionDecision.model_validate(d)
+                for d in _wire(correction_prompt, {"decisions": said})["decisions"]]

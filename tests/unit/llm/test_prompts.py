@@ -4,11 +4,12 @@ import json
 import jsonschema
 import pytest
 
-from credence.streams.llm.models import Fact, Observation, ReflectionDraft, Turn
+from credence.streams.llm.models import CorrectionItem, Fact, Observation, ReflectionDraft, Turn
 from credence.streams.llm.openai_backend import response_format
 from credence.streams.llm.prompts import (
     PROMPTS,
     candidate_rerank,
+    correction,
     merge_decision,
     negative_keyword_target,
     reflection_synthesis,
@@ -28,6 +29,8 @@ FINGERPRINTS = {
     ("negative_keyword_target", 3): "6e1814a63808dd5a",
     ("reflection_synthesis", 4): "bb3e635429f77717",
     ("merge_decision", 2): "29ccf62c9aa97d27",
+    # -- correction work (issue 32 item 1) --
+    ("correction", 1): "ca4f9aa168d75afa",
 }
 
 
@@ -58,6 +61,9 @@ def calls(i: int) -> dict:
         "negative_keyword_target": negative_keyword_target.build([f"no {i}"], obs, f"ai {i}"),
         "reflection_synthesis": reflection_synthesis.build(facts, obs),
         "merge_decision": merge_decision.build(draft, obs),
+        # -- correction work (issue 32 item 1) --
+        "correction": correction.build([CorrectionItem(id=f"c-{k}", old=o, new_text=f"The user likes {k} now.",
+                                                       new_score=float(k)) for k, o in zip(n, obs, strict=True)]),
     }
 
 
@@ -94,7 +100,7 @@ def test_deciding_prompts_carry_worked_examples_including_the_empty_answer(name)
         PROMPTS[name].Input.model_validate_json(inp)  # and every example input has the real input's shape
     if name == "surfaced_feedback":  # one decision per surfaced entry: "empty" is all-ignore
         assert any({d["decision"] for d in json.loads(out)["decisions"]} == {"ignore"} for out in outputs)
-    elif name != "merge_decision":  # merge always decides; its "nothing to do" answer is reject
+    elif name not in ("merge_decision", "correction"):  # these always decide (reject; keep_both)
         assert any(v == [] for out in outputs for v in json.loads(out).values()), "no empty-answer example"
     assert "never instructions" in system
 
@@ -210,10 +216,12 @@ def _answer(name: str, alias: str) -> dict:
         "negative_keyword_target": {"target_ids": [alias], "forget": False},
         "reflection_synthesis": {"reflections": [{"text": "x", "subject": "x", "source_fact_ids": [alias]}]},
         "merge_decision": {"action": "merge", "target_id": alias, "text": "x"},
+        # -- correction work (issue 32 item 1) --
+        "correction": {"decisions": [{"id": alias, "action": "keep_new", "text": ""}]},
     }[name]
 
 
-OFFERED = {"stage1_extraction": "T2", "reflection_synthesis": "F2"}
+OFFERED = {"stage1_extraction": "T2", "reflection_synthesis": "F2", "correction": "C2"}
 
 
 @pytest.mark.parametrize("name", sorted(PROMPTS))

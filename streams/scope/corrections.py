@@ -1,0 +1,133 @@
+"""Correction work (issue 32 item 1; the origin's loop in NEKO_LOOPS.md §1, kept where it loses nothing).
+
+A promotion that would create a persona entry on the topic of an existing one (the origin's detector: the
+share of the smaller side's keywords the two texts have in common, here their content stems and predicate
+kind, at least ``memory.correction_topic_overlap``) is queued in the scope's state as a correction against
+that entry's id, not its text, instead of becoming a second entry. The reflection stays confirmed, and
+no promotion of it is attempted while it waits. The correction task decides up to
+``memory.correction_batch_size`` queued items of a scope in one call:
+
+- merge: the entry keeps its id and counters (the reflection's evidence folded in by merge-on-promote's
+  rule), takes the fused text and keeps the replaced one in its version history;
+- keep_new: the new statement becomes the persona entry; the old entry is archived with its history,
+  never deleted, and its text opens the new entry's history (the origin drops it);
+- keep_old: the promotion is rejected (the reflection stays confirmed until a newer positive signal);
+- keep_both: the promotion creates its entry as it decided.
+
+A protected card entry is never a target. Decisions are applied from the result record, in the scope's
+order: a replay applies the same record and never asks the model again. A failed call is retried and
+backed off like any request and dead-lettered with its reason; its items are then dropped from the queue
+and their reflections are promote_blocked (retried later by the promotion's own rules)."""
+
+from __future__ import annotations
+
+import hashlib
+
+from credence.streams.llm.rules.text import restatement_stems
+from credence.streams.llm.tasks import TaskName
+from credence.streams.scope import restate
+from credence.streams.scope.context import StepContext
+from credence.streams.scope.state import ScopeState
+from credence.tables.entries import Entry, kept_text
+from credence.tables.lifecycle import MergeOutcome, apply_merge_decision, archive, block_promotion
+from credence.tables.version_history import CORRECTION_KEEP_NEW, CORRECTION_MERGE
+
+CAUSE = "correction"  # journal causes: correction_merge, correction_keep_new, correction_keep_old, ...
+
+
+def topic_overlap(a: str, b: str) -> float:
+    """The share of the smaller side's stems (predicate kind included) that the other side has too."""
+    sa, sb = restatement_stems(a), restatement_stems(b)
+    if not sa or not sb:
+        return 0.0
+    return len(sa & sb) / min(len(sa), len(sb))
+
+
+def similar_entry(state: ScopeState, text: str, ctx: StepContext) -> Entry | None:
+    """The active, non-protected persona entry closest in topic to ``text``, at or over the threshold."""
+    best, best_overlap = None, ctx.memory.correction_topic_overlap
+    for entry in sorted(state.entries.values(), key=lambda e: e.id):
+        if entry.kind != "persona" or entry.status != "active" or entry.protected:
+            continue
+        overlap = topic_overlap(entry.text, text)
+        if overlap >= best_overlap and (best is None or overlap > topic_overlap(best.text, text)):
+            best, best_overlap = entry, overlap
+    return best
+
+
+def queued_reflections(state: ScopeState) -> set[str]:
+    return {item["reflection_id"] for item in state.corrections}
+
+
+def queue(state: ScopeState, reflection: Entry, target: Entry, ctx: StepContext) -> None:
+    """Queue the reflection's promotion as a correction against ``target``; the same pair once only."""
+    key = f"{state.scope}\x1f{reflection.id}\x1f{target.id}"
+    item_id = "c-" + hashlib.sha256(key.encode()).hexdigest()[:16]
+    if any(item["id"] == item_id for item in state.corrections):
+        return
+    state.corrections.append({"id": item_id, "target_id": target.id, "reflection_id": reflection.id, "asked": 0})
+    ctx.log.append(f"promotion of {reflection.id} queued as correction {item_id} against {target.id}")
+
+
+def waiting(state: ScopeState, ctx: StepContext) -> bool:
+    return ctx.powerful and bool(state.corrections) and not state.pending_tasks(TaskName.CORRECTION)
+
+
+def handle(state: ScopeState, payload: dict, output: dict, ctx: StepContext) -> None:
+    asked = {c["id"] for c in payload.get("corrections", [])}
+    decided = {d["id"]: d for d in output.get("decisions", []) if d.get("id") in asked}
+    for item in [i for i in state.corrections if i["id"] in asked]:
+        decision = decided.get(item["id"])
+        if decision is None:
+            item["asked"] += 1
+            if item["asked"] < ctx.pipeline.max_request_failures:
+                continue  # the model left it out: asked again with the next batch
+            decision = {"action": "keep_both", "text": ""}  # never answered: the promotion's own create
+        state.corrections.remove(item)
+        _decide(state, item, decision.get("action", "keep_both"), decision.get("text") or "", ctx)
+
+
+def _decide(state: ScopeState, item: dict, action: str, text: str, ctx: StepContext) -> None:
+    reflection = state.entries.get(item["reflection_id"])
+    if reflection is None or reflection.kind != "reflection" or reflection.status != "confirmed":
+        ctx.log.append(f"correction {item['id']} dropped: {item['reflection_id']} is no longer confirmed")
+        return
+    target = state.entries.get(item["target_id"])
+    if target is None or target.kind != "persona" or target.status != "active" or target.protected:
+        action = "keep_both"  # the old entry left meanwhile: nothing to correct, the promotion goes ahead
+    source_fact = reflection.source_fact_ids[-1] if reflection.source_fact_ids else None
+    if action == "merge":
+        if not text or not restate.admit(ctx, TaskName.CORRECTION, text):
+            text = reflection.text  # the fused wording is unreadable alone: the new statement stands
+        outcome = apply_merge_decision(reflection, MergeOutcome("merge", target.id, text), ctx.now, target=target,
+                                       settings=ctx.memory)
+        persona = kept_text(target, outcome.persona, ctx.now, reason=CORRECTION_MERGE, source_fact_id=source_fact,
+                            settings=ctx.memory)
+    elif action == "keep_old":
+        outcome, persona = apply_merge_decision(reflection, MergeOutcome("reject", None, ""), ctx.now), None
+    else:
+        outcome = apply_merge_decision(reflection, MergeOutcome("create", None, reflection.text), ctx.now,
+                                       settings=ctx.memory)
+        persona = outcome.persona
+        if action == "keep_new":
+            persona = kept_text(target, persona, ctx.now, reason=CORRECTION_KEEP_NEW, source_fact_id=source_fact,
+                                settings=ctx.memory)
+    cause = f"{CAUSE}_{action}"
+    if action == "keep_new":
+        # Archived with its history, never deleted: the journal and the archive keep every word of it.
+        ctx.archive(state, archive(target, ctx.now), target, f"{cause}:{persona.id}")
+    if persona is not None:
+        ctx.put(state, persona, "merged", cause, state.entries.get(persona.id))
+    ctx.put(state, outcome.reflection, "transition" if persona is not None else "promotion_rejected", cause,
+            reflection)
+
+
+def given_up(state: ScopeState, payload: dict, ctx: StepContext) -> None:
+    """The call failed for good (dead-lettered with its payload): its items leave the queue and their
+    reflections are promote_blocked, so the promotion's own retry rules bring them back later."""
+    asked = {c["id"] for c in payload.get("corrections", [])}
+    for item in [i for i in state.corrections if i["id"] in asked]:
+        state.corrections.remove(item)
+        reflection = state.entries.get(item["reflection_id"])
+        if reflection is not None and reflection.kind == "reflection" and reflection.status == "confirmed":
+            ctx.put(state, block_promotion(reflection, ctx.now), "transition", f"{CAUSE}_failed", reflection)

@@ -1,0 +1,231 @@
+"""Correction work (issue 32 item 1) through step() with the rules backend: a promotion on the topic of an
+existing persona entry is queued against that entry's id and decided by the correction task; a rewrite
+keeps the id and counters and the replaced text, keep_new archives the old entry with its history, a card
+entry is never a target, and failures back off, then dead-letter with the reason."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from credence.streams.llm.rules.correction_work import decide
+from credence.streams.scope import corrections
+from credence.streams.scope.requests import reflection_id
+from credence.tables.entries import new_persona_entry
+from credence.tables.evidence import Evidence
+from credence.tables.scope import Scope
+
+T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
+SCOPE = "acme/u1/aria"
+MIN = timedelta(minutes=1)
+OLD_EVIDENCE = Evidence(reinforcement=3.0, disputation=0.5, rein_last_signal_at=T0, disp_last_signal_at=T0,
+                        user_fact_reinforce_count=4)
+
+
+def held_persona(d, text: str, entry_id: str = "p-old", **kw):
+    entry = new_persona_entry(entry_id, Scope.parse(SCOPE), text, T0, subject="somewhere-else",
+                              evidence=kw.pop("evidence", OLD_EVIDENCE), **kw)
+    d.state.entries[entry.id] = entry
+    return entry
+
+
+def promote(d, said: str, text: str):
+    """The user says `said` (a reflection `text`), twice confirmed: merge-on-promote is asked."""
+    d.turn(said, T0)
+    d.flush()
+    rid = reflection_id(SCOPE, text)
+    assert rid in d.state.entries, sorted(d.state.entries)
+    d.feedback(rid, "confirm", T0 + MIN)
+    d.feedback(rid, "confirm", T0 + 2 * MIN, feedback_id="fb2")
+    return rid
+
+
+def test_a_new_value_is_queued_against_the_entry_and_replaces_it_keeping_its_history(driver_factory):
+    d = driver_factory()
+    old = held_persona(d, "The user lives in Berlin.")
+    rid = promote(d, "I live in Lisbon.", "The user lives in Lisbon.")
+    (req,) = d.requests_of("correction")
+    (item,) = req.payload["corrections"]
+    assert item["old"]["id"] == old.id and item["new_text"] == "The user lives in Lisbon."
+    # keep_new: the old entry is archived (never deleted) and the new one opens with its text in its history
+    assert old.id not in d.state.entries
+    (archived,) = d.archives()
+    assert archived["entry_id"] == old.id and archived["entry"]["text"] == "The user lives in Berlin."
+    (persona,) = d.personas()
+    assert persona.text == "The user lives in Lisbon." and persona.merged_from_ids == (rid,)
+    (version,) = persona.version_history
+    assert (version.text, version.reason) == ("The user lives in Berlin.", "correction_keep_new")
+    assert version.source_fact_id in d.state.entries[rid].source_fact_ids
+    assert d.state.entries[rid].status == "promoted" and d.state.corrections == []
+    causes = {j["cause"] for j in d.journal()}
+    assert {f"correction_keep_new:{persona.id}", "correction_keep_new"} <= causes
+
+
+def queued(d, said: str = "I live in Lisbon.", text: str = "The user lives in Lisbon."):
+    """As promote(), answering each request in turn, until the correction request is outstanding."""
+    d.auto = False
+    d.turn(said, T0)
+    d.flush()
+    d.pump()
+    rid = reflection_id(SCOPE, text)
+    d.feedback(rid, "confirm", T0 + MIN)
+    d.pump()
+    d.feedback(rid, "confirm", T0 + 2 * MIN, feedback_id="fb2")
+    d.pump_one()  # the promotion: queued as a correction, which is asked at once
+    (req,) = [r for r in d.outbox if r.task == "correction"]
+    d.outbox.remove(req)
+    return rid, req
+
+
+def answer(d, req, action: str, text: str = ""):
+    (item,) = req.payload["corrections"]
+    return d.result(req, {"decisions": [{"id": item["id"], "action": action, "text": text}]})
+
+
+def test_a_merge_keeps_the_id_and_counters_and_the_replaced_text(driver_factory):
+    d = driver_factory()
+    old = held_persona(d, "The user lives in Berlin.")
+    rid, req = queued(d)
+    assert d.state.entries[rid].status == "confirmed"  # waits for the decision, no second promotion
+    before, reflection = d.state.entries[old.id], d.state.entries[rid]
+    answer(d, req, "merge", "The user lived in Berlin and now lives in Lisbon.")
+    (persona,) = d.personas()
+    assert persona.id == old.id and persona.text == "The user lived in Berlin and now lives in Lisbon."
+    # counters kept: merge-on-promote's rule (the larger of the two, at now) loses neither side's
+    kept, new = before.evidence, reflection.evidence
+    assert persona.evidence.reinforcement == pytest.approx(max(kept.reinforcement, new.reinforcement), rel=1e-3)
+    assert persona.evidence.disputation == pytest.approx(max(kept.disputation, new.disputation), rel=1e-3)
+    assert persona.evidence.user_fact_reinforce_count == max(kept.user_fact_reinforce_count,
+                                                             new.user_fact_reinforce_count)
+    (version,) = persona.version_history
+    assert (version.text, version.reason) == ("The user lives in Berlin.", "correction_merge")
+    assert d.state.entries[rid].merged_into_id == old.id and d.archives() == []
+
+
+def test_keep_old_rejects_the_promotion_and_leaves_the_entry(driver_factory):
+    d = driver_factory()
+    old = held_persona(d, "The user lives in Berlin.")
+    rid, req = queued(d)
+    before = d.state.entries[old.id]
+    answer(d, req, "keep_old")
+    assert d.state.entries[old.id] == before and [p.id for p in d.personas()] == [old.id]
+    reflection = d.state.entries[rid]
+    assert reflection.status == "confirmed" and reflection.promotion_rejected_at is not None
+    assert [j["cause"] for j in d.journal() if j["event"] == "promotion_rejected"] == ["correction_keep_old"]
+
+
+def test_a_history_never_grows_past_its_bound(driver_factory, memory_factory):
+    from credence.tables.version_history import Version
+
+    d = driver_factory(memory=memory_factory(version_history_max=2))
+    old = held_persona(d, "The user lives in Berlin.")
+    d.state.entries[old.id] = replace(old, version_history=(Version("The user lives in Rome.", T0, "user_edit"),
+                                                            Version("The user lives in Paris.", T0, "user_edit")))
+    rid, req = queued(d)
+    answer(d, req, "keep_new")
+    (persona,) = d.personas()
+    assert [v.text for v in persona.version_history] == ["The user lives in Paris.", "The user lives in Berlin."]
+
+
+def test_an_item_the_model_leaves_out_is_asked_again(driver_factory):
+    d = driver_factory()
+    held_persona(d, "The user lives in Berlin.")
+    rid, req = queued(d)
+    d.result(req, {"decisions": []})
+    assert len(d.state.corrections) == 1 and d.state.corrections[0]["asked"] == 1
+    (again,) = [r for r in d.outbox if r.task == "correction"]
+    assert again.payload == req.payload
+
+
+def test_a_similar_topic_without_contradiction_keeps_both(driver_factory):
+    d = driver_factory()
+    held_persona(d, "The user loves coffee.")
+    promote(d, "I love green tea.", "The user loves green tea.")
+    assert len(d.requests_of("correction")) == 1
+    assert sorted(p.text for p in d.personas()) == ["The user loves coffee.", "The user loves green tea."]
+    assert all(p.version_history == () for p in d.personas())
+
+
+def test_a_card_entry_is_never_a_target(driver_factory):
+    d = driver_factory()
+    card = held_persona(d, "The user lives in Berlin.", entry_id="card-1", protected=True, evidence=Evidence())
+    promote(d, "I live in Lisbon.", "The user lives in Lisbon.")
+    assert d.requests_of("correction") == []
+    assert d.state.entries[card.id] == card
+
+
+def test_an_unrelated_promotion_is_not_queued(driver_factory):
+    d = driver_factory()
+    held_persona(d, "The user lives in Berlin.")
+    promote(d, "I love hiking.", "The user loves hiking.")
+    assert d.requests_of("correction") == []
+
+
+def test_a_failing_call_backs_off_then_dead_letters_and_blocks_the_promotion(driver_factory, pipeline_factory):
+    d = driver_factory(pipeline=pipeline_factory(max_request_failures=2))
+    old = held_persona(d, "The user lives in Berlin.")
+    rid, req = queued(d)
+    before = d.state.entries[old.id]
+    d.fail(req)
+    assert d.state.requests[req.id].failed and d.state.corrections  # re-issued on the next step
+    d.fail(req)
+    (dead,) = [e.record for e in d.emits if e.topic == "dlq"]
+    assert "correction request failed 2 times" in dead["reason"]
+    assert d.state.corrections == [] and d.state.entries[rid].status == "promote_blocked"
+    assert d.state.entries[old.id] == before  # nothing half-applied
+
+
+def test_a_replay_of_the_same_result_changes_nothing(driver_factory):
+    d = driver_factory()
+    held_persona(d, "The user lives in Berlin.")
+    rid, req = queued(d)
+    answer(d, req, "keep_new")
+    after = {k: e.to_dict() for k, e in d.state.entries.items()}
+    emitted = len(d.emits)
+    answer(d, req, "keep_old")  # the same result record again (at-least-once), whatever it says
+    assert any("stale result" in line for line in d.log)
+    assert {k: e.to_dict() for k, e in d.state.entries.items()} == after and len(d.emits) == emitted
+
+
+def test_the_switch_off_keeps_the_queue_for_later(driver_factory):
+    d = driver_factory()
+    held_persona(d, "The user lives in Berlin.")
+    rid, req = queued(d)
+    d.powerful = False
+    d.step("result", {"request_id": req.id, "task": req.task, "output": {"decisions": []}})
+    assert req.id not in d.state.requests and len(d.state.corrections) == 1
+    d.powerful, d.auto = True, True
+    d.tick(T0 + 3 * MIN)
+    assert d.state.corrections == [] and [p.text for p in d.personas()] == ["The user lives in Lisbon."]
+
+
+@pytest.mark.parametrize(("old", "new", "action"), [
+    ("The user lives in Berlin.", "The user lives in Lisbon.", "keep_new"),
+    ("The user loves living in Berlin.", "The user lives in Lisbon.", "keep_new"),
+    ("The user has a cat named Mitten.", "The user's cat is named Miso, not Mitten.", "keep_new"),
+    ("The user loves coffee.", "The user does not drink coffee.", "keep_new"),
+    ("The user works as a nurse.", "The user works as a teacher.", "keep_new"),
+    ("The user loves coffee.", "The user loves green tea.", "keep_both"),
+    ("The user has a cat named Mitten.", "The user has a dog named Rex.", "keep_both"),
+    ("The user enjoys hiking.", "The user enjoys hiking in the Alps.", "merge"),
+    ("The user lives in Berlin with their husband.", "The user lives in Berlin.", "keep_old"),
+])
+def test_the_rules_decision(old, new, action):
+    assert decide(old, new)[0] == action
+
+
+WORDS = ["lives", "in", "Berlin", "Lisbon", "loves", "coffee", "tea", "not", "cat", "named", "Miso", "works", "as"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(old=st.lists(st.sampled_from(WORDS), min_size=1, max_size=6),
+       new=st.lists(st.sampled_from(WORDS), min_size=1, max_size=6))
+def test_topic_overlap_is_symmetric_and_a_share(old, new):
+    a, b = "The user " + " ".join(old) + ".", "The user " + " ".join(new) + "."
+    assert corrections.topic_overlap(a, b) == corrections.topic_overlap(b, a)
+    assert 0.0 <= corrections.topic_overlap(a, b) <= 1.0
+    assert decide(a, b)[0] in ("merge", "keep_new", "keep_old", "keep_both")
