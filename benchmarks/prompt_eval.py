@@ -30,8 +30,9 @@ sys.path.insert(0, str(ROOT))
 from credence.config.llm import LLMSettings  # noqa: E402
 from credence.errors import CredenceError  # noqa: E402
 from credence.streams.llm.backend import LLMBackend  # noqa: E402
-from credence.streams.llm.models import Fact, Observation, ReflectionDraft, Turn, fact_id  # noqa: E402
+from credence.streams.llm.models import CorrectionItem, Fact, Observation, ReflectionDraft, Turn, fact_id  # noqa: E402
 from credence.streams.llm.prompts import (  # noqa: E402
+    correction,
     merge_decision,
     negative_keyword_target,
     reflection_synthesis,
@@ -121,6 +122,15 @@ async def merge(backend: LLMBackend, case: dict) -> bool:
     return got.action != "merge" or got.target_id == personas[want["target"]].id
 
 
+# -- correction work (issue 32 item 1) --
+async def correct(backend: LLMBackend, case: dict) -> bool:
+    (old, old_score), (new, new_score) = case["old"], case["new"]
+    item = CorrectionItem(id=f"corr-{case['id']}", old=Observation(id=f"persona-{case['id']}", text=old, score=old_score),
+                          new_text=new, new_score=new_score)
+    got = await backend.correct([item])
+    return [(d.id, d.action) for d in got] == [(item.id, case["expect"])]
+
+
 @dataclass(frozen=True)
 class Task:
     name: str
@@ -136,6 +146,8 @@ TASKS = (
     Task("target", "target.jsonl", target, negative_keyword_target),
     Task("synthesis", "synthesis.jsonl", synthesis, reflection_synthesis),
     Task("merge", "merge.jsonl", merge, merge_decision),
+    # -- correction work (issue 32 item 1) --
+    Task("correction", "correction.jsonl", correct, correction),
 )
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from credence.errors import LLMError
 from credence.streams.llm.factory import make_backend
-from credence.streams.llm.models import Observation, RebuttalTarget, ReflectionDraft
+from credence.streams.llm.models import CorrectionItem, Observation, RebuttalTarget, ReflectionDraft
 from credence.streams.llm.rules.backend import RulesBackend
 
 
@@ -31,7 +31,15 @@ async def _all_tasks(backend, turns, observations):
             ReflectionDraft(text="The user owns a boat.", subject="boat", source_fact_ids=[facts[0].id]),
             observations,
         ),
+        # -- correction work (issue 32 item 1) --
+        "correct": await backend.correct(_corrections(observations)),
     }
+
+
+def _corrections(observations):
+    news = ["The user no longer likes it.", "The user lives in Lisbon.", observations[0].text + " Every day."]
+    return [CorrectionItem(id=f"c-{i}", old=o, new_text=n, new_score=1.0)
+            for i, (o, n) in enumerate(zip(observations, news, strict=False))]
 
 
 def _run(settings, turns, observations):
@@ -54,8 +62,8 @@ def test_every_task_matches_the_rules_answer_and_passes_the_checks(
     expected = asyncio.run(_all_tasks(RulesBackend(), fifty_turns[:10], observations))
     assert results == expected
     assert server.violations == []
-    assert server.outcomes() == {"ok": 8}
-    assert (stats.calls, stats.retries, stats.failures, stats.unknown_ids) == (8, 0, 0, 0)
+    assert server.outcomes() == {"ok": 9}
+    assert (stats.calls, stats.retries, stats.failures, stats.unknown_ids) == (9, 0, 0, 0)
     assert stats.prompt_tokens > 0 and stats.completion_tokens > 0
 
 
@@ -77,7 +85,8 @@ def test_api_key_and_a_wrong_model_are_refused_without_retrying(openai_server_fa
     assert "other-model" in server.violations[0]
 
 
-@pytest.mark.parametrize("task", ["stage1", "stage2", "rerank", "feedback", "target", "synthesis", "merge"])
+@pytest.mark.parametrize("task", ["stage1", "stage2", "rerank", "feedback", "target", "synthesis", "merge",
+                                  "correction"])
 def test_output_naming_an_unknown_id_is_dropped_and_the_rest_used(
     openai_server_factory, llm_settings_factory, fifty_turns, observations, task
 ):
@@ -97,6 +106,7 @@ def test_output_naming_an_unknown_id_is_dropped_and_the_rest_used(
             "target": lambda b: b.target_check(["no"], observations),
             "synthesis": lambda b: b.synthesize(known),
             "merge": lambda b: b.merge_decision(draft, observations),
+            "correction": lambda b: b.correct(_corrections(observations)),
         }
         try:
             return await calls[task](backend), await calls[task](rules), backend.stats

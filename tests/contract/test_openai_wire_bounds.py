@@ -11,10 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from credence.streams.llm.models import Fact, Observation, ReflectionDraft, Turn
+from credence.streams.llm.models import CorrectionItem, Fact, Observation, ReflectionDraft, Turn
 from credence.streams.llm.openai_backend import response_format
 from credence.streams.llm.prompts import (
     candidate_rerank,
+    correction,
     merge_decision,
     negative_keyword_target,
     reflection_synthesis,
@@ -61,6 +62,10 @@ CALLS = {
                               st.builds(lambda t, s, sc: ReflectionDraft(text=t, subject=s, source_fact_ids=[],
                                                                          score=sc), _utterance, _subject, _score),
                               _observations | st.just([])),
+    # -- correction work (issue 32 item 1) --
+    correction: _observations.map(lambda obs: correction.build(
+        [CorrectionItem(id=f"c-{i}", old=o, new_text=o.text[::-1] or "x", new_score=o.score)
+         for i, o in enumerate(obs)])),
 }
 
 
