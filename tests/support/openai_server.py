@@ -27,7 +27,7 @@ import select
 import socket
 import threading
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import ModuleType
@@ -88,6 +88,7 @@ class OpenAICompatibleServer:
         down: bool = False,
         down_for: int = 0,
         extra_models: Sequence[str] = (),
+        answers: Mapping[str, Callable[[Any], dict]] | None = None,
     ) -> None:
         assert set(failure_kinds) <= set(FAILURE_KINDS), failure_kinds
         self.model = model
@@ -116,6 +117,8 @@ class OpenAICompatibleServer:
         self.overload_above = overload_above
         self.down = down  # while True every request is answered 503: a server that is down (set it live)
         self.down_for = down_for  # the first this many requests are answered 503: an outage, then healthy
+        # Per prompt NAME, an answer other than the rules': a model deciding what the rules never would.
+        self.answers = {**ANSWERS, **(answers or {})}
         self._requests = 0
         self.records: list[RequestRecord] = []
         self.violations: list[str] = []
@@ -286,7 +289,7 @@ class OpenAICompatibleServer:
     def _content(self, module: ModuleType, payload: BaseModel, schema: dict[str, Any], failure: str | None) -> str:
         # Held to the schema the request carried, as guided decoding holds a model: the rules logic may
         # say more than the wire allows, and the answer must still be one the client accepts.
-        out = module.Output.model_validate(fit_to_schema(schema, ANSWERS[module.NAME](payload))).model_dump(mode="json")
+        out = module.Output.model_validate(fit_to_schema(schema, self.answers[module.NAME](payload))).model_dump(mode="json")
         if failure == "bad_json":
             return json.dumps(out)[:-2] + "},"
         if failure == "schema_invalid":

@@ -229,3 +229,18 @@ def test_topic_overlap_is_symmetric_and_a_share(old, new):
     assert corrections.topic_overlap(a, b) == corrections.topic_overlap(b, a)
     assert 0.0 <= corrections.topic_overlap(a, b) <= 1.0
     assert decide(a, b)[0] in ("merge", "keep_new", "keep_old", "keep_both")
+
+
+def test_merge_on_promote_keeps_the_text_it_rewrites(driver_factory):
+    """Same subject: merge-on-promote rewrites the entry itself; what it said before stays in its history."""
+    d = driver_factory()
+    for at, said, text in ((T0, "I live in Berlin.", "The user lives in Berlin."),
+                           (T0 + timedelta(days=2), "I live in Lisbon now.", "The user lives in Lisbon.")):
+        d.turn(said, at)
+        d.flush()
+        rid = reflection_id(SCOPE, text)
+        d.feedback(rid, "confirm", at + MIN, feedback_id=f"a{at.day}")
+        d.feedback(rid, "confirm", at + 2 * MIN, feedback_id=f"b{at.day}")
+    (persona,) = d.personas()
+    assert persona.text == "The user lives in Lisbon." and d.requests_of("correction") == []
+    assert [(v.text, v.reason) for v in persona.version_history] == [("The user lives in Berlin.", "promotion_merge")]
