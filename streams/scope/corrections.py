@@ -1,11 +1,12 @@
 """Correction work (issue 32 item 1; the origin's loop in NEKO_LOOPS.md §1, kept where it loses nothing).
 
-A promotion that would create a persona entry on the topic of an existing one (the origin's detector: the
-share of the smaller side's keywords the two texts have in common, here their content stems and predicate
-kind, at least ``memory.correction_topic_overlap``) is queued in the scope's state as a correction against
-that entry's id, not its text, instead of becoming a second entry. The reflection stays confirmed, and
-no promotion of it is attempted while it waits. The correction task decides up to
-``memory.correction_batch_size`` queued items of a scope in one call:
+A synthesised reflection, or a promotion that would create a persona entry, on the topic of an existing
+active persona entry (the origin's detector: the share of the smaller side's keywords the two texts have in
+common, here their content stems and predicate kind, at least ``memory.correction_topic_overlap``) is
+queued in the scope's state as a correction against that entry's id, not its text, instead of becoming a
+second entry. A queued reflection stays confirmed, and no promotion of it is attempted while it waits; a
+queued synthesis is not an entry yet (``_decide_draft``). The correction task decides up to
+``memory.correction_batch_size`` queued items of a scope in one call (for a promotion):
 
 - merge: the entry keeps its id and counters (the reflection's evidence folded in by merge-on-promote's
   rule), takes the fused text and keeps the replaced one in its version history;
@@ -22,13 +23,14 @@ and their reflections are promote_blocked (retried later by the promotion's own 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import replace
 
 from credence.streams.llm.rules.text import restatement_stems
 from credence.streams.llm.tasks import TaskName
 from credence.streams.scope import restate
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.state import ScopeState
-from credence.tables.entries import Entry, kept_text
+from credence.tables.entries import Entry, kept_text, rewrite_text
 from credence.tables.lifecycle import MergeOutcome, apply_merge_decision, archive, block_promotion
 from credence.tables.version_history import CORRECTION_KEEP_NEW, CORRECTION_MERGE
 
@@ -56,7 +58,7 @@ def similar_entry(state: ScopeState, text: str, ctx: StepContext) -> Entry | Non
 
 
 def queued_reflections(state: ScopeState) -> set[str]:
-    return {item["reflection_id"] for item in state.corrections}
+    return {item["reflection_id"] for item in state.corrections if "draft" not in item}
 
 
 def queue(state: ScopeState, reflection: Entry, target: Entry, ctx: StepContext) -> None:
@@ -67,6 +69,18 @@ def queue(state: ScopeState, reflection: Entry, target: Entry, ctx: StepContext)
         return
     state.corrections.append({"id": item_id, "target_id": target.id, "reflection_id": reflection.id, "asked": 0})
     ctx.log.append(f"promotion of {reflection.id} queued as correction {item_id} against {target.id}")
+
+
+def queue_draft(state: ScopeState, reflection: Entry, target: Entry, ctx: StepContext) -> None:
+    """Queue a synthesised reflection, not yet an entry, as a correction against ``target``: the item
+    holds its snapshot, created (or not) by the decision."""
+    key = f"{state.scope}\x1f{reflection.id}\x1f{target.id}"
+    item_id = "c-" + hashlib.sha256(key.encode()).hexdigest()[:16]
+    if any(item["id"] == item_id for item in state.corrections):
+        return
+    state.corrections.append({"id": item_id, "target_id": target.id, "reflection_id": reflection.id,
+                              "draft": reflection.to_dict(), "asked": 0})
+    ctx.log.append(f"synthesis of {reflection.id} queued as correction {item_id} against {target.id}")
 
 
 def waiting(state: ScopeState, ctx: StepContext) -> bool:
@@ -88,6 +102,9 @@ def handle(state: ScopeState, payload: dict, output: dict, ctx: StepContext) -> 
 
 
 def _decide(state: ScopeState, item: dict, action: str, text: str, ctx: StepContext) -> None:
+    if "draft" in item:
+        _decide_draft(state, item, action, text, ctx)
+        return
     reflection = state.entries.get(item["reflection_id"])
     if reflection is None or reflection.kind != "reflection" or reflection.status != "confirmed":
         ctx.log.append(f"correction {item['id']} dropped: {item['reflection_id']} is no longer confirmed")
@@ -122,12 +139,46 @@ def _decide(state: ScopeState, item: dict, action: str, text: str, ctx: StepCont
             reflection)
 
 
+def _decide_draft(state: ScopeState, item: dict, action: str, text: str, ctx: StepContext) -> None:
+    """A synthesised reflection against a persona entry: merge rewrites the entry (its facts joined);
+    keep_new creates the reflection and archives the entry, its text opening the reflection's history;
+    keep_both creates it; keep_old drops it (the entry stands, the facts are done)."""
+    draft = Entry.from_dict(item["draft"])
+    if draft.id in state.entries:
+        ctx.log.append(f"correction {item['id']} dropped: {draft.id} exists already")
+        return
+    target = state.entries.get(item["target_id"])
+    if target is None or target.kind != "persona" or target.status != "active" or target.protected:
+        action = "keep_both"
+    source_fact = draft.source_fact_ids[-1] if draft.source_fact_ids else None
+    cause = f"{CAUSE}_{action}"
+    if action == "keep_old":
+        ctx.refuse(TaskName.CORRECTION, "keep_old", f"{draft.text} (against {target.id})")
+        return
+    if action == "merge":
+        if not text or not restate.admit(ctx, TaskName.CORRECTION, text):
+            text = draft.text
+        merged = rewrite_text(target, text, ctx.now, reason=CORRECTION_MERGE, source_fact_id=source_fact,
+                              settings=ctx.memory)
+        facts = tuple(dict.fromkeys((*merged.source_fact_ids, *draft.source_fact_ids)))
+        ctx.put(state, replace(merged, source_fact_ids=facts), "merged", cause, target)
+        return
+    if action == "keep_new":
+        draft = kept_text(target, draft, ctx.now, reason=CORRECTION_KEEP_NEW, source_fact_id=source_fact,
+                          settings=ctx.memory)
+        ctx.archive(state, archive(target, ctx.now), target, f"{cause}:{draft.id}")
+    ctx.put(state, draft, "created", cause)
+
+
 def given_up(state: ScopeState, payload: dict, ctx: StepContext) -> None:
     """The call failed for good (dead-lettered with its payload): its items leave the queue and their
     reflections are promote_blocked, so the promotion's own retry rules bring them back later."""
     asked = {c["id"] for c in payload.get("corrections", [])}
     for item in [i for i in state.corrections if i["id"] in asked]:
         state.corrections.remove(item)
+        if "draft" in item:  # never an entry: it becomes one as synthesis wrote it, nothing lost
+            _decide_draft(state, item, "keep_both", "", ctx)
+            continue
         reflection = state.entries.get(item["reflection_id"])
         if reflection is not None and reflection.kind == "reflection" and reflection.status == "confirmed":
             ctx.put(state, block_promotion(reflection, ctx.now), "transition", f"{CAUSE}_failed", reflection)

@@ -167,6 +167,6 @@ def correction_payload(state: ScopeState, ctx: StepContext) -> dict:
         old, new = state.entries.get(item["target_id"]), state.entries.get(item["reflection_id"])
         items.append({"id": item["id"],
                       "old": scored(old, ctx) if old is not None else {"id": item["target_id"], "text": ""},
-                      "new_text": new.text if new is not None else "",
+                      "new_text": new.text if new is not None else item.get("draft", {}).get("text", ""),
                       "new_score": scored(new, ctx)["score"] if new is not None else None})
     return {"corrections": items}

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from credence.streams.llm.tasks import TaskName
@@ -224,6 +224,10 @@ def _synthesis(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
             source_fact_ids=[f["id"] for f in sources],
             source_fact_importances=[f["importance"] for f in sources], settings=ctx.memory,
         )
+        similar = corrections.similar_entry(state, entry.text, ctx) if ctx.powerful else None
+        if similar is not None:  # on a persona entry's topic: correction work decides it against that entry
+            corrections.queue_draft(state, entry, similar, ctx)
+            continue
         ctx.put(state, entry, "created", "synthesis")
     for fact_id in facts:
         if fact_id in state.facts:
@@ -324,8 +328,9 @@ def _promotion(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
     step_ = apply_merge_decision(stored, decision, ctx.now, target=target, settings=ctx.memory)
     if step_.persona is not None:
         before = state.entries.get(step_.persona.id)
+        # A merge's rewrite keeps the text it replaced; a new entry keeps what its reflection replaced.
         persona = kept_text(target, step_.persona, ctx.now, reason=PROMOTION_MERGE, settings=ctx.memory) \
-            if target is not None else step_.persona  # a merge's rewrite keeps the text it replaced
+            if target is not None else replace(step_.persona, version_history=stored.version_history)
         # Both outcomes are merge-on-promote writes of a persona entry (the funnel's "merged").
         ctx.put(state, persona, "merged", f"promotion_{decision.action}", before)
     # A rejection is final for this version of the reflection (journalled as promotion_rejected).

@@ -1,12 +1,12 @@
 """Correction work (issue 32 item 1) through a real worker and broker, the openai backend against the test
 server, one module-scoped worker:
 
-- keep_new: "loves living in Berlin" is a persona entry; "lives in Lisbon" is promoted on its topic, queued as
-  a correction against its id and decided keep_new (the rules' answer): the Berlin entry is archived with its
-  history, the Lisbon entry opens its version history with the Berlin text, visible over /v1 and in the
-  browser, and the served block says Lisbon, not Berlin;
+- keep_new: "loves living in Berlin" is a persona entry; "lives in Lisbon", synthesised on its topic, is
+  queued as a correction against its id and decided keep_new (the rules' answer): the Berlin entry is archived
+  with its history, the Lisbon reflection opens its version history with the Berlin text and keeps it when
+  promoted, visible over /v1 and in the browser, and the served block says Lisbon, not Berlin;
 - merge: "loves coffee" then "loves green tea", decided merge by the server (a model's answer the rules never
-  give): the coffee entry keeps its id, takes the merged text and keeps the replaced one;
+  give): the coffee entry keeps its id, takes the merged text and keeps the replaced one, no second entry;
 - each scope asked the model once, and folding the journal gives the worker's tables: every decision is on
   the record, so a replay applies it without asking again.
 """
@@ -138,7 +138,8 @@ def test_keep_new_archives_the_old_entry_and_the_new_one_shows_its_history(run):
     assert persona_saying(worker, KEEP, BERLIN) is None
     (archived,) = [a for a in topic_values(settings.kafka_bootstrap, settings, "archive")
                    if a["entry"]["text"] == BERLIN]
-    assert archived["reason"] == f"correction_keep_new:{lisbon}"  # archived, never deleted
+    # archived, never deleted, naming the statement that replaced it (the reflection, since promoted)
+    assert archived["reason"] == f"correction_keep_new:{reflection_id(KEEP, LISBON)}"
     got = detail(worker, key, KEEP, lisbon)
     assert [(v.text, v.reason) for v in got.version_history] == [(BERLIN, "correction_keep_new")]
     assert got.version_history[0].source_fact_id in got.entry.snapshot["source_fact_ids"]
@@ -153,7 +154,9 @@ def test_merge_keeps_the_id_and_shows_the_replaced_text(run):
     assert merged == f"persona-{coffee}"  # the coffee entry's id, rewritten in place
     got = detail(worker, key, MERGE, merged)
     assert [(v.text, v.reason) for v in got.version_history] == [(COFFEE, "correction_merge")]
-    assert got.entry.snapshot["merged_from_ids"] == [coffee, reflection_id(MERGE, TEA)]
+    # decided when green tea was synthesised: no second entry, its facts joined the coffee entry's
+    assert reflection_id(MERGE, TEA) not in {e["id"] for e in worker.get(f"/scope/{MERGE}")["entries"]}
+    assert len(got.entry.snapshot["source_fact_ids"]) == 2
     assert [a for a in topic_values(settings.kafka_bootstrap, settings, "archive")
             if a["entry"]["text"] == COFFEE] == []
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from credence.streams.llm.rules.correction_work import decide
 from credence.streams.scope import corrections
 from credence.streams.scope.requests import reflection_id
-from credence.tables.entries import new_persona_entry
+from credence.tables.entries import Entry, new_persona_entry
 from credence.tables.evidence import Evidence
 from credence.tables.scope import Scope
 
@@ -27,18 +27,22 @@ OLD_EVIDENCE = Evidence(reinforcement=3.0, disputation=0.5, rein_last_signal_at=
 
 
 def held_persona(d, text: str, entry_id: str = "p-old", **kw):
-    entry = new_persona_entry(entry_id, Scope.parse(SCOPE), text, T0, subject="somewhere-else",
+    entry = new_persona_entry(entry_id, Scope.parse(SCOPE), text, T0, subject=kw.pop("subject", "somewhere-else"),
                               evidence=kw.pop("evidence", OLD_EVIDENCE), **kw)
     d.state.entries[entry.id] = entry
     return entry
 
 
-def promote(d, said: str, text: str):
-    """The user says `said` (a reflection `text`), twice confirmed: merge-on-promote is asked."""
+def promote(d, said: str, text: str, old: str | None = None, **kw):
+    """The user says `said` (a reflection `text`); then a persona entry `old` appears (an entry promoted
+    meanwhile: the reflection was synthesised before it, so synthesis had nothing to correct); the
+    reflection is confirmed twice, so merge-on-promote is asked."""
     d.turn(said, T0)
     d.flush()
     rid = reflection_id(SCOPE, text)
     assert rid in d.state.entries, sorted(d.state.entries)
+    if old is not None:
+        held_persona(d, old, **kw)
     d.feedback(rid, "confirm", T0 + MIN)
     d.feedback(rid, "confirm", T0 + 2 * MIN, feedback_id="fb2")
     return rid
@@ -46,8 +50,8 @@ def promote(d, said: str, text: str):
 
 def test_a_new_value_is_queued_against_the_entry_and_replaces_it_keeping_its_history(driver_factory):
     d = driver_factory()
-    old = held_persona(d, "The user lives in Berlin.")
-    rid = promote(d, "I live in Lisbon.", "The user lives in Lisbon.")
+    rid = promote(d, "I live in Lisbon.", "The user lives in Lisbon.", old="The user lives in Berlin.")
+    old = d.state.entries.get("p-old") or Entry.from_dict(d.archives()[0]["entry"])
     (req,) = d.requests_of("correction")
     (item,) = req.payload["corrections"]
     assert item["old"]["id"] == old.id and item["new_text"] == "The user lives in Lisbon."
@@ -65,13 +69,15 @@ def test_a_new_value_is_queued_against_the_entry_and_replaces_it_keeping_its_his
     assert {f"correction_keep_new:{persona.id}", "correction_keep_new"} <= causes
 
 
-def queued(d, said: str = "I live in Lisbon.", text: str = "The user lives in Lisbon."):
+def queued(d, old: str = "The user lives in Berlin.", said: str = "I live in Lisbon.",
+           text: str = "The user lives in Lisbon."):
     """As promote(), answering each request in turn, until the correction request is outstanding."""
     d.auto = False
     d.turn(said, T0)
     d.flush()
     d.pump()
     rid = reflection_id(SCOPE, text)
+    held_persona(d, old)
     d.feedback(rid, "confirm", T0 + MIN)
     d.pump()
     d.feedback(rid, "confirm", T0 + 2 * MIN, feedback_id="fb2")
@@ -88,8 +94,8 @@ def answer(d, req, action: str, text: str = ""):
 
 def test_a_merge_keeps_the_id_and_counters_and_the_replaced_text(driver_factory):
     d = driver_factory()
-    old = held_persona(d, "The user lives in Berlin.")
     rid, req = queued(d)
+    old = d.state.entries["p-old"]
     assert d.state.entries[rid].status == "confirmed"  # waits for the decision, no second promotion
     before, reflection = d.state.entries[old.id], d.state.entries[rid]
     answer(d, req, "merge", "The user lived in Berlin and now lives in Lisbon.")
@@ -108,8 +114,8 @@ def test_a_merge_keeps_the_id_and_counters_and_the_replaced_text(driver_factory)
 
 def test_keep_old_rejects_the_promotion_and_leaves_the_entry(driver_factory):
     d = driver_factory()
-    old = held_persona(d, "The user lives in Berlin.")
     rid, req = queued(d)
+    old = d.state.entries["p-old"]
     before = d.state.entries[old.id]
     answer(d, req, "keep_old")
     assert d.state.entries[old.id] == before and [p.id for p in d.personas()] == [old.id]
@@ -122,10 +128,10 @@ def test_a_history_never_grows_past_its_bound(driver_factory, memory_factory):
     from credence.tables.version_history import Version
 
     d = driver_factory(memory=memory_factory(version_history_max=2))
-    old = held_persona(d, "The user lives in Berlin.")
+    rid, req = queued(d)
+    old = d.state.entries["p-old"]
     d.state.entries[old.id] = replace(old, version_history=(Version("The user lives in Rome.", T0, "user_edit"),
                                                             Version("The user lives in Paris.", T0, "user_edit")))
-    rid, req = queued(d)
     answer(d, req, "keep_new")
     (persona,) = d.personas()
     assert [v.text for v in persona.version_history] == ["The user lives in Paris.", "The user lives in Berlin."]
@@ -133,7 +139,6 @@ def test_a_history_never_grows_past_its_bound(driver_factory, memory_factory):
 
 def test_an_item_the_model_leaves_out_is_asked_again(driver_factory):
     d = driver_factory()
-    held_persona(d, "The user lives in Berlin.")
     rid, req = queued(d)
     d.result(req, {"decisions": []})
     assert len(d.state.corrections) == 1 and d.state.corrections[0]["asked"] == 1
@@ -143,8 +148,7 @@ def test_an_item_the_model_leaves_out_is_asked_again(driver_factory):
 
 def test_a_similar_topic_without_contradiction_keeps_both(driver_factory):
     d = driver_factory()
-    held_persona(d, "The user loves coffee.")
-    promote(d, "I love green tea.", "The user loves green tea.")
+    promote(d, "I love green tea.", "The user loves green tea.", old="The user loves coffee.")
     assert len(d.requests_of("correction")) == 1
     assert sorted(p.text for p in d.personas()) == ["The user loves coffee.", "The user loves green tea."]
     assert all(p.version_history == () for p in d.personas())
@@ -152,23 +156,23 @@ def test_a_similar_topic_without_contradiction_keeps_both(driver_factory):
 
 def test_a_card_entry_is_never_a_target(driver_factory):
     d = driver_factory()
-    card = held_persona(d, "The user lives in Berlin.", entry_id="card-1", protected=True, evidence=Evidence())
-    promote(d, "I live in Lisbon.", "The user lives in Lisbon.")
+    promote(d, "I live in Lisbon.", "The user lives in Lisbon.", old="The user lives in Berlin.", entry_id="card-1",
+            protected=True, evidence=Evidence())
+    card = d.state.entries["card-1"]
     assert d.requests_of("correction") == []
     assert d.state.entries[card.id] == card
 
 
 def test_an_unrelated_promotion_is_not_queued(driver_factory):
     d = driver_factory()
-    held_persona(d, "The user lives in Berlin.")
-    promote(d, "I love hiking.", "The user loves hiking.")
+    promote(d, "I love hiking.", "The user loves hiking.", old="The user lives in Berlin.")
     assert d.requests_of("correction") == []
 
 
 def test_a_failing_call_backs_off_then_dead_letters_and_blocks_the_promotion(driver_factory, pipeline_factory):
     d = driver_factory(pipeline=pipeline_factory(max_request_failures=2))
-    old = held_persona(d, "The user lives in Berlin.")
     rid, req = queued(d)
+    old = d.state.entries["p-old"]
     before = d.state.entries[old.id]
     d.fail(req)
     assert d.state.requests[req.id].failed and d.state.corrections  # re-issued on the next step
@@ -181,7 +185,6 @@ def test_a_failing_call_backs_off_then_dead_letters_and_blocks_the_promotion(dri
 
 def test_a_replay_of_the_same_result_changes_nothing(driver_factory):
     d = driver_factory()
-    held_persona(d, "The user lives in Berlin.")
     rid, req = queued(d)
     answer(d, req, "keep_new")
     after = {k: e.to_dict() for k, e in d.state.entries.items()}
@@ -193,7 +196,6 @@ def test_a_replay_of_the_same_result_changes_nothing(driver_factory):
 
 def test_the_switch_off_keeps_the_queue_for_later(driver_factory):
     d = driver_factory()
-    held_persona(d, "The user lives in Berlin.")
     rid, req = queued(d)
     d.powerful = False
     d.step("result", {"request_id": req.id, "task": req.task, "output": {"decisions": []}})
@@ -234,13 +236,49 @@ def test_topic_overlap_is_symmetric_and_a_share(old, new):
 def test_merge_on_promote_keeps_the_text_it_rewrites(driver_factory):
     """Same subject: merge-on-promote rewrites the entry itself; what it said before stays in its history."""
     d = driver_factory()
-    for at, said, text in ((T0, "I live in Berlin.", "The user lives in Berlin."),
-                           (T0 + timedelta(days=2), "I live in Lisbon now.", "The user lives in Lisbon.")):
-        d.turn(said, at)
-        d.flush()
-        rid = reflection_id(SCOPE, text)
-        d.feedback(rid, "confirm", at + MIN, feedback_id=f"a{at.day}")
-        d.feedback(rid, "confirm", at + 2 * MIN, feedback_id=f"b{at.day}")
+    promote(d, "I live in Lisbon now.", "The user lives in Lisbon.", old="The user lives in Berlin.", subject="home")
     (persona,) = d.personas()
-    assert persona.text == "The user lives in Lisbon." and d.requests_of("correction") == []
+    assert persona.id == "p-old" and persona.text == "The user lives in Lisbon." and d.requests_of("correction") == []
     assert [(v.text, v.reason) for v in persona.version_history] == [("The user lives in Berlin.", "promotion_merge")]
+
+
+def test_a_synthesised_new_value_is_decided_against_the_entry_at_once(driver_factory):
+    """Synthesis on a persona entry's topic: queued before it becomes a second entry; keep_new creates the
+    reflection, archives the entry and opens the reflection's history with it."""
+    d = driver_factory()
+    old = held_persona(d, "The user loves living in Berlin.")
+    d.turn("I live in Lisbon now.", T0)
+    d.flush()
+    (req,) = d.requests_of("correction")
+    assert req.payload["corrections"][0]["new_text"] == "The user lives in Lisbon."
+    rid = reflection_id(SCOPE, "The user lives in Lisbon.")
+    lisbon = d.state.entries[rid]
+    assert lisbon.status == "pending" and old.id not in d.state.entries
+    assert [(v.text, v.reason) for v in lisbon.version_history] == [(old.text, "correction_keep_new")]
+    assert [a["reason"] for a in d.archives()] == [f"correction_keep_new:{rid}"]
+    d.feedback(rid, "confirm", T0 + MIN)
+    d.feedback(rid, "confirm", T0 + 2 * MIN, feedback_id="fb2")
+    (persona,) = d.personas()  # promoted: the persona entry keeps what its reflection replaced
+    assert persona.text == lisbon.text and persona.version_history == lisbon.version_history
+
+
+@pytest.mark.parametrize("action", ["merge", "keep_old", "keep_both"])
+def test_a_synthesised_statement_merged_dropped_or_kept(driver_factory, action):
+    d = driver_factory(auto=False)
+    old = held_persona(d, "The user loves coffee.")
+    d.turn("I love green tea.", T0)
+    d.flush()
+    while not any(r.task == "correction" for r in d.outbox):
+        d.pump_one()  # Stage-1, Stage-2, synthesis: queued
+    (req,) = [r for r in d.outbox if r.task == "correction"]
+    d.outbox.remove(req)
+    answer(d, req, action, "The user loves coffee and green tea." if action == "merge" else "")
+    tea = reflection_id(SCOPE, "The user loves green tea.")
+    if action == "merge":  # the entry rewritten in place, the draft's facts joined, no second entry
+        entry = d.state.entries[old.id]
+        assert entry.text == "The user loves coffee and green tea." and tea not in d.state.entries
+        assert [v.text for v in entry.version_history] == [old.text] and entry.evidence == old.evidence
+        assert len(entry.source_fact_ids) == 1
+    else:
+        assert d.state.entries[old.id] == old and (tea in d.state.entries) == (action == "keep_both")
+    assert d.state.corrections == [] and d.archives() == []
