@@ -1,9 +1,10 @@
 """Correction work (issue 32 item 1; the origin's loop in NEKO_LOOPS.md §1, kept where it loses nothing).
 
 A synthesised reflection, or a promotion that would create a persona entry, on the topic of an existing
-active persona entry (the origin's detector: the share of the smaller side's keywords the two texts have in
-common, here their content stems and predicate kind, at least ``memory.correction_topic_overlap``) is
-queued in the scope's state as a correction against that entry's id, not its text, instead of becoming a
+active persona entry (the origin's detector: the share of the smaller side's keywords the two texts have
+in common, here their content stems and predicate kind, at least ``memory.correction_topic_overlap``), or
+a synthesised reflection that says the opposite of an open reflection on its topic, is queued in the
+scope's state as a correction against that entry's id, not its text, instead of becoming a
 second entry. A queued reflection stays confirmed, and no promotion of it is attempted while it waits; a
 queued synthesis is not an entry yet (``_decide_draft``). The correction task decides up to
 ``memory.correction_batch_size`` queued items of a scope in one call (for a promotion):
@@ -25,10 +26,11 @@ from __future__ import annotations
 import hashlib
 from dataclasses import replace
 
-from credence.streams.llm.rules.text import restatement_stems
+from credence.streams.llm.rules.text import polarity_of, restatement_stems
 from credence.streams.llm.tasks import TaskName
 from credence.streams.scope import restate
 from credence.streams.scope.context import StepContext
+from credence.streams.scope.requests import OPEN_REFLECTION_STATUSES
 from credence.streams.scope.state import ScopeState
 from credence.tables.entries import Entry, kept_text, rewrite_text
 from credence.tables.lifecycle import MergeOutcome, apply_merge_decision, archive, block_promotion
@@ -45,11 +47,22 @@ def topic_overlap(a: str, b: str) -> float:
     return len(sa & sb) / min(len(sa), len(sb))
 
 
-def similar_entry(state: ScopeState, text: str, ctx: StepContext) -> Entry | None:
-    """The active, non-protected persona entry closest in topic to ``text``, at or over the threshold."""
+def _target(entry: Entry | None, text: str | None = None) -> bool:
+    """An entry a correction may change: an active, non-protected persona entry; with ``text`` (a
+    synthesised statement) also an open reflection that ``text`` contradicts (the other polarity)."""
+    if entry is None or entry.protected:
+        return False
+    if entry.kind == "persona":
+        return entry.status == "active"
+    return entry.status in OPEN_REFLECTION_STATUSES and text is not None and polarity_of(text) != polarity_of(entry.text)
+
+
+def similar_entry(state: ScopeState, text: str, ctx: StepContext, reflections: bool = False) -> Entry | None:
+    """The entry closest in topic to ``text``, at or over the threshold: an active, non-protected persona
+    entry, or with ``reflections`` also an open reflection ``text`` contradicts."""
     best, best_overlap = None, ctx.memory.correction_topic_overlap
     for entry in sorted(state.entries.values(), key=lambda e: e.id):
-        if entry.kind != "persona" or entry.status != "active" or entry.protected:
+        if not _target(entry, text if reflections else None):
             continue
         overlap = topic_overlap(entry.text, text)
         if overlap >= best_overlap and (best is None or overlap > topic_overlap(best.text, text)):
@@ -148,7 +161,7 @@ def _decide_draft(state: ScopeState, item: dict, action: str, text: str, ctx: St
         ctx.log.append(f"correction {item['id']} dropped: {draft.id} exists already")
         return
     target = state.entries.get(item["target_id"])
-    if target is None or target.kind != "persona" or target.status != "active" or target.protected:
+    if not _target(target, draft.text):
         action = "keep_both"
     source_fact = draft.source_fact_ids[-1] if draft.source_fact_ids else None
     cause = f"{CAUSE}_{action}"

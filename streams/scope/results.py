@@ -224,7 +224,7 @@ def _synthesis(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
             source_fact_ids=[f["id"] for f in sources],
             source_fact_importances=[f["importance"] for f in sources], settings=ctx.memory,
         )
-        similar = corrections.similar_entry(state, entry.text, ctx) if ctx.powerful else None
+        similar = corrections.similar_entry(state, entry.text, ctx, reflections=True) if ctx.powerful else None
         if similar is not None:  # on a persona entry's topic: correction work decides it against that entry
             corrections.queue_draft(state, entry, similar, ctx)
             continue

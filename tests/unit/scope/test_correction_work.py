@@ -282,3 +282,37 @@ def test_a_synthesised_statement_merged_dropped_or_kept(driver_factory, action):
     else:
         assert d.state.entries[old.id] == old and (tea in d.state.entries) == (action == "keep_both")
     assert d.state.corrections == [] and d.archives() == []
+
+
+def test_a_synthesised_statement_contradicting_a_live_reflection_replaces_it(driver_factory):
+    """A model's draft the other way round from an open reflection (Stage-2 did not take it as its negation)."""
+    from credence.tables.entries import new_reflection
+
+    d = driver_factory(auto=False)
+    old = new_reflection("r-coffee", Scope.parse(SCOPE), "The user loves coffee.", T0, subject="coffee")
+    d.state.entries[old.id] = old
+    d.turn("Coffee? Not for me these days.", T0 + MIN)
+    d.flush()
+    stage1 = d.outbox.pop(0)
+    fact = {"id": "f1", "text": "The user does not drink coffee.", "subject": "coffee", "importance": 6,
+            "polarity": "negative", "source_turn_ids": [stage1.payload["turns"][0]["id"]], "origin": "user"}
+    d.result(stage1, {"facts": [fact]})
+    d.result(d.outbox.pop(0), {"classifications": []})  # Stage-2: no relation found
+    synthesis = d.outbox.pop(0)
+    d.result(synthesis, {"drafts": [{"text": "The user does not drink coffee.", "subject": "drinks",
+                                     "source_fact_ids": ["f1"]}]})
+    (req,) = [r for r in d.outbox if r.task == "correction"]
+    assert req.payload["corrections"][0]["old"]["id"] == old.id
+    d.pump()  # the rules: the other polarity on the same thing replaces it
+    assert old.id not in d.state.entries and [a["entry_id"] for a in d.archives()] == [old.id]
+    (new,) = d.reflections()
+    assert new.text == "The user does not drink coffee." and new.version_history[0].text == old.text
+
+
+def test_a_reflection_of_the_same_polarity_is_not_a_target(driver_factory):
+    d = driver_factory()
+    d.turn("I love coffee.", T0)
+    d.flush()
+    d.turn("I love green tea.", T0 + timedelta(days=1))
+    d.flush()
+    assert d.requests_of("correction") == [] and len(d.reflections()) == 2
