@@ -107,7 +107,7 @@ def run(kafka_bootstrap, tmp_path_factory):
         llm = LLMSettings(backend="openai", base_url=server.base_url, model=server.model, timeout_s=30)
         settings = pipeline_settings(kafka_bootstrap, root, f"cw{uuid.uuid4().hex[:10]}", llm=llm)
         key = add_tenant(kafka_bootstrap, settings, "acme")
-        worker = WorkerProcess(settings, kafka_bootstrap, root / "worker.log").start()
+        worker = WorkerProcess(settings, kafka_bootstrap, root / "worker.log").start(ready_timeout_s=120)  # loaded CI
         try:
             say_and_promote(settings, worker, kafka_bootstrap, 0, T0)
             for scope in SAID:  # established: a persona entry each
