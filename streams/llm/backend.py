@@ -13,6 +13,7 @@ from credence.streams.llm.models import (
     MergeDecision,
     Observation,
     RebuttalTarget,
+    RefineAction,
     ReflectionDraft,
     Turn,
 )
@@ -88,6 +89,11 @@ class LLMBackend(abc.ABC):
     ) -> MergeDecision:
         """Reflection and entries carry evidence scores: a contradiction rejects only against stronger
         evidence."""
+
+    @abc.abstractmethod
+    async def refine(self, entries: Sequence[Observation]) -> list[RefineAction]:
+        """A cluster of closely related entries (with evidence scores): the split / merge / modify /
+        discard actions it needs, none when it is fine as it is."""
 
     async def aclose(self) -> None:
         """Release connections; the default holds none."""

@@ -12,6 +12,7 @@ Polarity = Literal["positive", "negative"]
 Relation = Literal["reinforce", "negate"]
 Feedback = Literal["confirm", "deny", "ignore"]
 MergeAction = Literal["create", "merge", "reject"]
+RefineKind = Literal["split", "merge", "modify", "discard"]
 
 
 class _Record(BaseModel):
@@ -76,6 +77,17 @@ class MergeDecision(_Record):
     action: MergeAction
     target_id: str | None = None
     text: str = ""
+
+
+class RefineAction(_Record):
+    """One action of a refine answer over a cluster of entries (ids are the entries' real ids): split one
+    source into texts (two or more), merge sources (two or more) into texts[0], modify one source's text
+    to texts[0], discard one source; reason says why (kept in the journal's cause)."""
+
+    action: RefineKind
+    source_ids: list[str]
+    texts: list[str] = []
+    reason: str = ""
 
 
 def fact_id(source_turn_ids: list[str], subject: str, polarity: str, text: str) -> str:

@@ -39,6 +39,7 @@ from credence.streams.llm.models import (
     MergeDecision,
     Observation,
     RebuttalTarget,
+    RefineAction,
     ReflectionDraft,
     Turn,
 )
@@ -53,6 +54,7 @@ from credence.streams.llm.prompts import (
     candidate_rerank,
     merge_decision,
     negative_keyword_target,
+    refine_cluster,
     reflection_synthesis,
     stage1_extraction,
     stage2_classification,
@@ -302,6 +304,11 @@ class OpenAIBackend(LLMBackend):
         self, reflection: ReflectionDraft, persona_entries: Sequence[Observation]
     ) -> MergeDecision:
         return await self._call(merge_decision, merge_decision.build(reflection, persona_entries))
+
+    async def refine(self, entries: Sequence[Observation]) -> list[RefineAction]:
+        if len(entries) < 2:
+            return []
+        return await self._call(refine_cluster, refine_cluster.build(entries))
 
 
 # The traced call's own counts (tokens in, out, retries), while tracing is on: the span reports them.

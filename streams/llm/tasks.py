@@ -30,6 +30,7 @@ from credence.streams.llm.models import (
     FeedbackDecision,
     MergeDecision,
     Observation,
+    RefineAction,
     ReflectionDraft,
     Turn,
 )
@@ -37,6 +38,7 @@ from credence.streams.llm.prompts import (
     candidate_rerank,
     merge_decision,
     negative_keyword_target,
+    refine_cluster,
     reflection_synthesis,
     stage1_extraction,
     stage2_classification,
@@ -54,6 +56,7 @@ class TaskName(StrEnum):
     FEEDBACK = "feedback"
     TARGET = "target"
     PROMOTION = "promotion"
+    REFINE = "refine"
 
 
 # Re-orders Stage-2 candidates (e.g. by embedding similarity) before the token caps cut the list.
@@ -96,6 +99,10 @@ class PromotionPayload(_Payload):
     personas: list[Observation]
 
 
+class RefinePayload(_Payload):
+    entries: list[Observation]  # one cluster; its hash and member versions ride along for the handler
+
+
 # What a task answers: its dump is the result record's "output", which the scope's handler reads. The keys
 # are on credence.control/credence.facts and in speculative answers saved in scope state: they stay as they are.
 class _Output(BaseModel):
@@ -125,6 +132,10 @@ class TargetOutput(_Output):
 
 class PromotionOutput(_Output):
     decision: MergeDecision
+
+
+class RefineOutput(_Output):
+    actions: list[RefineAction]
 
 
 async def _stage1(backend: LLMBackend, p: Stage1Payload, rank: Rank | None) -> Stage1Output:
@@ -159,6 +170,10 @@ async def _promotion(backend: LLMBackend, p: PromotionPayload, rank: Rank | None
     return PromotionOutput(decision=await backend.merge_decision(p.reflection, p.personas))
 
 
+async def _refine(backend: LLMBackend, p: RefinePayload, rank: Rank | None) -> RefineOutput:
+    return RefineOutput(actions=await backend.refine(p.entries))
+
+
 @dataclass(frozen=True)
 class Task:
     name: TaskName
@@ -182,4 +197,5 @@ TASKS: dict[TaskName, Task] = {t.name: t for t in (
     Task(TaskName.FEEDBACK, FeedbackPayload, (surfaced_feedback,), _feedback, FeedbackOutput),
     Task(TaskName.TARGET, TargetPayload, (negative_keyword_target,), _target, TargetOutput),
     Task(TaskName.PROMOTION, PromotionPayload, (merge_decision,), _promotion, PromotionOutput),
+    Task(TaskName.REFINE, RefinePayload, (refine_cluster,), _refine, RefineOutput),
 )}

@@ -14,6 +14,7 @@ from credence.streams.scope.state import ScopeState
 from credence.tables.entries import Entry
 from credence.tables.lifecycle import PromotionTicket
 from credence.tables.mentions import is_suppressed
+from credence.tables.refine import cluster_hash
 from credence.tables.tokens import approximate_tokens
 
 # A promote_blocked reflection is still a confirmed observation: it keeps collecting evidence.
@@ -156,3 +157,10 @@ def promotion_payload(state: ScopeState, reflection: Entry, ctx: StepContext, ti
             "personas": sorted(personas, key=lambda o: o["id"]),
             # not for the call: the handler applies the answer only if the reflection is still this version
             "ticket": {"version": ticket.version, "attempt": ticket.attempt}}
+
+
+def refine_payload(state: ScopeState, cluster: list[Entry], ctx: StepContext) -> dict:
+    """One cluster for the refine task, with evidence scores; its hash and each member's version ride along
+    for the handler (applied only to members still as asked, scope/refine.py)."""
+    return {"entries": [scored(e, ctx) for e in cluster], "cluster": cluster_hash(e.id for e in cluster),
+            "versions": {e.id: e.version for e in cluster}}

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from credence.streams.llm.tasks import TaskName
-from credence.streams.scope import quiet, requests, restate
+from credence.streams.scope import quiet, refine, requests, restate
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import reflection_id
 from credence.streams.scope.state import ScopeState
@@ -29,7 +29,7 @@ from credence.tables.scope import Scope
 
 FORGET_REQUEST = "forget_request"  # the journal cause of what a user's forget request took out (":<turn id>")
 # Decisions the powerful-memory switch turns off: their results are dropped once it is off.
-SWITCHED_TASKS = (TaskName.STAGE2, TaskName.PROMOTION)
+SWITCHED_TASKS = (TaskName.STAGE2, TaskName.PROMOTION, TaskName.REFINE)
 
 
 def apply(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
@@ -127,6 +127,8 @@ def drop_switched_off(state: ScopeState, req, ctx: StepContext) -> None:
     and the age-driven fallback takes over."""
     del state.requests[req.id]
     ctx.log.append(f"{req.task} request {req.id} dropped: powerful memory is off")
+    if req.task == TaskName.REFINE:
+        return  # nothing was changed for it: the cluster is asked again in a pass with the switch on
     if req.task == TaskName.STAGE2:
         skipped = []
         for fact in req.payload["facts"]:
@@ -334,6 +336,10 @@ def _merge_into_twin(state: ScopeState, reflection: Entry, decision: MergeOutcom
     return MergeOutcome("merge", twin.id, restate.richer(twin.text, text)), twin
 
 
+def _refine(state: ScopeState, payload: dict, output: dict, ctx: StepContext) -> None:
+    refine.apply(state, payload, output, ctx)
+
+
 Handler = Callable[[ScopeState, dict, dict, StepContext], None]  # (state, payload, output, ctx)
 
 
@@ -353,4 +359,5 @@ SCOPE_TASKS: dict[TaskName, ScopeTask] = {
     TaskName.FEEDBACK: ScopeTask(requests.feedback_payload, _feedback),
     TaskName.TARGET: ScopeTask(requests.target_payload, _target),
     TaskName.PROMOTION: ScopeTask(requests.promotion_payload, _promotion),
+    TaskName.REFINE: ScopeTask(requests.refine_payload, _refine),
 }

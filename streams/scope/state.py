@@ -85,6 +85,10 @@ class ScopeState:
     # created again (streams/state/incarnations.py); every journal record carries it, so the journal's folds
     # tell a returning user's entries from the forgotten ones under the same deterministic ids.
     incarnation: int = 0
+    # Refinement (scope/refine.py): when the last pass ran, in event time, and the clusters answered since
+    # (cluster hash -> when), so an unchanged cluster is not asked again before its revisit time.
+    last_refine_at: datetime | None = None
+    refined: dict[str, str] = field(default_factory=dict)
     # Not state: the reflections a score-transition pass found nothing to do for (step._quiet_marks), at
     # this instant or at any later one. Entries are immutable, so the same object gives the same answer;
     # a step re-checks only what changed and what time alone can move.
@@ -119,7 +123,9 @@ class ScopeState:
             "last_usage_sweep_at": format_instant(self.last_usage_sweep_at), "applied": self.applied, "seq": self.seq,
             "queue": self.queue, "turns": self.turns,
             "done_facts": self.done_facts, "archived": self.archived, "entries_version": self.entries_version,
-        } | ({"incarnation": self.incarnation} if self.incarnation else {})
+        } | ({"incarnation": self.incarnation} if self.incarnation else {}) | (
+            {"last_refine_at": format_instant(self.last_refine_at), "refined": self.refined}
+            if self.last_refine_at else {})
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ScopeState:
@@ -139,6 +145,7 @@ class ScopeState:
             done_facts=list(d.get("done_facts", [])),
             archived=dict(d.get("archived", {})), entries_version=d.get("entries_version", 0),
             incarnation=d.get("incarnation", 0),
+            last_refine_at=parse_instant(d.get("last_refine_at")), refined=dict(d.get("refined", {})),
         )
 
     def next_id(self, prefix: str) -> str:

@@ -13,12 +13,14 @@ from credence.streams.llm.prompts import (
     merge_decision,
     negative_keyword_target,
     reflection_synthesis,
+    refine_cluster,
     stage1_extraction,
     stage2_classification,
     surfaced_feedback,
 )
 from credence.streams.llm.prompts.base import ALLOWED_KEYWORDS
 from credence.streams.llm.rules import extraction, feedback, matching, synthesis
+from credence.streams.llm.rules import refine as refine_rules
 
 # -- answers: the rules logic in each task's wire format ---------------------------------------
 
@@ -83,6 +85,12 @@ def _merge(inp: merge_decision.Input) -> dict:
     return {"action": d.action, "target_id": d.target_id or merge_decision.NO_TARGET, "text": d.text}
 
 
+def _refine(inp: refine_cluster.Input) -> dict:
+    actions = refine_rules.refine([Observation(id=e.id, text=e.text, score=e.score) for e in inp.entries])
+    return {"actions": [{"action": a.action, "source_ids": a.source_ids, "texts": a.texts, "reason": a.reason}
+                        for a in actions]}
+
+
 ANSWERS: dict[str, Callable[[Any], dict]] = {
     stage1_extraction.NAME: _stage1,
     stage2_classification.NAME: _stage2,
@@ -91,6 +99,7 @@ ANSWERS: dict[str, Callable[[Any], dict]] = {
     negative_keyword_target.NAME: _target,
     reflection_synthesis.NAME: _synthesis,
     merge_decision.NAME: _merge,
+    refine_cluster.NAME: _refine,
 }
 
 # Well-formed aliases no input of the tests reaches: they pass the static schema, not the call's enum.
@@ -118,6 +127,8 @@ UNKNOWN_ID: dict[str, Callable[[dict, Any], dict]] = {
     reflection_synthesis.NAME: lambda out, inp: {"reflections": [{"text": "x", "subject": "x",
                                                                   "source_fact_ids": [GHOST["F"]]}]},
     merge_decision.NAME: lambda out, inp: {"action": "merge", "target_id": GHOST["O"], "text": "x"},
+    refine_cluster.NAME: lambda out, inp: {"actions": [{"action": "discard", "source_ids": [GHOST["O"]],
+                                                        "texts": [], "reason": "x"}]},
 }
 
 
@@ -134,11 +145,12 @@ def expected_id_enums(module: ModuleType, inp: Any) -> list[list[str]]:
         negative_keyword_target.NAME: lambda: [ids(inp.observations)],
         reflection_synthesis.NAME: lambda: [ids(inp.facts)],
         merge_decision.NAME: lambda: [[merge_decision.NO_TARGET, *ids(inp.persona_entries)]],
+        refine_cluster.NAME: lambda: [ids(inp.entries)],
     }[module.NAME]()
 
 
 _VALUE_ENUMS = ({"positive", "negative"}, {"reinforce", "negate"}, {"confirm", "deny", "ignore"},
-                {"create", "merge", "reject"})
+                {"create", "merge", "reject"}, {"split", "merge", "modify", "discard"})
 
 
 def schema_problems(schema: Any, id_enums: list[list[str]]) -> list[str]:

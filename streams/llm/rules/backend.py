@@ -19,6 +19,7 @@ from credence.streams.llm.models import (
     MergeDecision,
     Observation,
     RebuttalTarget,
+    RefineAction,
     ReflectionDraft,
     Turn,
     fact_id,
@@ -26,6 +27,7 @@ from credence.streams.llm.models import (
 from credence.streams.llm.prompts import (
     candidate_rerank,
     negative_keyword_target,
+    refine_cluster,
     reflection_synthesis,
     stage1_extraction,
     stage2_classification,
@@ -36,6 +38,7 @@ from credence.streams.llm.prompts import (
 )
 from credence.streams.llm.prompts.base import fit_to_schema, static_schema
 from credence.streams.llm.rules import extraction, feedback, matching, synthesis
+from credence.streams.llm.rules import refine as refine_rules
 from credence.streams.llm.token_budget import CountTokens, approx_tokens, fit_rerank, fit_stage2
 
 log = logging.getLogger(__name__)
@@ -138,3 +141,8 @@ class RulesBackend(LLMBackend):
         self._count()
         decision = synthesis.merge_decision(reflection, persona_entries)
         return MergeDecision.model_validate(_wire(merge_prompt, decision.model_dump()))
+
+    async def refine(self, entries: Sequence[Observation]) -> list[RefineAction]:
+        self._count()
+        actions = [a.model_dump() for a in refine_rules.refine(entries)]
+        return [RefineAction.model_validate(a) for a in _wire(refine_cluster, {"actions": actions})["actions"]]

@@ -12,6 +12,7 @@ from credence.streams.llm.prompts import (
     merge_decision,
     negative_keyword_target,
     reflection_synthesis,
+    refine_cluster,
     stage1_extraction,
     stage2_classification,
     surfaced_feedback,
@@ -28,6 +29,7 @@ FINGERPRINTS = {
     ("negative_keyword_target", 3): "6e1814a63808dd5a",
     ("reflection_synthesis", 4): "bb3e635429f77717",
     ("merge_decision", 2): "29ccf62c9aa97d27",
+    ("refine_cluster", 1): "9f0f5926e1262c63",
 }
 
 
@@ -58,6 +60,7 @@ def calls(i: int) -> dict:
         "negative_keyword_target": negative_keyword_target.build([f"no {i}"], obs, f"ai {i}"),
         "reflection_synthesis": reflection_synthesis.build(facts, obs),
         "merge_decision": merge_decision.build(draft, obs),
+        "refine_cluster": refine_cluster.build(obs),
     }
 
 
@@ -210,6 +213,7 @@ def _answer(name: str, alias: str) -> dict:
         "negative_keyword_target": {"target_ids": [alias], "forget": False},
         "reflection_synthesis": {"reflections": [{"text": "x", "subject": "x", "source_fact_ids": [alias]}]},
         "merge_decision": {"action": "merge", "target_id": alias, "text": "x"},
+        "refine_cluster": {"actions": [{"action": "discard", "source_ids": [alias], "texts": [], "reason": "x"}]},
     }[name]
 
 

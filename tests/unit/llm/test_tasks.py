@@ -20,7 +20,8 @@ from credence.streams.scope.state import Request
 
 ROOT = Path(__file__).resolve().parents[3]
 # Stored in scope state (requests, request ids) and on credence.control/credence.facts: never renamed.
-WIRE_NAMES = {"stage1", "stage2", "synthesis", "feedback", "target", "promotion"}
+WIRE_NAMES = {"stage1", "stage2", "synthesis", "feedback", "target", "promotion",
+              "refine"}
 
 
 def test_task_names_are_the_strings_stored_records_carry():
@@ -97,6 +98,8 @@ PAYLOADS = {
     TaskName.TARGET: {"messages": ["no, not tea"], "observations": [OBS]},
     TaskName.PROMOTION: {"entry_id": "r9", "ticket": {"version": 1, "attempt": 1}, "personas": [OBS],
                          "reflection": {"text": "The user hates tea.", "subject": "tea", "source_fact_ids": ["f1"]}},
+    TaskName.REFINE: {"entries": [OBS, {"id": "r2", "text": "The user likes tea a lot.", "subject": "tea"}],
+                      "cluster": "c", "versions": {"r1": 1, "r2": 1}},
 }
 
 
