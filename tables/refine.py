@@ -17,6 +17,10 @@ parameter, ids derive from the inputs, and the evidence rules are these:
 - **modify** rewrites the text in place: id and counters kept.
 - **discard** archives the entry (never deletes it).
 
+The modification history is the entry's version history (tables.version_history, bounded by
+memory.version_history_max): a modify appends the text it replaced; a merge appends the survivor's old
+text and every other source's; each split piece inherits the source's history plus the source's text.
+
 Protected (character-card) entries never take part: they are left out of every cluster and refused here.
 """
 
@@ -30,14 +34,19 @@ from datetime import datetime
 from credence.config.memory import DEFAULT_MEMORY_SETTINGS, MemorySettings
 from credence.errors import DomainError
 from credence.tables.clock import as_utc
-from credence.tables.entries import Entry, changed
+from credence.tables.entries import Entry, changed, rewrite_text
 from credence.tables.lifecycle import archive, merge_evidence
+from credence.tables.version_history import Version, appended
 
 SPLIT = "split"
 MERGE = "merge"
 MODIFY = "modify"
 DISCARD = "discard"
 ACTIONS = (SPLIT, MERGE, MODIFY, DISCARD)
+# Version-history reasons (tables.version_history: readers show them as they are).
+REFINE_SPLIT = "refine_split"
+REFINE_MERGE = "refine_merge"
+REFINE_MODIFY = "refine_modify"
 
 
 def clusters(entries: Sequence[Entry], related: Callable[[Entry, Entry], bool], *, size_max: int,
@@ -114,16 +123,21 @@ def _refinable(entry: Entry) -> None:
         raise DomainError(f"{entry.id} is a protected character-card entry; refinement never touches it")
 
 
-def split(source: Entry, texts: Sequence[str], ids: Sequence[str], now: datetime) -> tuple[list[Entry], Entry]:
+def split(source: Entry, texts: Sequence[str], ids: Sequence[str], now: datetime, *,
+          settings: MemorySettings = DEFAULT_MEMORY_SETTINGS) -> tuple[list[Entry], Entry]:
     """The pieces (one per text, ids given) and the source archived. Each piece carries the source's
-    evidence whole (the split rule, above), its kind, status, subject, importance and sources; it is a new
-    meaning from ``now`` (valid_from), with no AI mentions of its own yet."""
+    evidence whole (the split rule, above), its kind, status, subject, importance and sources, and the
+    source's text in its history; it is a new meaning from ``now`` (valid_from), with no AI mentions of its
+    own yet."""
     _refinable(source)
     if len(texts) < 2 or len(texts) != len(ids) or len(set(ids)) != len(ids):
         raise DomainError(f"a split of {source.id} needs two texts or more, one distinct id each")
     now = as_utc(now)
+    history = appended(source.version_history, Version(source.text, now, REFINE_SPLIT),
+                       settings.version_history_max)
     pieces = [replace(source, id=i, text=t, version=1, updated_at=now, valid_from=now, invalidated_at=None,
-                      recent_mentions=(), suppressed_at=None, merged_from_ids=(), merged_into_id=None)
+                      recent_mentions=(), suppressed_at=None, merged_from_ids=(), merged_into_id=None,
+                      version_history=history)
               for i, t in zip(ids, texts)]
     return pieces, archive(source, now)
 
@@ -141,20 +155,26 @@ def merge(sources: Sequence[Entry], text: str, now: datetime, *,
         if s.scope != survivor.scope:
             raise DomainError(f"cannot merge {s.id} into {survivor.id}: evidence never crosses scopes")
     evidence, facts, merged_from = survivor.evidence, list(survivor.source_fact_ids), list(survivor.merged_from_ids)
+    history = survivor.version_history
+    text = (text or survivor.text).strip()
     for other in others:
         evidence = merge_evidence(evidence, other.evidence, now, settings=settings)
         facts += [f for f in other.source_fact_ids if f not in facts]
         merged_from += [other.id] if other.id not in merged_from else []
-    merged = changed(survivor, now, text=text or survivor.text, evidence=evidence, source_fact_ids=tuple(facts),
-                     merged_from_ids=tuple(merged_from), importance=max(s.importance for s in sources))
+        history = appended(history, Version(other.text, now, REFINE_MERGE), settings.version_history_max)
+    if text != survivor.text:
+        history = appended(history, Version(survivor.text, now, REFINE_MERGE), settings.version_history_max)
+    merged = changed(survivor, now, text=text, evidence=evidence, source_fact_ids=tuple(facts),
+                     merged_from_ids=tuple(merged_from), importance=max(s.importance for s in sources),
+                     version_history=history)
     gone = [replace(archive(o, now), merged_into_id=survivor.id) for o in others]
     return merged, gone
 
 
-def modify(entry: Entry, text: str, now: datetime) -> Entry:
-    """The text rewritten in place: id and every counter kept."""
+def modify(entry: Entry, text: str, now: datetime, *, settings: MemorySettings = DEFAULT_MEMORY_SETTINGS) -> Entry:
+    """The text rewritten in place: id and every counter kept, the old text in its version history."""
     _refinable(entry)
-    return changed(entry, now, text=text)
+    return rewrite_text(entry, text, now, reason=REFINE_MODIFY, settings=settings)
 
 
 def discard(entry: Entry, now: datetime) -> Entry:

@@ -10,6 +10,8 @@ event time, clusters of near-duplicate or overlapping live entries go to the ref
 - The request carries the cluster (its hash and each member's version): the answer is a result record on
   the log, so a replay applies the same decision without asking the model again, and a member that changed
   meanwhile is left alone. Split pieces take ids derived from the cluster and their place in the answer.
+- The modification history is the entry's version history (tables.version_history; tables.refine says
+  what each action appends), shown in `entries/{id}` and the browser.
 - Every applied action is journalled (pieces "created", rewrites "merged", sources "archived" with the
   cause refine_<action>); nothing is deleted.
 """
@@ -105,7 +107,7 @@ def _split(state: ScopeState, sources: list[Entry], texts: list[str], at: tuple[
         return False
     source, texts = sources[0], list(dict.fromkeys(texts))
     ids = [rules.piece_id(source, at[0], at[1], j) for j in range(len(texts))]
-    pieces, gone = rules.split(source, texts, ids, ctx.now)
+    pieces, gone = rules.split(source, texts, ids, ctx.now, settings=ctx.memory)
     for piece in pieces:
         ctx.put(state, piece, "created", f"refine_split:{source.id}")
     ctx.archive(state, gone, source, "refine_split")
@@ -131,7 +133,7 @@ def _modify(state: ScopeState, sources: list[Entry], texts: list[str], at: tuple
     if len(sources) != 1 or len(texts) != 1 or texts[0] == sources[0].text or not _admit(ctx, texts):
         ctx.refuse(TaskName.REFINE, "bad_modify", f"{[e.id for e in sources]}")
         return False
-    ctx.put(state, rules.modify(sources[0], texts[0], ctx.now), "merged", "refine_modify", sources[0])
+    ctx.put(state, rules.modify(sources[0], texts[0], ctx.now, settings=ctx.memory), "merged", "refine_modify", sources[0])
     return True
 
 

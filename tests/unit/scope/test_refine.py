@@ -61,8 +61,11 @@ def test_a_pass_splits_and_merges_by_the_rule_and_journals_every_change(driver_f
     pieces = sorted((e for e in live.values() if e.id.startswith("refined-")), key=lambda e: e.text)
     assert [p.text for p in pieces] == ["The user has a dog named Rex.", "The user loves hiking."]
     assert all(p.evidence == EV for p in pieces)  # the split rule: every piece carries the source's evidence
+    assert {v.text for p in pieces for v in p.version_history} == {"The user loves hiking and has a dog named Rex."}
     merged = live["p-fr"]  # persona survives a reflection; the richer text
     assert merged.text == "The user is learning French with a tutor." and merged.merged_from_ids == ("r-fr",)
+    assert [(v.text, v.reason) for v in merged.version_history] == [
+        ("The user is learning French with a tutor.", "refine_merge"), ("The user is learning French.", "refine_merge")]
     # the merge rule: lifetime tallies the larger (the sweep may have counted a day more since), each
     # counter the larger read-time side on its own curve
     assert merged.evidence.sub_zero_days >= 5 and merged.evidence.user_fact_reinforce_count == 3

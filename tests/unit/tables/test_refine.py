@@ -98,6 +98,7 @@ def test_a_split_loses_no_counter_and_merging_the_pieces_back_gives_the_source(e
         assert _read(p.evidence, at) == _read(source.evidence, at)
         assert (p.kind, p.status, p.importance, p.source_fact_ids) == (source.kind, source.status, 7, ("f1", "f2"))
         assert p.valid_from == T0 and p.version == 1
+        assert [(v.text, v.reason) for v in p.version_history] == [("The user likes tea.", "refine_split")]
     back, _ = refine.merge(pieces, "The user likes things.", T0 + timedelta(days=later))
     assert _read(back.evidence, at) == pytest.approx(_read(source.evidence, at))
     assert back.evidence.sub_zero_days == ev.sub_zero_days
@@ -132,6 +133,8 @@ def test_a_merge_keeps_every_counter_by_the_merge_rule_in_any_order(evs, later):
     assert merged.id == "p0" and merged.text == "The user likes tea a lot."
     assert merged.merged_from_ids == tuple(s.id for s in sources[1:])
     assert set(merged.source_fact_ids) == {f"f{i}" for i in range(len(evs))}
+    assert [(v.text, v.reason) for v in merged.version_history][-1] == ("The user likes tea.", "refine_merge")
+    assert len(merged.version_history) == min(len(evs), 5)  # every source's text, bounded
     assert [g.merged_into_id for g in gone] == ["p0"] * (len(evs) - 1)
     assert all(g.status == "archived" for g in gone)
     for order in permutations(sources[1:]):
@@ -143,6 +146,7 @@ def test_modify_keeps_id_and_counters_and_discard_archives():
     entry = _entry(1, ev)
     modified = refine.modify(entry, "The user likes green tea.", T0 + timedelta(hours=1))
     assert (modified.id, modified.evidence, modified.text) == (entry.id, ev, "The user likes green tea.")
+    assert [(v.text, v.reason) for v in modified.version_history] == [("The user likes tea.", "refine_modify")]
     gone = refine.discard(new_reflection("r1", S, "The user said something.", T0), T0)
     assert gone.status == "archived" and gone.archived_at == T0
 
