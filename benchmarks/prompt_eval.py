@@ -34,6 +34,7 @@ from credence.streams.llm.models import Fact, Observation, ReflectionDraft, Turn
 from credence.streams.llm.prompts import (  # noqa: E402
     merge_decision,
     negative_keyword_target,
+    refine_cluster,
     reflection_synthesis,
     stage1_extraction,
     stage2_classification,
@@ -121,6 +122,17 @@ async def merge(backend: LLMBackend, case: dict) -> bool:
     return got.action != "merge" or got.target_id == personas[want["target"]].id
 
 
+async def refine(backend: LLMBackend, case: dict) -> bool:
+    """The actions (kind and sources) are the labelled ones; a split says two things or more."""
+    entries = _observations([[text, "", score] for text, score in case["entries"]], "entry")
+    position = {e.id: i for i, e in enumerate(entries)}
+    got = await backend.refine(entries)
+    if any(a.action == "split" and len(a.texts) < 2 for a in got):
+        return False
+    said = sorted((a.action, sorted(position[i] for i in a.source_ids)) for a in got)
+    return said == sorted((w["action"], sorted(w["sources"])) for w in case["expect"])
+
+
 @dataclass(frozen=True)
 class Task:
     name: str
@@ -136,6 +148,7 @@ TASKS = (
     Task("target", "target.jsonl", target, negative_keyword_target),
     Task("synthesis", "synthesis.jsonl", synthesis, reflection_synthesis),
     Task("merge", "merge.jsonl", merge, merge_decision),
+    Task("refine", "refine.jsonl", refine, refine_cluster),
 )
 
 
