@@ -52,7 +52,7 @@ def clusters(state: ScopeState, ctx: StepContext) -> list[list[Entry]]:
 
 def due(state: ScopeState, now: datetime, ctx: StepContext) -> bool:
     """Every refine_cron_interval_seconds of event time, the first one interval after the scope's first
-    step with the switch on."""
+    step (switch on or off: a scope that has waited longer runs its pass when the switch comes on)."""
     if state.last_refine_at is None:
         state.last_refine_at = now
         return False
@@ -62,7 +62,7 @@ def due(state: ScopeState, now: datetime, ctx: StepContext) -> bool:
 def ask(state: ScopeState, ctx: StepContext) -> None:
     """A refine pass when one is due: up to refine_clusters_per_pass clusters not answered within their
     revisit time (never answered first), one request each."""
-    if not ctx.powerful or state.pending_tasks(TaskName.REFINE) or not due(state, ctx.now, ctx):
+    if not due(state, ctx.now, ctx) or not ctx.powerful or state.pending_tasks(TaskName.REFINE):
         return
     state.last_refine_at = ctx.now
     revisit = timedelta(days=ctx.memory.refine_revisit_after_days)

@@ -21,19 +21,26 @@ _CONJUNCTION = re.compile(r"^(The user) (\S.*?),? and (\w+) (\S.*?)[.!]?$")
 # Verbs that open a statement of their own after "and" ("... and has a dog"), not a second object
 # ("... loves hiking and camping").
 _VERBS = frozenset({
-    "has", "have", "is", "was", "lives", "works", "loves", "likes", "enjoys", "hates", "dislikes", "owns",
+    "has", "is", "was", "lives", "works", "loves", "likes", "enjoys", "hates", "dislikes", "owns",
     "plays", "speaks", "studies", "drinks", "eats", "prefers", "wants", "visits", "reads", "writes",
     "runs", "cooks", "teaches", "learns", "grew", "moved", "goes", "keeps", "uses", "rides", "watches",
 })
+# The base form a restated first-person clause keeps ("... and have a dog"), said of the user.
+_THIRD_PERSON = {"have": "has", "am": "is", "do": "does", "go": "goes", "study": "studies", "watch": "watches"} | {
+    v[:-1]: v for v in ("lives", "works", "loves", "likes", "enjoys", "hates", "owns", "plays", "speaks", "drinks",
+                        "eats", "prefers", "wants", "visits", "reads", "writes", "runs", "cooks", "keeps",
+                        "uses", "rides")}
 
 
 def split_statement(text: str) -> list[str]:
     """The two statements a conjunction joins, each readable alone; [] when it is one statement."""
     m = _CONJUNCTION.match(text.strip())
-    if m is None or m.group(3).lower() not in _VERBS:
+    verb = m.group(3).lower() if m else ""
+    verb = _THIRD_PERSON.get(verb, verb)
+    if m is None or verb not in _VERBS:
         return []
     first = f"{m.group(1)} {m.group(2)}."
-    second = f"{m.group(1)} {m.group(3)} {m.group(4)}."
+    second = f"{m.group(1)} {verb} {m.group(4)}."
     if not all(is_self_contained(t)[0] for t in (first, second)):
         return []
     return [first, second]
