@@ -32,6 +32,10 @@ from credence.tables.clock import format_instant, parse_instant
 from credence.tables.entries import Entry
 from credence.tables.statement import is_self_contained
 
+# Answered clusters remembered (the newest): the control value stays small however long a scope lives; a
+# cluster forgotten early is only asked again.
+REFINED_MAX = 256
+
 
 def pool(state: ScopeState) -> list[Entry]:
     """Live, unprotected entries that no promotion in flight is deciding."""
@@ -66,7 +70,9 @@ def ask(state: ScopeState, ctx: StepContext) -> None:
         return
     state.last_refine_at = ctx.now
     revisit = timedelta(days=ctx.memory.refine_revisit_after_days)
-    state.refined = {k: at for k, at in state.refined.items() if ctx.now - parse_instant(at) < revisit}
+    recent = sorted(((at, k) for k, at in state.refined.items() if ctx.now - parse_instant(at) < revisit),
+                    reverse=True)[:REFINED_MAX]
+    state.refined = {k: at for at, k in sorted(recent)}
     fresh = [c for c in clusters(state, ctx) if rules.cluster_hash(e.id for e in c) not in state.refined]
     for cluster in fresh[: ctx.memory.refine_clusters_per_pass]:
         ctx.request(state, TaskName.REFINE, refine_payload(state, cluster, ctx))

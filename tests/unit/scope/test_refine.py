@@ -13,6 +13,7 @@ import pytest
 from credence.streams.llm.tasks import TaskName
 from credence.streams.scope import refine
 from credence.streams.scope.context import StepContext
+from credence.tables.clock import format_instant
 from credence.tables.entries import new_persona_entry, new_reflection
 from credence.tables.evidence import Evidence, effective_disputation, effective_reinforcement
 from credence.tables.scope import Scope
@@ -146,3 +147,14 @@ def test_clusters_are_deterministic_and_leave_out_protected_entries(driver_facto
     assert got == [["p-fr", "r-fr"], ["p-mix", "p-rex"]]
     d.state.entries = dict(reversed(list(d.state.entries.items())))
     assert [[e.id for e in c] for c in refine.clusters(d.state, ctx)] == got
+
+
+def test_an_overdue_pass_runs_when_the_switch_comes_on_and_the_answered_set_stays_bounded(driver_factory):
+    d = _driver(driver_factory, powerful=False, auto=False)
+    d.state.refined = {f"h{i:04d}": format_instant(T0 - timedelta(minutes=i)) for i in range(300)}
+    d.tick(T0 + timedelta(days=3))
+    assert d.requests_of(TaskName.REFINE) == []  # off: no pass, however overdue
+    d.powerful = True
+    d.tick(T0 + timedelta(days=3, minutes=1))
+    assert len(d.requests_of(TaskName.REFINE)) == 2
+    assert len(d.state.refined) == refine.REFINED_MAX and "h0000" in d.state.refined  # the newest kept
