@@ -31,6 +31,7 @@ async def _all_tasks(backend, turns, observations):
             ReflectionDraft(text="The user owns a boat.", subject="boat", source_fact_ids=[facts[0].id]),
             observations,
         ),
+        "refine": await backend.refine(observations),
     }
 
 
@@ -54,8 +55,8 @@ def test_every_task_matches_the_rules_answer_and_passes_the_checks(
     expected = asyncio.run(_all_tasks(RulesBackend(), fifty_turns[:10], observations))
     assert results == expected
     assert server.violations == []
-    assert server.outcomes() == {"ok": 8}
-    assert (stats.calls, stats.retries, stats.failures, stats.unknown_ids) == (8, 0, 0, 0)
+    assert server.outcomes() == {"ok": 9}
+    assert (stats.calls, stats.retries, stats.failures, stats.unknown_ids) == (9, 0, 0, 0)
     assert stats.prompt_tokens > 0 and stats.completion_tokens > 0
 
 
@@ -77,7 +78,8 @@ def test_api_key_and_a_wrong_model_are_refused_without_retrying(openai_server_fa
     assert "other-model" in server.violations[0]
 
 
-@pytest.mark.parametrize("task", ["stage1", "stage2", "rerank", "feedback", "target", "synthesis", "merge"])
+@pytest.mark.parametrize("task", ["stage1", "stage2", "rerank", "feedback", "target", "synthesis", "merge",
+                                  "refine"])
 def test_output_naming_an_unknown_id_is_dropped_and_the_rest_used(
     openai_server_factory, llm_settings_factory, fifty_turns, observations, task
 ):
@@ -97,6 +99,7 @@ def test_output_naming_an_unknown_id_is_dropped_and_the_rest_used(
             "target": lambda b: b.target_check(["no"], observations),
             "synthesis": lambda b: b.synthesize(known),
             "merge": lambda b: b.merge_decision(draft, observations),
+            "refine": lambda b: b.refine(observations),
         }
         try:
             return await calls[task](backend), await calls[task](rules), backend.stats
@@ -104,7 +107,7 @@ def test_output_naming_an_unknown_id_is_dropped_and_the_rest_used(
             await backend.aclose()
 
     got, answer, stats = asyncio.run(go())
-    ghost_only = {"rerank": [], "target": RebuttalTarget(ids=[]), "synthesis": []}  # the server's whole answer was the ghost
+    ghost_only = {"rerank": [], "target": RebuttalTarget(ids=[]), "synthesis": [], "refine": []}  # the server's whole answer was the ghost
     if task == "merge":
         assert (got.action, got.target_id) == ("reject", None)  # a merge into nothing offered keeps the reflection
     else:

@@ -17,6 +17,7 @@ from credence.streams.llm.prompts import (
     candidate_rerank,
     merge_decision,
     negative_keyword_target,
+    refine_cluster,
     reflection_synthesis,
     stage1_extraction,
     stage2_classification,
@@ -61,6 +62,7 @@ CALLS = {
                               st.builds(lambda t, s, sc: ReflectionDraft(text=t, subject=s, source_fact_ids=[],
                                                                          score=sc), _utterance, _subject, _score),
                               _observations | st.just([])),
+    refine_cluster: st.builds(refine_cluster.build, _observations),
 }
 
 
