@@ -158,3 +158,15 @@ def test_an_overdue_pass_runs_when_the_switch_comes_on_and_the_answered_set_stay
     d.tick(T0 + timedelta(days=3, minutes=1))
     assert len(d.requests_of(TaskName.REFINE)) == 2
     assert len(d.state.refined) == refine.REFINED_MAX and "h0000" in d.state.refined  # the newest kept
+
+
+def test_a_refine_call_that_keeps_failing_is_dead_lettered_and_the_scope_moves_on(driver_factory):
+    d = _driver(driver_factory, auto=False)
+    d.tick(LATER)
+    req = [r for r in d.outbox if r.task == TaskName.REFINE][0]
+    for _ in range(d.pipeline.max_request_failures):
+        d.fail(req, "HTTP 422 refused")
+    assert req.id not in d.state.requests
+    [dlq] = [e.record for e in d.emits if e.topic == "dlq"]
+    assert "refine request failed" in dlq["reason"] and "HTTP 422 refused" in dlq["reason"]
+    assert req.payload["cluster"] not in d.state.refined  # not answered: asked again in a later pass
