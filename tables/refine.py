@@ -50,13 +50,16 @@ REFINE_MODIFY = "refine_modify"
 
 
 def clusters(entries: Sequence[Entry], related: Callable[[Entry, Entry], bool], *, size_max: int,
-             keys: Callable[[Entry], Iterable[str]] | None = None) -> list[list[Entry]]:
+             keys: Callable[[Entry], Iterable[str]] | None = None, share: float = 0.0) -> list[list[Entry]]:
     """Connected components of ``related`` among ``entries`` with two members or more, each cut to the
     ``size_max`` members with the most relations inside it (then by id), members ordered by id and the
     clusters by their first member's id: the same entries give the same clusters in any order.
 
-    ``keys`` (optional) names what two related entries must share (e.g. content stems): only pairs that
-    share a key are compared, so a scope of thousands of entries is not compared pair by pair."""
+    ``keys`` (optional) are what two related entries must share, at least a ``share`` of the smaller
+    side's keys (content stems: the restatement rule's Jaccard threshold, or 0 for "one"). Then only
+    candidate pairs are compared (prefix filtering: each entry probes with its rarest keys, enough that a
+    pair sharing that much always meets in one), so a scope of thousands of entries is not compared pair
+    by pair."""
     ordered = sorted(entries, key=lambda e: e.id)
     parent = {e.id: e.id for e in ordered}
     degree = dict.fromkeys(parent, 0)
@@ -67,7 +70,7 @@ def clusters(entries: Sequence[Entry], related: Callable[[Entry, Entry], bool], 
             i = parent[i]
         return i
 
-    for a, b in _candidate_pairs(ordered, keys):
+    for a, b in _candidate_pairs(ordered, keys, share):
         if related(a, b):
             degree[a.id] += 1
             degree[b.id] += 1
@@ -86,23 +89,29 @@ def clusters(entries: Sequence[Entry], related: Callable[[Entry, Entry], bool], 
     return sorted(out, key=lambda c: c[0].id)
 
 
-def _candidate_pairs(ordered: list[Entry], keys: Callable[[Entry], Iterable[str]] | None):
+def _candidate_pairs(ordered: list[Entry], keys: Callable[[Entry], Iterable[str]] | None, share: float):
     if keys is None:
         for i, a in enumerate(ordered):
             for b in ordered[i + 1:]:
                 yield a, b
         return
+    sets = [frozenset(keys(e)) for e in ordered]
     index: dict[str, list[int]] = {}
-    for i, e in enumerate(ordered):
-        for k in set(keys(e)):
+    for i, ks in enumerate(sets):
+        for k in ks:
             index.setdefault(k, []).append(i)
     seen: set[tuple[int, int]] = set()
-    for positions in index.values():
-        for n, i in enumerate(positions):
-            for j in positions[n + 1:]:
-                if (i, j) not in seen:
-                    seen.add((i, j))
-                    yield ordered[i], ordered[j]
+    for i, ks in enumerate(sets):
+        # Two sets sharing at least `share` of the smaller one's keys (at least one key): the smaller set
+        # misses at most floor(n * (1 - share)) of its keys in the other, so its rarest that-many-plus-one
+        # keys hold a shared one. Probing with them finds every such pair from its smaller side.
+        rare = sorted(ks, key=lambda k: (len(index[k]), k))
+        for k in rare[:int(len(rare) * (1 - share) + 1e-9) + 1]:
+            for j in index[k]:
+                pair = (min(i, j), max(i, j))
+                if i != j and pair not in seen:
+                    seen.add(pair)
+                    yield ordered[pair[0]], ordered[pair[1]]
 
 
 def cluster_hash(ids: Iterable[str]) -> str:

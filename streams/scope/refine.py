@@ -51,7 +51,10 @@ def _keys(entry: Entry) -> frozenset[str]:
 def clusters(state: ScopeState, ctx: StepContext) -> list[list[Entry]]:
     """The scope's clusters of near-duplicate or overlapping live entries, deterministic in the entries."""
     related = lambda a, b: restate.same_statement(a.text, b.text, ctx.memory)  # noqa: E731
-    return rules.clusters(pool(state), related, size_max=ctx.memory.refine_cluster_size_max, keys=_keys)
+    # Two restatements share all of the smaller side's stems (containment) or a Jaccard share of the
+    # union, which is at least that share of the smaller side: the least of the two bounds the probe.
+    return rules.clusters(pool(state), related, size_max=ctx.memory.refine_cluster_size_max, keys=_keys,
+                          share=ctx.memory.restatement_jaccard)
 
 
 def due(state: ScopeState, now: datetime, ctx: StepContext) -> bool:

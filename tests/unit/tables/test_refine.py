@@ -17,6 +17,7 @@ from credence.tables.entries import new_persona_entry, new_reflection
 from credence.tables.evidence import Evidence, effective_disputation, effective_reinforcement
 from credence.tables.lifecycle import merge_evidence
 from credence.tables.scope import Scope
+from credence.tables.statement import overlap
 
 T0 = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 S = Scope("acme", "u1", "aria")
@@ -64,6 +65,24 @@ def test_clusters_are_the_same_whatever_the_order_and_keys_only_prune_pairs(ids,
     assert all(2 <= len(c) <= size_max for c in first)
     members = [e.id for c in first for e in c]
     assert len(members) == len(set(members))  # disjoint
+
+
+_WORDS = st.frozensets(st.sampled_from("abcdefgh"), min_size=1, max_size=5)
+
+
+@examples(max_examples=60, deadline=None)
+@given(st.lists(_WORDS, max_size=12), st.sampled_from([0.3, 0.5, 0.6, 0.75, 1.0]))
+def test_probing_by_rare_keys_finds_every_pair_that_shares_enough(words, share):
+    """The restatement rule's shape: Jaccard at or above `share`, or one side inside the other."""
+    entries = [_entry(i, text=" ".join(sorted(w))) for i, w in enumerate(words)]
+    stems = {e.id: frozenset(e.text.split()) for e in entries}
+
+    def related(a, b):
+        j, contained = overlap(stems[a.id], stems[b.id])
+        return j >= share or contained >= 1.0
+
+    brute = refine.clusters(entries, related, size_max=6)
+    assert refine.clusters(entries, related, size_max=6, keys=lambda e: stems[e.id], share=share) == brute
 
 
 def test_a_lone_entry_is_no_cluster_and_a_big_one_is_cut_to_its_best_connected_members():
