@@ -7,6 +7,8 @@ event time, clusters of near-duplicate or overlapping live entries go to the ref
 - Clusters are the restatement rule `memory dedupe` and synthesis use (restate.same_statement: the
   predicate kind and content stems, Jaccard or containment), over live, unprotected entries no promotion is
   deciding; protected card entries are never in a cluster and never touched.
+- A refine request holds the scope like every evidence request (ScopeState.blocked): inputs arriving
+  meanwhile wait in the state, so the answer is applied to the entries as they were asked about.
 - The request carries the cluster (its hash and each member's version): the answer is a result record on
   the log, so a replay applies the same decision without asking the model again, and a member that changed
   meanwhile is left alone. Split pieces take ids derived from the cluster and their place in the answer.
