@@ -35,6 +35,7 @@ from credence.streams.llm.prompts import (  # noqa: E402
     correction,
     merge_decision,
     negative_keyword_target,
+    refine_cluster,
     reflection_synthesis,
     stage1_extraction,
     stage2_classification,
@@ -131,6 +132,17 @@ async def correct(backend: LLMBackend, case: dict) -> bool:
     return [(d.id, d.action) for d in got] == [(item.id, case["expect"])]
 
 
+async def refine(backend: LLMBackend, case: dict) -> bool:
+    """The actions (kind and sources) are the labelled ones; a split says two things or more."""
+    entries = _observations([[text, "", score] for text, score in case["entries"]], "entry")
+    position = {e.id: i for i, e in enumerate(entries)}
+    got = await backend.refine(entries)
+    if any(a.action == "split" and len(a.texts) < 2 for a in got):
+        return False
+    said = sorted((a.action, sorted(position[i] for i in a.source_ids)) for a in got)
+    return said == sorted((w["action"], sorted(w["sources"])) for w in case["expect"])
+
+
 @dataclass(frozen=True)
 class Task:
     name: str
@@ -148,6 +160,7 @@ TASKS = (
     Task("merge", "merge.jsonl", merge, merge_decision),
     # -- correction work (issue 32 item 1) --
     Task("correction", "correction.jsonl", correct, correction),
+    Task("refine", "refine.jsonl", refine, refine_cluster),
 )
 
 

@@ -146,6 +146,16 @@ class MemorySettings(BaseModel):
         default_factory=lambda: {k: list(v) for k, v in DEFAULT_ASSENT_WORDS.items()}
     )
 
+    # Refinement loops (the seed: active with powerful memory on; the origin's MEMORY_REFINE_* numbers,
+    # NEKO_LOOPS.md §2): every refine_cron_interval_seconds of a scope's event time, at most
+    # refine_clusters_per_pass clusters of near-duplicate live entries (of at most refine_cluster_size_max
+    # members) go to the refine task; a cluster already answered is asked again only when its membership
+    # changes or refine_revisit_after_days have passed.
+    refine_cron_interval_seconds: float = Field(default=1800.0, gt=0)
+    refine_clusters_per_pass: int = Field(default=3, ge=0)
+    refine_cluster_size_max: int = Field(default=6, ge=2)
+    refine_revisit_after_days: float = Field(default=30.0, ge=0)
+
     # The calendar day of the sub-zero tally is counted in this zone (per tenant when listed).
     time_zone: str = "UTC"
     tenant_time_zones: dict[str, str] = {}

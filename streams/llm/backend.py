@@ -15,6 +15,7 @@ from credence.streams.llm.models import (
     MergeDecision,
     Observation,
     RebuttalTarget,
+    RefineAction,
     ReflectionDraft,
     Turn,
 )
@@ -96,6 +97,11 @@ class LLMBackend(abc.ABC):
     async def correct(self, items: Sequence[CorrectionItem]) -> list[CorrectionDecision]:
         """For each queued correction: merge, keep_new, keep_old or keep_both; an item left out stays
         queued."""
+
+    @abc.abstractmethod
+    async def refine(self, entries: Sequence[Observation]) -> list[RefineAction]:
+        """A cluster of closely related entries (with evidence scores): the split / merge / modify /
+        discard actions it needs, none when it is fine as it is."""
 
     async def aclose(self) -> None:
         """Release connections; the default holds none."""

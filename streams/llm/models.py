@@ -15,6 +15,7 @@ MergeAction = Literal["create", "merge", "reject"]
 # The correction task's choices (NEKO_LOOPS.md §1.4): fuse, the new replaces the old, the old stands, or
 # both stand (a similar topic, no contradiction).
 CorrectionAction = Literal["merge", "keep_new", "keep_old", "keep_both"]
+RefineKind = Literal["split", "merge", "modify", "discard"]
 
 
 class _Record(BaseModel):
@@ -95,6 +96,17 @@ class CorrectionDecision(_Record):
     id: str
     action: CorrectionAction
     text: str = ""  # the fused sentence of a merge
+
+
+class RefineAction(_Record):
+    """One action of a refine answer over a cluster of entries (ids are the entries' real ids): split one
+    source into texts (two or more), merge sources (two or more) into texts[0], modify one source's text
+    to texts[0], discard one source; reason says why (kept in the journal's cause)."""
+
+    action: RefineKind
+    source_ids: list[str]
+    texts: list[str] = []
+    reason: str = ""
 
 
 def fact_id(source_turn_ids: list[str], subject: str, polarity: str, text: str) -> str:

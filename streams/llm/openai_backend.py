@@ -41,6 +41,7 @@ from credence.streams.llm.models import (
     MergeDecision,
     Observation,
     RebuttalTarget,
+    RefineAction,
     ReflectionDraft,
     Turn,
 )
@@ -55,6 +56,7 @@ from credence.streams.llm.prompts import (
     candidate_rerank,
     merge_decision,
     negative_keyword_target,
+    refine_cluster,
     reflection_synthesis,
     stage1_extraction,
     stage2_classification,
@@ -311,6 +313,11 @@ class OpenAIBackend(LLMBackend):
         if not items:
             return []
         return await self._call(correction_prompt, correction_prompt.build(items))
+
+    async def refine(self, entries: Sequence[Observation]) -> list[RefineAction]:
+        if len(entries) < 2:
+            return []
+        return await self._call(refine_cluster, refine_cluster.build(entries))
 
 
 # The traced call's own counts (tokens in, out, retries), while tracing is on: the span reports them.

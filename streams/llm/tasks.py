@@ -32,6 +32,7 @@ from credence.streams.llm.models import (
     FeedbackDecision,
     MergeDecision,
     Observation,
+    RefineAction,
     ReflectionDraft,
     Turn,
 )
@@ -40,6 +41,7 @@ from credence.streams.llm.prompts import (
     correction,
     merge_decision,
     negative_keyword_target,
+    refine_cluster,
     reflection_synthesis,
     stage1_extraction,
     stage2_classification,
@@ -59,6 +61,7 @@ class TaskName(StrEnum):
     PROMOTION = "promotion"
     # -- correction work (issue 32 item 1) --
     CORRECTION = "correction"
+    REFINE = "refine"
 
 
 # Re-orders Stage-2 candidates (e.g. by embedding similarity) before the token caps cut the list.
@@ -106,6 +109,10 @@ class CorrectionPayload(_Payload):
     corrections: list[CorrectionItem]
 
 
+class RefinePayload(_Payload):
+    entries: list[Observation]  # one cluster; its hash and member versions ride along for the handler
+
+
 # What a task answers: its dump is the result record's "output", which the scope's handler reads. The keys
 # are on credence.control/credence.facts and in speculative answers saved in scope state: they stay as they are.
 class _Output(BaseModel):
@@ -140,6 +147,10 @@ class PromotionOutput(_Output):
 # -- correction work (issue 32 item 1) --
 class CorrectionOutput(_Output):
     decisions: list[CorrectionDecision]
+
+
+class RefineOutput(_Output):
+    actions: list[RefineAction]
 
 
 async def _stage1(backend: LLMBackend, p: Stage1Payload, rank: Rank | None) -> Stage1Output:
@@ -179,6 +190,10 @@ async def _correction(backend: LLMBackend, p: CorrectionPayload, rank: Rank | No
     return CorrectionOutput(decisions=await backend.correct(p.corrections))
 
 
+async def _refine(backend: LLMBackend, p: RefinePayload, rank: Rank | None) -> RefineOutput:
+    return RefineOutput(actions=await backend.refine(p.entries))
+
+
 @dataclass(frozen=True)
 class Task:
     name: TaskName
@@ -204,4 +219,5 @@ TASKS: dict[TaskName, Task] = {t.name: t for t in (
     Task(TaskName.PROMOTION, PromotionPayload, (merge_decision,), _promotion, PromotionOutput),
     # -- correction work (issue 32 item 1) --
     Task(TaskName.CORRECTION, CorrectionPayload, (correction,), _correction, CorrectionOutput),
+    Task(TaskName.REFINE, RefinePayload, (refine_cluster,), _refine, RefineOutput),
 )}

@@ -22,7 +22,7 @@ from credence.tables.lifecycle import archive, merge_into_persona
 _LIVE = {"persona": ("active",), "reflection": ("pending", "confirmed", "promote_blocked")}
 
 
-def _rank(entry: Entry, now: datetime, settings: MemorySettings) -> tuple:
+def survivor_rank(entry: Entry, now: datetime, settings: MemorySettings) -> tuple:
     """Who survives a pair: protected first, then persona over reflection, better evidence, older, id."""
     score = entry.score(now, settings=settings)
     return (not entry.protected, entry.kind != "persona", -score if score != float("inf") else float("-inf"),
@@ -31,7 +31,7 @@ def _rank(entry: Entry, now: datetime, settings: MemorySettings) -> tuple:
 
 def duplicate_pairs(entries: list[Entry], now: datetime, settings: MemorySettings) -> list[tuple[Entry, Entry]]:
     """(survivor, duplicate) pairs among the live entries; each duplicate once, never a protected one."""
-    live = sorted((e for e in entries if e.status in _LIVE.get(e.kind, ())), key=lambda e: _rank(e, now, settings))
+    live = sorted((e for e in entries if e.status in _LIVE.get(e.kind, ())), key=lambda e: survivor_rank(e, now, settings))
     pairs, gone = [], set()
     for i, keep in enumerate(live):
         if keep.id in gone:

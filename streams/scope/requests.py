@@ -14,6 +14,7 @@ from credence.streams.scope.state import ScopeState
 from credence.tables.entries import Entry
 from credence.tables.lifecycle import PromotionTicket
 from credence.tables.mentions import is_suppressed
+from credence.tables.refine import cluster_hash
 from credence.tables.tokens import approximate_tokens
 
 # A promote_blocked reflection is still a confirmed observation: it keeps collecting evidence.
@@ -170,3 +171,10 @@ def correction_payload(state: ScopeState, ctx: StepContext) -> dict:
                       "new_text": new.text if new is not None else item.get("draft", {}).get("text", ""),
                       "new_score": scored(new, ctx)["score"] if new is not None else None})
     return {"corrections": items}
+
+
+def refine_payload(state: ScopeState, cluster: list[Entry], ctx: StepContext) -> dict:
+    """One cluster for the refine task, with evidence scores; its hash and each member's version ride along
+    for the handler (applied only to members still as asked, scope/refine.py)."""
+    return {"entries": [scored(e, ctx) for e in cluster], "cluster": cluster_hash(e.id for e in cluster),
+            "versions": {e.id: e.version for e in cluster}}

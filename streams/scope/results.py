@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from credence.streams.llm.tasks import TaskName
-from credence.streams.scope import corrections, quiet, requests, restate
+from credence.streams.scope import corrections, quiet, refine, requests, restate
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import reflection_id
 from credence.streams.scope.state import ScopeState
@@ -30,7 +30,7 @@ from credence.tables.version_history import PROMOTION_MERGE
 
 FORGET_REQUEST = "forget_request"  # the journal cause of what a user's forget request took out (":<turn id>")
 # Decisions the powerful-memory switch turns off: their results are dropped once it is off.
-SWITCHED_TASKS = (TaskName.STAGE2, TaskName.PROMOTION, TaskName.CORRECTION)
+SWITCHED_TASKS = (TaskName.STAGE2, TaskName.PROMOTION, TaskName.CORRECTION, TaskName.REFINE)
 
 
 def apply(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
@@ -132,6 +132,8 @@ def drop_switched_off(state: ScopeState, req, ctx: StepContext) -> None:
     ctx.log.append(f"{req.task} request {req.id} dropped: powerful memory is off")
     if req.task == TaskName.CORRECTION:
         return  # its items stay queued: decided once the switch is back on (the origin's queue does too)
+    if req.task == TaskName.REFINE:
+        return  # nothing was changed for it: the cluster is asked again in a pass with the switch on
     if req.task == TaskName.STAGE2:
         skipped = []
         for fact in req.payload["facts"]:
@@ -355,6 +357,10 @@ def _correction(state: ScopeState, payload: dict, output: dict, ctx: StepContext
     corrections.handle(state, payload, output, ctx)  # correction work lives in its own module
 
 
+def _refine(state: ScopeState, payload: dict, output: dict, ctx: StepContext) -> None:
+    refine.apply(state, payload, output, ctx)
+
+
 Handler = Callable[[ScopeState, dict, dict, StepContext], None]  # (state, payload, output, ctx)
 
 
@@ -376,4 +382,5 @@ SCOPE_TASKS: dict[TaskName, ScopeTask] = {
     TaskName.PROMOTION: ScopeTask(requests.promotion_payload, _promotion),
     # -- correction work (issue 32 item 1) --
     TaskName.CORRECTION: ScopeTask(requests.correction_payload, _correction),
+    TaskName.REFINE: ScopeTask(requests.refine_payload, _refine),
 }

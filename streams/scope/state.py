@@ -88,6 +88,10 @@ class ScopeState:
     # Correction work (streams/scope/corrections.py): promotions queued against the entry they correct,
     # oldest first: {"id", "target_id", "reflection_id", "asked"}.
     corrections: list[dict] = field(default_factory=list)
+    # Refinement (scope/refine.py): when the last pass ran, in event time, and the clusters answered since
+    # (cluster hash -> when), so an unchanged cluster is not asked again before its revisit time.
+    last_refine_at: datetime | None = None
+    refined: dict[str, str] = field(default_factory=dict)
     # Not state: the reflections a score-transition pass found nothing to do for (step._quiet_marks), at
     # this instant or at any later one. Entries are immutable, so the same object gives the same answer;
     # a step re-checks only what changed and what time alone can move.
@@ -123,7 +127,9 @@ class ScopeState:
             "queue": self.queue, "turns": self.turns,
             "done_facts": self.done_facts, "archived": self.archived, "entries_version": self.entries_version,
         } | ({"incarnation": self.incarnation} if self.incarnation else {}) | (
-            {"corrections": self.corrections} if self.corrections else {})
+            {"corrections": self.corrections} if self.corrections else {}) | (
+            {"last_refine_at": format_instant(self.last_refine_at), "refined": self.refined}
+            if self.last_refine_at else {})
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ScopeState:
@@ -144,6 +150,7 @@ class ScopeState:
             archived=dict(d.get("archived", {})), entries_version=d.get("entries_version", 0),
             incarnation=d.get("incarnation", 0),
             corrections=[dict(c) for c in d.get("corrections", [])],
+            last_refine_at=parse_instant(d.get("last_refine_at")), refined=dict(d.get("refined", {})),
         )
 
     def next_id(self, prefix: str) -> str:

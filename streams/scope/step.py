@@ -20,7 +20,7 @@ import heapq
 from datetime import datetime, timedelta
 
 from credence.streams.llm.tasks import TaskName
-from credence.streams.scope import corrections, dedupe, quiet, results, speculation, usage
+from credence.streams.scope import corrections, dedupe, quiet, refine, results, speculation, usage
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import (
     AI_TEXT_CHARS,
@@ -329,8 +329,11 @@ def _settle(state: ScopeState, ctx: StepContext, flush: bool = False) -> None:
     pending = [f["fact"] for f in state.facts.values() if f["synthesis"] == "pending"]
     if len(pending) >= ctx.pipeline.synthesis_min_facts or (pending and flush):
         ctx.request(state, TaskName.SYNTHESIS, synthesis_payload(state, ctx, pending[:SYNTHESIS_MAX_FACTS]))
-    elif corrections.waiting(state, ctx):
+        return
+    if corrections.waiting(state, ctx):
         ctx.request(state, TaskName.CORRECTION, correction_payload(state, ctx))
+        return
+    refine.ask(state, ctx)  # the refinement loop, when its cadence is due and the scope is otherwise settled
 
 
 def _score_transitions(state: ScopeState, ctx: StepContext) -> None:

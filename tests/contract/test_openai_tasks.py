@@ -33,6 +33,7 @@ async def _all_tasks(backend, turns, observations):
         ),
         # -- correction work (issue 32 item 1) --
         "correct": await backend.correct(_corrections(observations)),
+        "refine": await backend.refine(observations),
     }
 
 
@@ -62,7 +63,7 @@ def test_every_task_matches_the_rules_answer_and_passes_the_checks(
     expected = asyncio.run(_all_tasks(RulesBackend(), fifty_turns[:10], observations))
     assert results == expected
     assert server.violations == []
-    assert server.outcomes() == {"ok": 9}
+    assert server.outcomes() == {"ok": 10}
     assert (stats.calls, stats.retries, stats.failures, stats.unknown_ids) == (9, 0, 0, 0)
     assert stats.prompt_tokens > 0 and stats.completion_tokens > 0
 
@@ -86,7 +87,7 @@ def test_api_key_and_a_wrong_model_are_refused_without_retrying(openai_server_fa
 
 
 @pytest.mark.parametrize("task", ["stage1", "stage2", "rerank", "feedback", "target", "synthesis", "merge",
-                                  "correction"])
+                                  "correction", "refine"])
 def test_output_naming_an_unknown_id_is_dropped_and_the_rest_used(
     openai_server_factory, llm_settings_factory, fifty_turns, observations, task
 ):
@@ -107,6 +108,7 @@ def test_output_naming_an_unknown_id_is_dropped_and_the_rest_used(
             "synthesis": lambda b: b.synthesize(known),
             "merge": lambda b: b.merge_decision(draft, observations),
             "correction": lambda b: b.correct(_corrections(observations)),
+            "refine": lambda b: b.refine(observations),
         }
         try:
             return await calls[task](backend), await calls[task](rules), backend.stats
@@ -114,7 +116,7 @@ def test_output_naming_an_unknown_id_is_dropped_and_the_rest_used(
             await backend.aclose()
 
     got, answer, stats = asyncio.run(go())
-    ghost_only = {"rerank": [], "target": RebuttalTarget(ids=[]), "synthesis": []}  # the server's whole answer was the ghost
+    ghost_only = {"rerank": [], "target": RebuttalTarget(ids=[]), "synthesis": [], "refine": []}  # the server's whole answer was the ghost
     if task == "merge":
         assert (got.action, got.target_id) == ("reject", None)  # a merge into nothing offered keeps the reflection
     else:

@@ -18,6 +18,7 @@ from credence.streams.llm.prompts import (
     correction,
     merge_decision,
     negative_keyword_target,
+    refine_cluster,
     reflection_synthesis,
     stage1_extraction,
     stage2_classification,
@@ -66,6 +67,7 @@ CALLS = {
     correction: _observations.map(lambda obs: correction.build(
         [CorrectionItem(id=f"c-{i}", old=o, new_text=o.text[::-1] or "x", new_score=o.score)
          for i, o in enumerate(obs)])),
+    refine_cluster: st.builds(refine_cluster.build, _observations),
 }
 
 

@@ -13,6 +13,7 @@ from credence.streams.llm.prompts import (
     correction,
     merge_decision,
     negative_keyword_target,
+    refine_cluster,
     reflection_synthesis,
     stage1_extraction,
     stage2_classification,
@@ -20,6 +21,7 @@ from credence.streams.llm.prompts import (
 )
 from credence.streams.llm.prompts.base import ALLOWED_KEYWORDS
 from credence.streams.llm.rules import correction_work, extraction, feedback, matching, synthesis
+from credence.streams.llm.rules import refine as refine_rules
 
 # -- answers: the rules logic in each task's wire format ---------------------------------------
 
@@ -90,6 +92,12 @@ def _correction(inp: correction.Input) -> dict:
                           for p in inp.pairs for action, text in [correction_work.decide(p.old, p.new)]]}
 
 
+def _refine(inp: refine_cluster.Input) -> dict:
+    actions = refine_rules.refine([Observation(id=e.id, text=e.text, score=e.score) for e in inp.entries])
+    return {"actions": [{"action": a.action, "source_ids": a.source_ids, "texts": a.texts, "reason": a.reason}
+                        for a in actions]}
+
+
 ANSWERS: dict[str, Callable[[Any], dict]] = {
     stage1_extraction.NAME: _stage1,
     stage2_classification.NAME: _stage2,
@@ -100,6 +108,7 @@ ANSWERS: dict[str, Callable[[Any], dict]] = {
     merge_decision.NAME: _merge,
     # -- correction work (issue 32 item 1) --
     correction.NAME: _correction,
+    refine_cluster.NAME: _refine,
 }
 
 # Well-formed aliases no input of the tests reaches: they pass the static schema, not the call's enum.
@@ -130,6 +139,8 @@ UNKNOWN_ID: dict[str, Callable[[dict, Any], dict]] = {
     # -- correction work (issue 32 item 1) --
     correction.NAME: lambda out, inp: {"decisions": [*out["decisions"], {"id": "C99", "action": "keep_new",
                                                                          "text": ""}]},
+    refine_cluster.NAME: lambda out, inp: {"actions": [{"action": "discard", "source_ids": [GHOST["O"]],
+                                                        "texts": [], "reason": "x"}]},
 }
 
 
@@ -148,11 +159,13 @@ def expected_id_enums(module: ModuleType, inp: Any) -> list[list[str]]:
         merge_decision.NAME: lambda: [[merge_decision.NO_TARGET, *ids(inp.persona_entries)]],
         # -- correction work (issue 32 item 1) --
         correction.NAME: lambda: [ids(inp.pairs)],
+        refine_cluster.NAME: lambda: [ids(inp.entries)],
     }[module.NAME]()
 
 
 _VALUE_ENUMS = ({"positive", "negative"}, {"reinforce", "negate"}, {"confirm", "deny", "ignore"},
-                {"create", "merge", "reject"}, {"merge", "keep_new", "keep_old", "keep_both"})
+                {"create", "merge", "reject"}, {"merge", "keep_new", "keep_old", "keep_both"},
+                {"split", "merge", "modify", "discard"})
 
 
 def schema_problems(schema: Any, id_enums: list[list[str]]) -> list[str]:

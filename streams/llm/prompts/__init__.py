@@ -11,6 +11,7 @@ from credence.streams.llm.prompts import (
     correction,
     merge_decision,
     negative_keyword_target,
+    refine_cluster,
     reflection_synthesis,
     stage1_extraction,
     stage2_classification,
@@ -29,6 +30,7 @@ PROMPTS: dict[str, ModuleType] = {
         merge_decision,
         # -- correction work (issue 32 item 1) --
         correction,
+        refine_cluster,
     )
 }
 

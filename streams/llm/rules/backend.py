@@ -21,6 +21,7 @@ from credence.streams.llm.models import (
     MergeDecision,
     Observation,
     RebuttalTarget,
+    RefineAction,
     ReflectionDraft,
     Turn,
     fact_id,
@@ -28,6 +29,7 @@ from credence.streams.llm.models import (
 from credence.streams.llm.prompts import (
     candidate_rerank,
     negative_keyword_target,
+    refine_cluster,
     reflection_synthesis,
     stage1_extraction,
     stage2_classification,
@@ -39,6 +41,7 @@ from credence.streams.llm.prompts import (
 )
 from credence.streams.llm.prompts.base import fit_to_schema, static_schema
 from credence.streams.llm.rules import correction_work, extraction, feedback, matching, synthesis
+from credence.streams.llm.rules import refine as refine_rules
 from credence.streams.llm.token_budget import CountTokens, approx_tokens, fit_rerank, fit_stage2
 
 log = logging.getLogger(__name__)
@@ -149,3 +152,8 @@ class RulesBackend(LLMBackend):
         said = [d.model_dump() for d in correction_work.correct(items)]
         return [CorrectionDecision.model_validate(d)
                 for d in _wire(correction_prompt, {"decisions": said})["decisions"]]
+
+    async def refine(self, entries: Sequence[Observation]) -> list[RefineAction]:
+        self._count()
+        actions = [a.model_dump() for a in refine_rules.refine(entries)]
+        return [RefineAction.model_validate(a) for a in _wire(refine_cluster, {"actions": actions})["actions"]]

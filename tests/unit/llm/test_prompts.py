@@ -12,6 +12,7 @@ from credence.streams.llm.prompts import (
     correction,
     merge_decision,
     negative_keyword_target,
+    refine_cluster,
     reflection_synthesis,
     stage1_extraction,
     stage2_classification,
@@ -31,6 +32,7 @@ FINGERPRINTS = {
     ("merge_decision", 2): "29ccf62c9aa97d27",
     # -- correction work (issue 32 item 1) --
     ("correction", 1): "ca4f9aa168d75afa",
+    ("refine_cluster", 1): "9f0f5926e1262c63",
 }
 
 
@@ -64,6 +66,7 @@ def calls(i: int) -> dict:
         # -- correction work (issue 32 item 1) --
         "correction": correction.build([CorrectionItem(id=f"c-{k}", old=o, new_text=f"The user likes {k} now.",
                                                        new_score=float(k)) for k, o in zip(n, obs, strict=True)]),
+        "refine_cluster": refine_cluster.build(obs),
     }
 
 
@@ -218,6 +221,7 @@ def _answer(name: str, alias: str) -> dict:
         "merge_decision": {"action": "merge", "target_id": alias, "text": "x"},
         # -- correction work (issue 32 item 1) --
         "correction": {"decisions": [{"id": alias, "action": "keep_new", "text": ""}]},
+        "refine_cluster": {"actions": [{"action": "discard", "source_ids": [alias], "texts": [], "reason": "x"}]},
     }[name]
 
 

@@ -20,7 +20,8 @@ from credence.streams.scope.state import Request
 
 ROOT = Path(__file__).resolve().parents[3]
 # Stored in scope state (requests, request ids) and on credence.control/credence.facts: never renamed.
-WIRE_NAMES = {"stage1", "stage2", "synthesis", "feedback", "target", "promotion", "correction"}
+WIRE_NAMES = {"stage1", "stage2", "synthesis", "feedback", "target", "promotion", "correction",
+              "refine"}
 
 
 def test_task_names_are_the_strings_stored_records_carry():
@@ -100,6 +101,8 @@ PAYLOADS = {
     # -- correction work (issue 32 item 1) --
     TaskName.CORRECTION: {"corrections": [{"id": "c1", "old": OBS, "new_text": "The user no longer drinks tea.",
                                            "new_score": 2.1}]},
+    TaskName.REFINE: {"entries": [OBS, {"id": "r2", "text": "The user likes tea a lot.", "subject": "tea"}],
+                      "cluster": "c", "versions": {"r1": 1, "r2": 1}},
 }
 
 

@@ -1,0 +1,169 @@
+"""Refinement loops inside the scope step (issue 32 item 2, NEKO_LOOPS.md §2): on a cadence in the scope's
+event time, clusters of near-duplicate or overlapping live entries go to the refine task, and its answer
+(split / merge / modify / discard, or nothing) is applied here by the rules of tables.refine.
+
+- Only with powerful memory on (the seed: "refinement loops are active" when enabled); the switch drops a
+  result that arrives after it went off (results.SWITCHED_TASKS).
+- Clusters are the restatement rule `memory dedupe` and synthesis use (restate.same_statement: the
+  predicate kind and content stems, Jaccard or containment), over live, unprotected entries no promotion is
+  deciding; protected card entries are never in a cluster and never touched.
+- A refine request holds the scope like every evidence request (ScopeState.blocked): inputs arriving
+  meanwhile wait in the state, so the answer is applied to the entries as they were asked about.
+- The request carries the cluster (its hash and each member's version): the answer is a result record on
+  the log, so a replay applies the same decision without asking the model again, and a member that changed
+  meanwhile is left alone. Split pieces take ids derived from the cluster and their place in the answer.
+- The modification history is the entry's version history (tables.version_history; tables.refine says
+  what each action appends), shown in `entries/{id}` and the browser.
+- Every applied action is journalled (pieces "created", rewrites "merged", sources "archived" with the
+  cause refine_<action>); nothing is deleted.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from credence.streams.llm.rules.text import restatement_stems
+from credence.streams.llm.tasks import TaskName
+from credence.streams.scope import restate
+from credence.streams.scope.context import StepContext
+from credence.streams.scope.dedupe import survivor_rank
+from credence.streams.scope.requests import refine_payload
+from credence.streams.scope.state import ScopeState
+from credence.tables import refine as rules
+from credence.tables.clock import format_instant, parse_instant
+from credence.tables.entries import Entry
+from credence.tables.statement import is_self_contained
+
+# Answered clusters remembered (the newest): the control value stays small however long a scope lives; a
+# cluster forgotten early is only asked again.
+REFINED_MAX = 256
+
+
+def pool(state: ScopeState) -> list[Entry]:
+    """Live, unprotected entries that no promotion in flight is deciding."""
+    promoting = {r.payload.get("entry_id") for r in state.pending_tasks(TaskName.PROMOTION)}
+    return [e for e in restate.live_statements(state) if not e.protected and e.id not in promoting]
+
+
+def _keys(entry: Entry) -> frozenset[str]:
+    """Content stems: two statements the restatement rule relates share one at least."""
+    return frozenset(s for s in restatement_stems(entry.text) if not s.startswith("@"))
+
+
+def clusters(state: ScopeState, ctx: StepContext) -> list[list[Entry]]:
+    """The scope's clusters of near-duplicate or overlapping live entries, deterministic in the entries."""
+    related = lambda a, b: restate.same_statement(a.text, b.text, ctx.memory)  # noqa: E731
+    # Two restatements share all of the smaller side's stems (containment) or a Jaccard share of the
+    # union, which is at least that share of the smaller side: the least of the two bounds the probe.
+    return rules.clusters(pool(state), related, size_max=ctx.memory.refine_cluster_size_max, keys=_keys,
+                          share=ctx.memory.restatement_jaccard)
+
+
+def due(state: ScopeState, now: datetime, ctx: StepContext) -> bool:
+    """Every refine_cron_interval_seconds of event time, the first one interval after the scope's first
+    step (switch on or off: a scope that has waited longer runs its pass when the switch comes on)."""
+    if state.last_refine_at is None:
+        state.last_refine_at = now
+        return False
+    return now - state.last_refine_at >= timedelta(seconds=ctx.memory.refine_cron_interval_seconds)
+
+
+def ask(state: ScopeState, ctx: StepContext) -> None:
+    """A refine pass when one is due: up to refine_clusters_per_pass clusters not answered within their
+    revisit time (never answered first), one request each."""
+    if not due(state, ctx.now, ctx) or not ctx.powerful or state.pending_tasks(TaskName.REFINE):
+        return
+    state.last_refine_at = ctx.now
+    revisit = timedelta(days=ctx.memory.refine_revisit_after_days)
+    recent = sorted(((at, k) for k, at in state.refined.items() if ctx.now - parse_instant(at) < revisit),
+                    reverse=True)[:REFINED_MAX]
+    state.refined = {k: at for at, k in sorted(recent)}
+    fresh = [c for c in clusters(state, ctx) if rules.cluster_hash(e.id for e in c) not in state.refined]
+    for cluster in fresh[: ctx.memory.refine_clusters_per_pass]:
+        ctx.request(state, TaskName.REFINE, refine_payload(state, cluster, ctx))
+
+
+def apply(state: ScopeState, payload: dict, output: dict, ctx: StepContext) -> None:
+    """Apply a refine answer: each action whose sources are all still the versions the cluster was asked
+    about, live and unused by an earlier action of the answer; the rest are refused and logged."""
+    key, versions = payload["cluster"], payload["versions"]
+    state.refined[key] = format_instant(ctx.now)
+    used: set[str] = set()
+    for n, action in enumerate(output.get("actions", [])):
+        ids = list(action.get("source_ids", []))
+        sources = [state.entries.get(i) for i in ids]
+        if not ids or len(set(ids)) != len(ids) or any(
+                e is None or e.version != versions.get(e.id) or e.id in used or restate.live(state, e.id) is None
+                or e.protected for e in sources):
+            ctx.refuse(TaskName.REFINE, "stale_or_unknown_source", f"{action.get('action')} {ids}")
+            continue
+        texts = [t.strip() for t in action.get("texts", []) if t.strip()]
+        if _APPLY[action.get("action")](state, sources, texts, (key, n), ctx):
+            used.update(ids)
+
+
+def _admit(ctx: StepContext, texts: list[str]) -> bool:
+    """Every text readable alone (the gate every fact and entry passes), refused with the first reason."""
+    for text in texts:
+        ok, reason = is_self_contained(text)
+        if not ok:
+            ctx.refuse(TaskName.REFINE, reason, text)
+            return False
+    return True
+
+
+def _split(state: ScopeState, sources: list[Entry], texts: list[str], at: tuple[str, int], ctx: StepContext) -> bool:
+    if len(sources) != 1 or len(set(texts)) < 2 or not _admit(ctx, texts):
+        ctx.refuse(TaskName.REFINE, "bad_split", f"{[e.id for e in sources]} into {len(texts)} text(s)")
+        return False
+    source, texts = sources[0], list(dict.fromkeys(texts))
+    ids = [rules.piece_id(source, at[0], at[1], j) for j in range(len(texts))]
+    pieces, gone = rules.split(source, texts, ids, ctx.now, settings=ctx.memory)
+    for piece in pieces:
+        ctx.put(state, piece, "created", f"refine_split:{source.id}")
+    ctx.archive(state, gone, source, "refine_split")
+    return True
+
+
+def _merge(state: ScopeState, sources: list[Entry], texts: list[str], at: tuple[str, int], ctx: StepContext) -> bool:
+    if len(sources) < 2:
+        ctx.refuse(TaskName.REFINE, "bad_merge", f"{[e.id for e in sources]}")
+        return False
+    # The survivor keeps its id, as `memory dedupe` chooses it: protected never here, then persona over
+    # reflection, better evidence, older.
+    ordered = sorted(sources, key=lambda e: survivor_rank(e, ctx.now, ctx.memory))
+    text = texts[0] if texts and _admit(ctx, texts[:1]) else ordered[0].text
+    merged, gone = rules.merge(ordered, text, ctx.now, settings=ctx.memory)
+    ctx.put(state, merged, "merged", "refine_merge", ordered[0])
+    for archived, before in zip(gone, ordered[1:]):
+        ctx.archive(state, archived, before, "refine_merge")
+    return True
+
+
+def _modify(state: ScopeState, sources: list[Entry], texts: list[str], at: tuple[str, int], ctx: StepContext) -> bool:
+    if len(sources) != 1 or len(texts) != 1 or texts[0] == sources[0].text or not _admit(ctx, texts):
+        ctx.refuse(TaskName.REFINE, "bad_modify", f"{[e.id for e in sources]}")
+        return False
+    ctx.put(state, rules.modify(sources[0], texts[0], ctx.now, settings=ctx.memory), "merged", "refine_modify", sources[0])
+    return True
+
+
+def _discard(state: ScopeState, sources: list[Entry], texts: list[str], at: tuple[str, int], ctx: StepContext) -> bool:
+    if len(sources) != 1:
+        ctx.refuse(TaskName.REFINE, "bad_discard", f"{[e.id for e in sources]}")
+        return False
+    ctx.archive(state, rules.discard(sources[0], ctx.now), sources[0], "refine_discard")
+    return True
+
+
+def _unknown(state: ScopeState, sources: list[Entry], texts: list[str], at: tuple[str, int], ctx: StepContext) -> bool:
+    ctx.refuse(TaskName.REFINE, "unknown_action", f"{[e.id for e in sources]}")
+    return False
+
+
+class _Actions(dict):
+    def __missing__(self, key):
+        return _unknown
+
+
+_APPLY = _Actions({rules.SPLIT: _split, rules.MERGE: _merge, rules.MODIFY: _modify, rules.DISCARD: _discard})
