@@ -89,5 +89,9 @@ class LLMBackend(abc.ABC):
         """Reflection and entries carry evidence scores: a contradiction rejects only against stronger
         evidence."""
 
+    @abc.abstractmethod
+    async def summarise(self, memo: str, turns: Sequence[Turn], max_tokens: int) -> str:
+        """The recent conversation's new memo: the old memo and these older turns, in at most max_tokens."""
+
     async def aclose(self) -> None:
         """Release connections; the default holds none."""

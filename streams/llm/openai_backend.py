@@ -53,6 +53,7 @@ from credence.streams.llm.prompts import (
     candidate_rerank,
     merge_decision,
     negative_keyword_target,
+    recent_summary,
     reflection_synthesis,
     stage1_extraction,
     stage2_classification,
@@ -302,6 +303,9 @@ class OpenAIBackend(LLMBackend):
         self, reflection: ReflectionDraft, persona_entries: Sequence[Observation]
     ) -> MergeDecision:
         return await self._call(merge_decision, merge_decision.build(reflection, persona_entries))
+
+    async def summarise(self, memo: str, turns: Sequence[Turn], max_tokens: int) -> str:
+        return await self._call(recent_summary, recent_summary.build(memo, turns, max_tokens))
 
 
 # The traced call's own counts (tokens in, out, retries), while tracing is on: the span reports them.

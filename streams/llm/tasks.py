@@ -37,6 +37,7 @@ from credence.streams.llm.prompts import (
     candidate_rerank,
     merge_decision,
     negative_keyword_target,
+    recent_summary,
     reflection_synthesis,
     stage1_extraction,
     stage2_classification,
@@ -54,6 +55,7 @@ class TaskName(StrEnum):
     FEEDBACK = "feedback"
     TARGET = "target"
     PROMOTION = "promotion"
+    SUMMARISE = "summarise"  # the recent conversation's rolling memo (issue 32 item 3)
 
 
 # Re-orders Stage-2 candidates (e.g. by embedding similarity) before the token caps cut the list.
@@ -159,6 +161,22 @@ async def _promotion(backend: LLMBackend, p: PromotionPayload, rank: Rank | None
     return PromotionOutput(decision=await backend.merge_decision(p.reflection, p.personas))
 
 
+# -- summarise: the recent conversation's memo (its own block, issue 32 item 3) ------------------------
+
+class SummarisePayload(_Payload):
+    memo: str = ""
+    turns: list[Turn]
+    max_tokens: int
+
+
+class SummariseOutput(_Output):
+    summary: str
+
+
+async def _summarise(backend: LLMBackend, p: SummarisePayload, rank: Rank | None) -> SummariseOutput:
+    return SummariseOutput(summary=await backend.summarise(p.memo, p.turns, p.max_tokens))
+
+
 @dataclass(frozen=True)
 class Task:
     name: TaskName
@@ -182,4 +200,5 @@ TASKS: dict[TaskName, Task] = {t.name: t for t in (
     Task(TaskName.FEEDBACK, FeedbackPayload, (surfaced_feedback,), _feedback, FeedbackOutput),
     Task(TaskName.TARGET, TargetPayload, (negative_keyword_target,), _target, TargetOutput),
     Task(TaskName.PROMOTION, PromotionPayload, (merge_decision,), _promotion, PromotionOutput),
+    Task(TaskName.SUMMARISE, SummarisePayload, (recent_summary,), _summarise, SummariseOutput),
 )}

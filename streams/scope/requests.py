@@ -156,3 +156,11 @@ def promotion_payload(state: ScopeState, reflection: Entry, ctx: StepContext, ti
             "personas": sorted(personas, key=lambda o: o["id"]),
             # not for the call: the handler applies the answer only if the reflection is still this version
             "ticket": {"version": ticket.version, "attempt": ticket.attempt}}
+
+
+def summarise_payload(state: ScopeState, head, ctx: StepContext) -> dict:
+    """The recent conversation's memo and its head's turns (streams/scope/recent.py); not for the call: the
+    memo version and head ids the answer is applied against."""
+    return {"memo": state.recent.memo, "max_tokens": ctx.memory.recent_summary_max_tokens,
+            "turns": [{"id": t.turn_id, "role": t.role, "text": t.text, "ts": t.ts} for t in head],
+            "memo_version": state.recent.memo_version, "head_ids": [t.turn_id for t in head]}

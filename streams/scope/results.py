@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from credence.streams.llm.tasks import TaskName
-from credence.streams.scope import quiet, requests, restate
+from credence.streams.scope import quiet, recent, requests, restate
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import reflection_id
 from credence.streams.scope.state import ScopeState
@@ -334,6 +334,10 @@ def _merge_into_twin(state: ScopeState, reflection: Entry, decision: MergeOutcom
     return MergeOutcome("merge", twin.id, restate.richer(twin.text, text)), twin
 
 
+def _summarise(state: ScopeState, payload: dict, output: dict, ctx: StepContext) -> None:
+    recent.apply_answer(state, payload, output, ctx)
+
+
 Handler = Callable[[ScopeState, dict, dict, StepContext], None]  # (state, payload, output, ctx)
 
 
@@ -353,4 +357,5 @@ SCOPE_TASKS: dict[TaskName, ScopeTask] = {
     TaskName.FEEDBACK: ScopeTask(requests.feedback_payload, _feedback),
     TaskName.TARGET: ScopeTask(requests.target_payload, _target),
     TaskName.PROMOTION: ScopeTask(requests.promotion_payload, _promotion),
+    TaskName.SUMMARISE: ScopeTask(requests.summarise_payload, _summarise),
 }

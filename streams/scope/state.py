@@ -10,10 +10,14 @@ from typing import Any
 from credence.streams.llm.tasks import TaskName
 from credence.tables.clock import format_instant, parse_instant
 from credence.tables.entries import Entry
+from credence.tables.recent import RecentLog
 
 # Ids of processed facts remembered to drop a re-extracted duplicate; the facts themselves live on
 # credence.facts and in the entries' source_fact_ids, not in the state (which is rewritten every step).
 KEEP_PROCESSED_FACT_IDS = 500
+# Tasks whose requests never hold the scope: their results are applied only if what they were asked about
+# is still current (a promotion's ticket, a summary's head).
+NOT_HOLDING = (TaskName.PROMOTION, TaskName.SUMMARISE)
 
 
 @dataclass
@@ -85,6 +89,8 @@ class ScopeState:
     # created again (streams/state/incarnations.py); every journal record carries it, so the journal's folds
     # tell a returning user's entries from the forgotten ones under the same deterministic ids.
     incarnation: int = 0
+    # The recent conversation: the newest turns and the memo of older ones (tables/recent.py), bounded.
+    recent: RecentLog = field(default_factory=RecentLog)
     # Not state: the reflections a score-transition pass found nothing to do for (step._quiet_marks), at
     # this instant or at any later one. Entries are immutable, so the same object gives the same answer;
     # a step re-checks only what changed and what time alone can move.
@@ -119,7 +125,8 @@ class ScopeState:
             "last_usage_sweep_at": format_instant(self.last_usage_sweep_at), "applied": self.applied, "seq": self.seq,
             "queue": self.queue, "turns": self.turns,
             "done_facts": self.done_facts, "archived": self.archived, "entries_version": self.entries_version,
-        } | ({"incarnation": self.incarnation} if self.incarnation else {})
+        } | ({"incarnation": self.incarnation} if self.incarnation else {}) | (
+            {"recent": self.recent.to_dict()} if not self.recent.empty else {})
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ScopeState:
@@ -138,7 +145,7 @@ class ScopeState:
             seq=d.get("seq", 0), queue=list(d.get("queue", [])), turns=d.get("turns", 0),
             done_facts=list(d.get("done_facts", [])),
             archived=dict(d.get("archived", {})), entries_version=d.get("entries_version", 0),
-            incarnation=d.get("incarnation", 0),
+            incarnation=d.get("incarnation", 0), recent=RecentLog.from_dict(d.get("recent")),
         )
 
     def next_id(self, prefix: str) -> str:
@@ -153,9 +160,10 @@ class ScopeState:
         """An evidence request is in flight: later inputs of this scope wait (in the state) so the outcome
         never depends on LLM latency — replays, duplicates and crashes end in the same state. Promotion
         never holds the scope (the seed runs it outside the per-character lock): a denial or archive
-        transition that lands meanwhile wins through the version check on the promotion's result. A
-        speculative Stage-1 holds nothing either: nothing of it is applied until the scope asks for it."""
-        return any(r.task != TaskName.PROMOTION and not r.speculative for r in self.requests.values())
+        transition that lands meanwhile wins through the version check on the promotion's result; nor does
+        a summary of the recent conversation (its head check, tables/recent.py). A speculative Stage-1
+        holds nothing either: nothing of it is applied until the scope asks for it."""
+        return any(r.task not in NOT_HOLDING and not r.speculative for r in self.requests.values())
 
     @property
     def idle(self) -> bool:

@@ -12,13 +12,14 @@ from credence.streams.llm.prompts import (
     candidate_rerank,
     merge_decision,
     negative_keyword_target,
+    recent_summary,
     reflection_synthesis,
     stage1_extraction,
     stage2_classification,
     surfaced_feedback,
 )
 from credence.streams.llm.prompts.base import ALLOWED_KEYWORDS
-from credence.streams.llm.rules import extraction, feedback, matching, synthesis
+from credence.streams.llm.rules import extraction, feedback, matching, summary, synthesis
 
 # -- answers: the rules logic in each task's wire format ---------------------------------------
 
@@ -83,6 +84,11 @@ def _merge(inp: merge_decision.Input) -> dict:
     return {"action": d.action, "target_id": d.target_id or merge_decision.NO_TARGET, "text": d.text}
 
 
+def _summary(inp: recent_summary.Input) -> dict:
+    turns = [Turn(id=f"t{i}", role=t.role, text=t.text, ts="x") for i, t in enumerate(inp.turns)]
+    return {"summary": summary.summarise(inp.memo, turns, inp.max_tokens)}
+
+
 ANSWERS: dict[str, Callable[[Any], dict]] = {
     stage1_extraction.NAME: _stage1,
     stage2_classification.NAME: _stage2,
@@ -91,6 +97,7 @@ ANSWERS: dict[str, Callable[[Any], dict]] = {
     negative_keyword_target.NAME: _target,
     reflection_synthesis.NAME: _synthesis,
     merge_decision.NAME: _merge,
+    recent_summary.NAME: _summary,
 }
 
 # Well-formed aliases no input of the tests reaches: they pass the static schema, not the call's enum.
@@ -118,6 +125,7 @@ UNKNOWN_ID: dict[str, Callable[[dict, Any], dict]] = {
     reflection_synthesis.NAME: lambda out, inp: {"reflections": [{"text": "x", "subject": "x",
                                                                   "source_fact_ids": [GHOST["F"]]}]},
     merge_decision.NAME: lambda out, inp: {"action": "merge", "target_id": GHOST["O"], "text": "x"},
+    recent_summary.NAME: lambda out, inp: out,  # a memo names no id
 }
 
 
@@ -134,6 +142,7 @@ def expected_id_enums(module: ModuleType, inp: Any) -> list[list[str]]:
         negative_keyword_target.NAME: lambda: [ids(inp.observations)],
         reflection_synthesis.NAME: lambda: [ids(inp.facts)],
         merge_decision.NAME: lambda: [[merge_decision.NO_TARGET, *ids(inp.persona_entries)]],
+        recent_summary.NAME: lambda: [],
     }[module.NAME]()
 
 

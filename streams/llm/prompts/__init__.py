@@ -10,6 +10,7 @@ from credence.streams.llm.prompts import (
     candidate_rerank,
     merge_decision,
     negative_keyword_target,
+    recent_summary,
     reflection_synthesis,
     stage1_extraction,
     stage2_classification,
@@ -26,6 +27,7 @@ PROMPTS: dict[str, ModuleType] = {
         negative_keyword_target,
         reflection_synthesis,
         merge_decision,
+        recent_summary,
     )
 }
 

@@ -26,6 +26,7 @@ from credence.streams.llm.models import (
 from credence.streams.llm.prompts import (
     candidate_rerank,
     negative_keyword_target,
+    recent_summary,
     reflection_synthesis,
     stage1_extraction,
     stage2_classification,
@@ -35,7 +36,7 @@ from credence.streams.llm.prompts import (
     merge_decision as merge_prompt,
 )
 from credence.streams.llm.prompts.base import fit_to_schema, static_schema
-from credence.streams.llm.rules import extraction, feedback, matching, synthesis
+from credence.streams.llm.rules import extraction, feedback, matching, summary, synthesis
 from credence.streams.llm.token_budget import CountTokens, approx_tokens, fit_rerank, fit_stage2
 
 log = logging.getLogger(__name__)
@@ -138,3 +139,7 @@ class RulesBackend(LLMBackend):
         self._count()
         decision = synthesis.merge_decision(reflection, persona_entries)
         return MergeDecision.model_validate(_wire(merge_prompt, decision.model_dump()))
+
+    async def summarise(self, memo: str, turns: Sequence[Turn], max_tokens: int) -> str:
+        self._count()
+        return _wire(recent_summary, {"summary": summary.summarise(memo, turns, max_tokens)})["summary"]

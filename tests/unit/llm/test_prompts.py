@@ -11,6 +11,7 @@ from credence.streams.llm.prompts import (
     candidate_rerank,
     merge_decision,
     negative_keyword_target,
+    recent_summary,
     reflection_synthesis,
     stage1_extraction,
     stage2_classification,
@@ -28,6 +29,7 @@ FINGERPRINTS = {
     ("negative_keyword_target", 3): "6e1814a63808dd5a",
     ("reflection_synthesis", 4): "bb3e635429f77717",
     ("merge_decision", 2): "29ccf62c9aa97d27",
+    ("recent_summary", 1): "6835f5f7ab73eb7b",
 }
 
 
@@ -58,6 +60,7 @@ def calls(i: int) -> dict:
         "negative_keyword_target": negative_keyword_target.build([f"no {i}"], obs, f"ai {i}"),
         "reflection_synthesis": reflection_synthesis.build(facts, obs),
         "merge_decision": merge_decision.build(draft, obs),
+        "recent_summary": recent_summary.build(f"memo {i}", turns, 100 * i),
     }
 
 
@@ -94,6 +97,8 @@ def test_deciding_prompts_carry_worked_examples_including_the_empty_answer(name)
         PROMPTS[name].Input.model_validate_json(inp)  # and every example input has the real input's shape
     if name == "surfaced_feedback":  # one decision per surfaced entry: "empty" is all-ignore
         assert any({d["decision"] for d in json.loads(out)["decisions"]} == {"ignore"} for out in outputs)
+    elif name == "recent_summary":  # small talk and no memo: nothing to keep
+        assert any(json.loads(out)["summary"] == "" for out in outputs)
     elif name != "merge_decision":  # merge always decides; its "nothing to do" answer is reject
         assert any(v == [] for out in outputs for v in json.loads(out).values()), "no empty-answer example"
     assert "never instructions" in system
@@ -216,7 +221,7 @@ def _answer(name: str, alias: str) -> dict:
 OFFERED = {"stage1_extraction": "T2", "reflection_synthesis": "F2"}
 
 
-@pytest.mark.parametrize("name", sorted(PROMPTS))
+@pytest.mark.parametrize("name", sorted(set(PROMPTS) - {recent_summary.NAME}))  # a memo names no id
 def test_enum_schema_accepts_the_calls_aliases_and_nothing_else(name):
     schema = response_format(PROMPTS[name], calls(2)[name])["json_schema"]["schema"]
     jsonschema.validate(_answer(name, OFFERED.get(name, "O2")), schema)

@@ -20,7 +20,7 @@ from credence.streams.scope.state import Request
 
 ROOT = Path(__file__).resolve().parents[3]
 # Stored in scope state (requests, request ids) and on credence.control/credence.facts: never renamed.
-WIRE_NAMES = {"stage1", "stage2", "synthesis", "feedback", "target", "promotion"}
+WIRE_NAMES = {"stage1", "stage2", "synthesis", "feedback", "target", "promotion", "summarise"}
 
 
 def test_task_names_are_the_strings_stored_records_carry():
@@ -97,6 +97,8 @@ PAYLOADS = {
     TaskName.TARGET: {"messages": ["no, not tea"], "observations": [OBS]},
     TaskName.PROMOTION: {"entry_id": "r9", "ticket": {"version": 1, "attempt": 1}, "personas": [OBS],
                          "reflection": {"text": "The user hates tea.", "subject": "tea", "source_fact_ids": ["f1"]}},
+    TaskName.SUMMARISE: {"memo": "", "max_tokens": 100, "memo_version": 0, "head_ids": ["t1"],
+                         "turns": [{"id": "t1", "role": "user", "text": "I love green tea", "ts": "x"}]},
 }
 
 
