@@ -65,7 +65,9 @@ def clip(text: str, max_tokens: int) -> str:
     (RECENT_PER_MESSAGE_MAX_TOKENS): the start says what it is about, the end what was concluded."""
     if approximate_tokens(text) <= max_tokens:
         return text
-    half = max(1, max_tokens * 2)  # ~4 characters a token (seed-origin approximation), half each side
+    half = max(1, max_tokens * 2)  # ~4 characters a token in Latin script, half each side; fewer in CJK
+    while half > 1 and approximate_tokens(text[:half]) + approximate_tokens(text[-half:]) > max_tokens - 1:
+        half = half * 3 // 4
     return text[:half].rstrip() + ELLIPSIS + text[-half:].lstrip()
 
 
