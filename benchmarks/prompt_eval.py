@@ -34,6 +34,7 @@ from credence.streams.llm.models import Fact, Observation, ReflectionDraft, Turn
 from credence.streams.llm.prompts import (  # noqa: E402
     merge_decision,
     negative_keyword_target,
+    recent_summary,
     reflection_synthesis,
     stage1_extraction,
     stage2_classification,
@@ -121,6 +122,20 @@ async def merge(backend: LLMBackend, case: dict) -> bool:
     return got.action != "merge" or got.target_id == personas[want["target"]].id
 
 
+async def summarise(backend: LLMBackend, case: dict) -> bool:
+    """The memo keeps every expected word, none of the small talk, and its budget; with nothing worth
+    keeping and no memo, it is empty."""
+    turns = [Turn(id=f"turn-{i:03d}", role=role, text=text, ts="2026-01-01T00:00:00Z")
+             for i, (role, text) in enumerate(case["turns"])]
+    got = await backend.summarise(case["memo"], turns, case["max_tokens"])
+    said = got.lower()
+    if approx_tokens(got) > case["max_tokens"] or any(w.lower() in said for w in case["absent"]):
+        return False
+    if not case["expect"] and not case["memo"]:
+        return not got.strip()
+    return all(w.lower() in said for w in case["expect"])
+
+
 @dataclass(frozen=True)
 class Task:
     name: str
@@ -136,6 +151,7 @@ TASKS = (
     Task("target", "target.jsonl", target, negative_keyword_target),
     Task("synthesis", "synthesis.jsonl", synthesis, reflection_synthesis),
     Task("merge", "merge.jsonl", merge, merge_decision),
+    Task("summarise", "summarise.jsonl", summarise, recent_summary),
 )
 
 

@@ -1,5 +1,5 @@
 """The rules backend's recent-conversation memo: extractive and deterministic. Each turn that says
-something (three words or more) becomes one quoted line, "The user: "…"" or "The character: "…"", cut to
+something (three words or more; not a character's bare question) becomes one quoted line, "The user: "…"" or "The character: "…"", cut to
 its first sentences; the old memo's lines come first, and the oldest lines go when the memo would be
 over its budget. Nothing is paraphrased, so nothing is invented, and a user's objection stays word for
 word."""
@@ -32,9 +32,17 @@ def _gist(text: str) -> str:
     return kept
 
 
+def _only_asks(text: str) -> bool:
+    """A turn ending in a question with no statement (a sentence ending in a full stop) in it."""
+    sentences = _SENTENCE_END.split(text.strip())
+    return sentences[-1].endswith(("?", "？")) and not any(x.endswith((".", "。")) for x in sentences)
+
+
 def line(turn: Turn) -> str | None:
     if len(_WORDS.findall(turn.text)) < MIN_WORDS:
         return None
+    if turn.role == "ai" and _only_asks(turn.text):
+        return None  # "Hello! How are you?": the user's answer carries what is kept
     return f"{'The user' if turn.role == 'user' else 'The character'}: \"{_gist(turn.text)}\""
 
 
