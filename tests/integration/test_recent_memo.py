@@ -114,7 +114,7 @@ def test_a_store_restored_from_the_changelogs_serves_the_same_memo_without_askin
     with client(worker, keys["acme"], "acme") as api:
         before = api.recent("rita", "guide").model_dump(include={"memo", "memo_turns", "turns"})
     asked = summaries(server)
-    worker.stop()
+    worker.kill()  # a crash, too: everything it decided was committed with its state
     shutil.rmtree(Path(settings.data_dir) / "worker")
     again = WorkerProcess(settings, kafka_bootstrap, served["root"] / "again.log", extra_env=FAST_GROUP_ENV).start()
     served["worker"] = again  # the fixture stops whichever runs last
