@@ -9,10 +9,12 @@ partition applies the same answer at the same place and never asks the model aga
 
 from __future__ import annotations
 
+import hashlib
+
 from credence.streams.llm.tasks import TaskName
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import summarise_payload
-from credence.streams.scope.state import ScopeState
+from credence.streams.scope.state import Request, ScopeState
 from credence.tables.recent import RecentTurn, append_turn, apply_summary, summary_head
 
 
@@ -29,8 +31,16 @@ def ask_summary(state: ScopeState, ctx: StepContext) -> None:
     if not ctx.memory.recent_memory_enabled or state.pending_tasks(TaskName.SUMMARISE):
         return  # one at a time: the next is asked when its answer is applied
     head = summary_head(state.recent, settings=ctx.memory)
-    if head:
-        ctx.request(state, TaskName.SUMMARISE, summarise_payload(state, head, ctx))
+    if not head:
+        return
+    # Named by what it summarises, not by the scope's request counter: the other tasks' request ids stay as
+    # they are in a scope that keeps no recent log, and a stale answer never names a newer request.
+    key = "\x1f".join([str(state.recent.memo_version), *(t.turn_id for t in head)])
+    rid = f"{TaskName.SUMMARISE}-{state.recent.memo_version}-{hashlib.sha256(key.encode()).hexdigest()[:12]}"
+    req = Request(id=rid, task=TaskName.SUMMARISE, payload=summarise_payload(state, head, ctx), issued_at=ctx.now,
+                  boot=ctx.boot)
+    state.requests[rid] = req
+    ctx.requests.append(req)
 
 
 def apply_answer(state: ScopeState, payload: dict, output: dict, ctx: StepContext) -> None:

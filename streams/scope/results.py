@@ -59,6 +59,8 @@ def apply(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
         return
     del state.requests[req.id]
     SCOPE_TASKS[req.task].handle(state, req.payload, record.get("output") or {}, ctx)
+    if req.task == TaskName.SUMMARISE:
+        return  # lands wherever latency puts it, and the memo is apart from the evidence: it unblocks nothing
     state.trim_facts()
     for waiting in state.requests.values():
         if waiting.retry_at is not None:  # the backend answers again: no need to sit out the back-off

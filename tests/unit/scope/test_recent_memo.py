@@ -5,17 +5,20 @@ same state."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import timedelta
 
 import pytest
 
 from credence.streams.llm.tasks import TaskName
 from credence.streams.scope.state import ScopeState
+from credence.tables.entries import new_reflection
+from credence.tables.scope import Scope
 
 from .conftest import T0
 
 MIN = timedelta(minutes=1)
-LINES = ["I started learning the cello last week.", "My teacher is called Anna.", "ok", "We practise scales.",
+LINES = ["I am learning the cello.", "My teacher is called Anna.", "ok", "I love green tea.",
          "I want to play in a quartet one day.", "thanks!"]
 
 
@@ -86,3 +89,32 @@ def test_switched_off_by_its_setting_nothing_is_kept_and_old_states_read_back(dr
     talk(d, 8)
     assert d.state.recent.empty and d.requests_of(TaskName.SUMMARISE) == []
     assert "recent" not in d.state.control_dict()  # states without a log are stored as before
+
+
+def test_the_memo_leaves_the_evidence_path_as_it_is(driver_factory, memory_factory):
+    """The same conversation with the recent log on and off: the same entries, journal and request ids (a
+    summary's request is named by its head, never by the scope's request counter)."""
+    runs = {}
+    for enabled in (True, False):
+        d = driver_factory(memory=memory(memory_factory, recent_memory_enabled=enabled))
+        talk(d, 17)
+        d.flush()
+        runs[enabled] = d
+    on, off = runs[True], runs[False]
+    assert on.requests_of(TaskName.SUMMARISE) and off.journal()
+    assert [r.id for r in on.issued if r.task != TaskName.SUMMARISE] == [r.id for r in off.issued]
+    assert on.journal() == off.journal() and on.state.entries == off.state.entries
+
+
+def test_a_summary_answer_unblocks_no_promotion(driver_factory, memory_factory):
+    """Unlike an evidence answer, a summary's says nothing of the evidence path and lands wherever latency
+    puts it: a promote_blocked reflection stays blocked (a healthy-backend retry would journal a change)."""
+    d = driver_factory(memory=memory(memory_factory), auto=False)
+    blocked = replace(new_reflection("r-blocked", Scope.parse(d.state.scope), "The user likes jazz.", T0,
+                                     subject="jazz"), status="promote_blocked", last_promote_attempt_at=T0)
+    d.state.entries[blocked.id] = blocked
+    talk(d, 7)
+    (req,) = [r for r in d.outbox if r.task == TaskName.SUMMARISE]
+    d.result(req, {"summary": "memo"})
+    assert d.state.recent.memo == "memo" and d.state.entries["r-blocked"].status == "promote_blocked"
+    assert "promotion_unblocked" not in [e["event"] for e in d.journal()]
