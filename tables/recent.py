@@ -77,9 +77,11 @@ def append_turn(log: RecentLog, turn: RecentTurn, *,
     id already kept changes nothing (a duplicate delivery)."""
     if any(t.turn_id == turn.turn_id for t in log.turns):
         return log
-    turns = (*log.turns, replace(turn, text=clip(turn.text, settings.recent_per_message_max_tokens)))
+    text = clip(turn.text, settings.recent_per_message_max_tokens)
+    turns = (*log.turns, turn if text is turn.text else RecentTurn(turn.turn_id, turn.role, text, turn.ts))
     over = max(0, len(turns) - settings.recent_max_items)
-    return replace(log, turns=turns[over:], dropped=log.dropped + over)
+    # Built directly, not by dataclasses.replace: this runs for every turn of every scope.
+    return RecentLog(log.memo, log.memo_version, log.memo_turns, log.dropped + over, turns[over:])
 
 
 def summary_head(log: RecentLog, *, settings: MemorySettings = DEFAULT_MEMORY_SETTINGS) -> tuple[RecentTurn, ...]:
