@@ -36,6 +36,7 @@ from credence.streams.llm.prompts import (  # noqa: E402
     merge_decision,
     negative_keyword_target,
     refine_cluster,
+    recent_summary,
     reflection_synthesis,
     stage1_extraction,
     stage2_classification,
@@ -143,6 +144,20 @@ async def refine(backend: LLMBackend, case: dict) -> bool:
     return said == sorted((w["action"], sorted(w["sources"])) for w in case["expect"])
 
 
+async def summarise(backend: LLMBackend, case: dict) -> bool:
+    """The memo keeps every expected word, none of the small talk, and its budget; with nothing worth
+    keeping and no memo, it is empty."""
+    turns = [Turn(id=f"turn-{i:03d}", role=role, text=text, ts="2026-01-01T00:00:00Z")
+             for i, (role, text) in enumerate(case["turns"])]
+    got = await backend.summarise(case["memo"], turns, case["max_tokens"])
+    said = got.lower()
+    if approx_tokens(got) > case["max_tokens"] or any(w.lower() in said for w in case["absent"]):
+        return False
+    if not case["expect"] and not case["memo"]:
+        return not got.strip()
+    return all(w.lower() in said for w in case["expect"])
+
+
 @dataclass(frozen=True)
 class Task:
     name: str
@@ -161,6 +176,7 @@ TASKS = (
     # -- correction work (issue 32 item 1) --
     Task("correction", "correction.jsonl", correct, correction),
     Task("refine", "refine.jsonl", refine, refine_cluster),
+    Task("summarise", "summarise.jsonl", summarise, recent_summary),
 )
 
 

@@ -24,7 +24,7 @@ class LLMSettings(BaseModel):
     # CREDENCE_LLM__MODELS='{"surfaced_feedback": "small", "negative_keyword_target": "small"}' routes the
     # frequent cheap checks to a small model. Prompt names (streams/llm/prompts/): stage1_extraction,
     # stage2_classification, candidate_rerank, surfaced_feedback, negative_keyword_target, reflection_synthesis,
-    # merge_decision.
+    # merge_decision, recent_summary (the recent memo: the origin runs it on its "summary" tier).
     models: dict[str, str] = Field(default_factory=dict)
 
     timeout_s: float = Field(default=30.0, gt=0)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 def _zone(name: str) -> ZoneInfo:
@@ -156,6 +156,19 @@ class MemorySettings(BaseModel):
     refine_cluster_size_max: int = Field(default=6, ge=2)
     refine_revisit_after_days: float = Field(default=30.0, ge=0)
 
+    # Recent conversation memo (issue 32 item 3; the origin's recent.json, NEKO_LOOPS.md §3 and §4, under
+    # its names): each scope keeps its newest turns; past the threshold the older ones (all but the newest
+    # history_max_items - 1) are summarised with the memo into a new memo. Not switched by powerful memory.
+    recent_memory_enabled: bool = True
+    recent_compress_threshold_items: int = Field(default=20, ge=2)
+    recent_history_max_items: int = Field(default=10, ge=1)
+    recent_summary_max_tokens: int = Field(default=1000, ge=16)
+    recent_per_message_max_tokens: int = Field(default=500, ge=16)
+    # The bound on turns kept while no summary lands (the origin's last-resort hard cap, counted in turns):
+    # the oldest go first, and a summary in flight for them is then dropped and asked again.
+    recent_max_items: int = Field(default=60, ge=2)
+    recent_render_max_tokens: int = Field(default=2000, ge=1)  # GET …/recent without ?max_tokens=
+
     # The calendar day of the sub-zero tally is counted in this zone (per tenant when listed).
     time_zone: str = "UTC"
     tenant_time_zones: dict[str, str] = {}
@@ -180,6 +193,13 @@ class MemorySettings(BaseModel):
         if bad:
             raise ValueError(f"seed_reinforcement_by_importance keys must be importances 1..10, got {bad}")
         return value
+
+    @model_validator(mode="after")
+    def _recent_bounds(self) -> MemorySettings:
+        if not self.recent_history_max_items <= self.recent_compress_threshold_items < self.recent_max_items:
+            raise ValueError("recent_history_max_items <= recent_compress_threshold_items < recent_max_items "
+                             "must hold: a summary leaves the newest recent_history_max_items - 1 turns")
+        return self
 
     def zone_for(self, tenant: str | None = None) -> ZoneInfo:
         """The time zone whose calendar days the archive sweep counts for ``tenant``."""

@@ -194,3 +194,25 @@ class Status(BaseModel):
 class OpenApiDocument(BaseModel):
     model_config = ConfigDict(extra="allow")
     openapi: str
+
+
+# -- the recent conversation (GET …/recent, MCP get_recent; issue 32 item 3) --------------------------
+
+class RecentTurn(BaseModel):
+    turn_id: str
+    role: str
+    text: str = Field(description="the turn's text; one over the per-message cap keeps its head and tail")
+    ts: str
+
+
+class RecentResponse(BaseModel):
+    memo: str | None = Field(description="the rolling memo of the turns older than `turns` (null: none yet, or "
+                                         "it did not fit max_tokens beside the newest turns)")
+    memo_turns: int = Field(description="how many turns the memo stands for")
+    turns: list[RecentTurn] = Field(description="the newest turns, oldest first, as many as fit max_tokens")
+    left_out_turns: int = Field(description="kept turns older than `turns` that did not fit")
+    tokens: int = Field(description="tokens of memo and turns together (at most max_tokens)")
+    max_tokens: int
+    memory: PromptResponse = Field(description="the memory block, as GET …/prompt serves it (a use of its "
+                                               "entries, as there)")
+    clock: datetime | None = Field(description="the scope's event clock")

@@ -87,6 +87,10 @@ class _Routes:
     def forget_user(self, user) -> _Call:
         return _Call("DELETE", f"{self.t}/users/{_q(user)}", models.ForgetResponse)
 
+    def recent(self, user, character, max_tokens=None) -> _Call:
+        return _Call("GET", f"{self.scope(user, character)}/recent", models.RecentResponse, None,
+                     _clean({"max_tokens": str(max_tokens) if max_tokens is not None else None}))
+
     def openapi(self) -> _Call:
         return _Call("GET", "/v1/openapi.json", None)
 
@@ -149,6 +153,10 @@ class Client:
     def forget_user(self, user: str) -> models.ForgetResponse:
         return self._send(self.routes.forget_user(user))
 
+    def recent(self, user: str, character: str, max_tokens: int | None = None) -> models.RecentResponse:
+        """The rolling memo and the newest turns within max_tokens, beside the memory block."""
+        return self._send(self.routes.recent(user, character, max_tokens))
+
     def openapi(self) -> dict:
         return self._send(self.routes.openapi())
 
@@ -202,6 +210,9 @@ class AsyncClient:
 
     async def forget_user(self, user: str) -> models.ForgetResponse:
         return await self._send(self.routes.forget_user(user))
+
+    async def recent(self, user: str, character: str, max_tokens: int | None = None) -> models.RecentResponse:
+        return await self._send(self.routes.recent(user, character, max_tokens))
 
     async def openapi(self) -> dict:
         return await self._send(self.routes.openapi())

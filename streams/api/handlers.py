@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from credence import api_models as models
 from credence import tracing
 from credence.errors import ApiError, RecordError
-from credence.streams.api import memory_ops, reads
+from credence.streams.api import memory_ops, reads, recent
 from credence.streams.api.cards import Card, card_key, check_card_entries
 from credence.streams.api.openapi import document
 from credence.streams.api.tenants import Tenant
@@ -262,6 +262,9 @@ class Handlers:
         for partition in range(partitions):  # a user's scopes (one per character) live on many partitions
             await self._send("control", user_prefix(tenant, user), raw, partition=partition)
         return 202, models.ForgetResponse(tenant=tenant, user=user, partitions=partitions)
+
+    async def get_recent(self, call: Call):
+        return await recent.recent(self, call)
 
     async def get_openapi(self, call: Call):
         return 200, document()

@@ -27,8 +27,9 @@ log = logging.getLogger(__name__)
 
 PATH = "/mcp"
 INSTRUCTIONS = ("credence keeps evidence-based memory per (user, character) of your tenant. Put get_prompt's text "
-                "in the character's prompt; send every turn with add_turns; recall searches the memory; "
-                "give_feedback applies what the user confirms or denies.")
+                "in the character's prompt (get_recent adds the recent conversation's memo and newest turns); "
+                "send every turn with add_turns; recall searches the memory; give_feedback applies what the user "
+                "confirms or denies.")
 
 
 def tool_list() -> list[types.Tool]:

@@ -44,6 +44,11 @@ class FeedbackArgs(EntryArgs):
     kind: Literal["confirm", "deny"] = Field(description="confirm: the memory is right; deny: it is wrong")
 
 
+class RecentArgs(ScopeArgs):
+    max_tokens: int | None = Field(default=None, ge=1, le=100_000, description="token budget of the memo and "
+                                                                              "the newest turns")
+
+
 @dataclass(frozen=True)
 class Tool:
     name: str
@@ -77,6 +82,9 @@ TOOLS: tuple[Tool, ...] = (
     Tool("give_feedback", "post_feedback", "Confirm or deny one memory entry, as the user said; the stream "
          "applies it in order.", FeedbackArgs, False,
          body=lambda a: models.FeedbackRequest(entry_id=a.entry_id, kind=a.kind)),
+    Tool("get_recent", "get_recent", "The recent conversation with this user: a rolling memo of older turns and "
+         "the newest turns, within max_tokens, beside the memory block (as get_prompt).", RecentArgs, True,
+         query=lambda a: {"max_tokens": str(a.max_tokens)} if a.max_tokens else {}),
 )
 BY_NAME = {t.name: t for t in TOOLS}
 

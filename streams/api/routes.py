@@ -70,6 +70,10 @@ ROUTES: tuple[Route, ...] = (
     Route("DELETE", T + "/users/{user}", "delete_user", "Forget a user everywhere (tables and changelogs)",
           models.ForgetResponse, 202),
     Route("GET", V1 + "/openapi.json", "get_openapi", "This document", models.OpenApiDocument),
+    Route("GET", SCOPE + "/recent", "get_recent", "The recent conversation: the rolling memo of older turns "
+          "and the newest turns, within a token budget, beside the memory block", models.RecentResponse,
+          scope=True, query=(Query("max_tokens", "integer", "token budget of memo and turns (default: the "
+                                   "recent_render_max_tokens setting; 1..100000)"),)),
 )
 
 Handler = Callable[..., Awaitable[tuple[int, object]]]

@@ -103,5 +103,9 @@ class LLMBackend(abc.ABC):
         """A cluster of closely related entries (with evidence scores): the split / merge / modify /
         discard actions it needs, none when it is fine as it is."""
 
+    @abc.abstractmethod
+    async def summarise(self, memo: str, turns: Sequence[Turn], max_tokens: int) -> str:
+        """The recent conversation's new memo: the old memo and these older turns, in at most max_tokens."""
+
     async def aclose(self) -> None:
         """Release connections; the default holds none."""

@@ -57,6 +57,7 @@ from credence.streams.llm.prompts import (
     merge_decision,
     negative_keyword_target,
     refine_cluster,
+    recent_summary,
     reflection_synthesis,
     stage1_extraction,
     stage2_classification,
@@ -318,6 +319,9 @@ class OpenAIBackend(LLMBackend):
         if len(entries) < 2:
             return []
         return await self._call(refine_cluster, refine_cluster.build(entries))
+
+    async def summarise(self, memo: str, turns: Sequence[Turn], max_tokens: int) -> str:
+        return await self._call(recent_summary, recent_summary.build(memo, turns, max_tokens))
 
 
 # The traced call's own counts (tokens in, out, retries), while tracing is on: the span reports them.

@@ -42,6 +42,7 @@ from credence.streams.llm.prompts import (
     merge_decision,
     negative_keyword_target,
     refine_cluster,
+    recent_summary,
     reflection_synthesis,
     stage1_extraction,
     stage2_classification,
@@ -62,6 +63,7 @@ class TaskName(StrEnum):
     # -- correction work (issue 32 item 1) --
     CORRECTION = "correction"
     REFINE = "refine"
+    SUMMARISE = "summarise"  # the recent conversation's rolling memo (issue 32 item 3)
 
 
 # Re-orders Stage-2 candidates (e.g. by embedding similarity) before the token caps cut the list.
@@ -194,6 +196,22 @@ async def _refine(backend: LLMBackend, p: RefinePayload, rank: Rank | None) -> R
     return RefineOutput(actions=await backend.refine(p.entries))
 
 
+# -- summarise: the recent conversation's memo (its own block, issue 32 item 3) ------------------------
+
+class SummarisePayload(_Payload):
+    memo: str = ""
+    turns: list[Turn]
+    max_tokens: int
+
+
+class SummariseOutput(_Output):
+    summary: str
+
+
+async def _summarise(backend: LLMBackend, p: SummarisePayload, rank: Rank | None) -> SummariseOutput:
+    return SummariseOutput(summary=await backend.summarise(p.memo, p.turns, p.max_tokens))
+
+
 @dataclass(frozen=True)
 class Task:
     name: TaskName
@@ -220,4 +238,5 @@ TASKS: dict[TaskName, Task] = {t.name: t for t in (
     # -- correction work (issue 32 item 1) --
     Task(TaskName.CORRECTION, CorrectionPayload, (correction,), _correction, CorrectionOutput),
     Task(TaskName.REFINE, RefinePayload, (refine_cluster,), _refine, RefineOutput),
+    Task(TaskName.SUMMARISE, SummarisePayload, (recent_summary,), _summarise, SummariseOutput),
 )}

@@ -178,3 +178,11 @@ def refine_payload(state: ScopeState, cluster: list[Entry], ctx: StepContext) ->
     for the handler (applied only to members still as asked, scope/refine.py)."""
     return {"entries": [scored(e, ctx) for e in cluster], "cluster": cluster_hash(e.id for e in cluster),
             "versions": {e.id: e.version for e in cluster}}
+
+
+def summarise_payload(state: ScopeState, head, ctx: StepContext) -> dict:
+    """The recent conversation's memo and its head's turns (streams/scope/recent.py); not for the call: the
+    memo version and head ids the answer is applied against."""
+    return {"memo": state.recent.memo, "max_tokens": ctx.memory.recent_summary_max_tokens,
+            "turns": [{"id": t.turn_id, "role": t.role, "text": t.text, "ts": t.ts} for t in head],
+            "memo_version": state.recent.memo_version, "head_ids": [t.turn_id for t in head]}

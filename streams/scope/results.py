@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from credence.streams.llm.tasks import TaskName
-from credence.streams.scope import corrections, quiet, refine, requests, restate
+from credence.streams.scope import corrections, quiet, recent, refine, requests, restate
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import reflection_id
 from credence.streams.scope.state import ScopeState
@@ -60,6 +60,8 @@ def apply(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
         return
     del state.requests[req.id]
     SCOPE_TASKS[req.task].handle(state, req.payload, record.get("output") or {}, ctx)
+    if req.task == TaskName.SUMMARISE:
+        return  # lands wherever latency puts it, and the memo is apart from the evidence: it unblocks nothing
     state.trim_facts()
     for waiting in state.requests.values():
         if waiting.retry_at is not None:  # the backend answers again: no need to sit out the back-off
@@ -361,6 +363,10 @@ def _refine(state: ScopeState, payload: dict, output: dict, ctx: StepContext) ->
     refine.apply(state, payload, output, ctx)
 
 
+def _summarise(state: ScopeState, payload: dict, output: dict, ctx: StepContext) -> None:
+    recent.apply_answer(state, payload, output, ctx)
+
+
 Handler = Callable[[ScopeState, dict, dict, StepContext], None]  # (state, payload, output, ctx)
 
 
@@ -383,4 +389,5 @@ SCOPE_TASKS: dict[TaskName, ScopeTask] = {
     # -- correction work (issue 32 item 1) --
     TaskName.CORRECTION: ScopeTask(requests.correction_payload, _correction),
     TaskName.REFINE: ScopeTask(requests.refine_payload, _refine),
+    TaskName.SUMMARISE: ScopeTask(requests.summarise_payload, _summarise),
 }

@@ -10,10 +10,14 @@ from typing import Any
 from credence.streams.llm.tasks import TaskName
 from credence.tables.clock import format_instant, parse_instant
 from credence.tables.entries import Entry
+from credence.tables.recent import RecentLog
 
 # Ids of processed facts remembered to drop a re-extracted duplicate; the facts themselves live on
 # credence.facts and in the entries' source_fact_ids, not in the state (which is rewritten every step).
 KEEP_PROCESSED_FACT_IDS = 500
+# Tasks whose requests never hold the scope: their results are applied only if what they were asked about
+# is still current (a promotion's ticket, a summary's head).
+NOT_HOLDING = (TaskName.PROMOTION, TaskName.SUMMARISE)
 
 
 @dataclass
@@ -92,6 +96,8 @@ class ScopeState:
     # (cluster hash -> when), so an unchanged cluster is not asked again before its revisit time.
     last_refine_at: datetime | None = None
     refined: dict[str, str] = field(default_factory=dict)
+    # The recent conversation: the newest turns and the memo of older ones (tables/recent.py), bounded.
+    recent: RecentLog = field(default_factory=RecentLog)
     # Not state: the reflections a score-transition pass found nothing to do for (step._quiet_marks), at
     # this instant or at any later one. Entries are immutable, so the same object gives the same answer;
     # a step re-checks only what changed and what time alone can move.
@@ -129,7 +135,8 @@ class ScopeState:
         } | ({"incarnation": self.incarnation} if self.incarnation else {}) | (
             {"corrections": self.corrections} if self.corrections else {}) | (
             {"last_refine_at": format_instant(self.last_refine_at), "refined": self.refined}
-            if self.last_refine_at else {})
+            if self.last_refine_at else {}) | (
+            {"recent": self.recent.to_dict()} if not self.recent.empty else {})
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ScopeState:
@@ -151,6 +158,7 @@ class ScopeState:
             incarnation=d.get("incarnation", 0),
             corrections=[dict(c) for c in d.get("corrections", [])],
             last_refine_at=parse_instant(d.get("last_refine_at")), refined=dict(d.get("refined", {})),
+            recent=RecentLog.from_dict(d.get("recent")),
         )
 
     def next_id(self, prefix: str) -> str:
@@ -165,9 +173,10 @@ class ScopeState:
         """An evidence request is in flight: later inputs of this scope wait (in the state) so the outcome
         never depends on LLM latency — replays, duplicates and crashes end in the same state. Promotion
         never holds the scope (the seed runs it outside the per-character lock): a denial or archive
-        transition that lands meanwhile wins through the version check on the promotion's result. A
-        speculative Stage-1 holds nothing either: nothing of it is applied until the scope asks for it."""
-        return any(r.task != TaskName.PROMOTION and not r.speculative for r in self.requests.values())
+        transition that lands meanwhile wins through the version check on the promotion's result; nor does
+        a summary of the recent conversation (its head check, tables/recent.py). A speculative Stage-1
+        holds nothing either: nothing of it is applied until the scope asks for it."""
+        return any(r.task not in NOT_HOLDING and not r.speculative for r in self.requests.values())
 
     @property
     def idle(self) -> bool:

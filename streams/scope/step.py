@@ -20,7 +20,7 @@ import heapq
 from datetime import datetime, timedelta
 
 from credence.streams.llm.tasks import TaskName
-from credence.streams.scope import corrections, dedupe, quiet, refine, results, speculation, usage
+from credence.streams.scope import corrections, dedupe, quiet, recent, refine, results, speculation, usage
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import (
     AI_TEXT_CHARS,
@@ -233,6 +233,7 @@ def _fallback(state: ScopeState, ctx: StepContext) -> None:
 
 def _on_turn(state: ScopeState, turn: dict, ctx: StepContext) -> None:
     state.buffer.append(buffered(turn))
+    recent.record_turn(state, turn, ctx)
     if state.window_started_at is None:
         state.window_started_at = ctx.now
     if turn["role"] == "ai":

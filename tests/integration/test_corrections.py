@@ -4,15 +4,19 @@
   used to run only when nothing was surfaced) and disputes the persona entry, and the surfaced reflection
   the user did not speak about is not denied; the served block shows the entry as disputed;
 - a forget request: the reflection it names is denied at once, journalled with the request's turn as the
-  cause, and leaves the served block; what it does not name stays.
+  cause, and leaves the served block; what it does not name stays;
+- a replay of both: the worker's store deleted and restored from the changelogs ends in the same state,
+  and nothing is decided again (no new journal event).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import shutil
 import uuid
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from aiokafka import AIOKafkaProducer
@@ -116,3 +120,14 @@ def test_a_forget_request_denies_what_it_names_and_journals_the_request(run):
         ("forget_request:t-forget", "denied")]
     block = scope_views(worker, [FORGET])[FORGET]["memory_block"]
     assert "Rex" not in block and "loves tea" in block
+
+
+def test_a_store_restored_from_the_changelogs_ends_in_the_same_state_without_deciding_again(run):
+    settings, worker, _ = run
+    before = scope_views(worker, [REBUT, FORGET])
+    journal = len(topic_values(settings.kafka_bootstrap, settings, "evidence"))
+    worker.kill()  # a crash, too: everything it decided was committed with its state
+    shutil.rmtree(Path(settings.data_dir) / "worker")
+    worker.start(ready_timeout_s=120)  # the fixture stops it
+    assert scope_views(worker, [REBUT, FORGET]) == before
+    assert len(topic_values(settings.kafka_bootstrap, settings, "evidence")) == journal

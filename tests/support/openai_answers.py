@@ -14,13 +14,14 @@ from credence.streams.llm.prompts import (
     merge_decision,
     negative_keyword_target,
     refine_cluster,
+    recent_summary,
     reflection_synthesis,
     stage1_extraction,
     stage2_classification,
     surfaced_feedback,
 )
 from credence.streams.llm.prompts.base import ALLOWED_KEYWORDS
-from credence.streams.llm.rules import correction_work, extraction, feedback, matching, synthesis
+from credence.streams.llm.rules import correction_work, extraction, feedback, matching, summary, synthesis
 from credence.streams.llm.rules import refine as refine_rules
 
 # -- answers: the rules logic in each task's wire format ---------------------------------------
@@ -98,6 +99,11 @@ def _refine(inp: refine_cluster.Input) -> dict:
                         for a in actions]}
 
 
+def _summary(inp: recent_summary.Input) -> dict:
+    turns = [Turn(id=f"t{i}", role=t.role, text=t.text, ts="x") for i, t in enumerate(inp.turns)]
+    return {"summary": summary.summarise(inp.memo, turns, inp.max_tokens)}
+
+
 ANSWERS: dict[str, Callable[[Any], dict]] = {
     stage1_extraction.NAME: _stage1,
     stage2_classification.NAME: _stage2,
@@ -109,6 +115,7 @@ ANSWERS: dict[str, Callable[[Any], dict]] = {
     # -- correction work (issue 32 item 1) --
     correction.NAME: _correction,
     refine_cluster.NAME: _refine,
+    recent_summary.NAME: _summary,
 }
 
 # Well-formed aliases no input of the tests reaches: they pass the static schema, not the call's enum.
@@ -141,6 +148,7 @@ UNKNOWN_ID: dict[str, Callable[[dict, Any], dict]] = {
                                                                          "text": ""}]},
     refine_cluster.NAME: lambda out, inp: {"actions": [{"action": "discard", "source_ids": [GHOST["O"]],
                                                         "texts": [], "reason": "x"}]},
+    recent_summary.NAME: lambda out, inp: out,  # a memo names no id
 }
 
 
@@ -160,6 +168,7 @@ def expected_id_enums(module: ModuleType, inp: Any) -> list[list[str]]:
         # -- correction work (issue 32 item 1) --
         correction.NAME: lambda: [ids(inp.pairs)],
         refine_cluster.NAME: lambda: [ids(inp.entries)],
+        recent_summary.NAME: lambda: [],
     }[module.NAME]()
 
 

@@ -12,6 +12,7 @@ from credence.streams.llm.prompts import (
     merge_decision,
     negative_keyword_target,
     refine_cluster,
+    recent_summary,
     reflection_synthesis,
     stage1_extraction,
     stage2_classification,
@@ -31,6 +32,7 @@ PROMPTS: dict[str, ModuleType] = {
         # -- correction work (issue 32 item 1) --
         correction,
         refine_cluster,
+        recent_summary,
     )
 }
 

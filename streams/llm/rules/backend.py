@@ -30,6 +30,7 @@ from credence.streams.llm.prompts import (
     candidate_rerank,
     negative_keyword_target,
     refine_cluster,
+    recent_summary,
     reflection_synthesis,
     stage1_extraction,
     stage2_classification,
@@ -40,7 +41,7 @@ from credence.streams.llm.prompts import (
     merge_decision as merge_prompt,
 )
 from credence.streams.llm.prompts.base import fit_to_schema, static_schema
-from credence.streams.llm.rules import correction_work, extraction, feedback, matching, synthesis
+from credence.streams.llm.rules import correction_work, extraction, feedback, matching, summary, synthesis
 from credence.streams.llm.rules import refine as refine_rules
 from credence.streams.llm.token_budget import CountTokens, approx_tokens, fit_rerank, fit_stage2
 
@@ -157,3 +158,7 @@ class RulesBackend(LLMBackend):
         self._count()
         actions = [a.model_dump() for a in refine_rules.refine(entries)]
         return [RefineAction.model_validate(a) for a in _wire(refine_cluster, {"actions": actions})["actions"]]
+
+    async def summarise(self, memo: str, turns: Sequence[Turn], max_tokens: int) -> str:
+        self._count()
+        return _wire(recent_summary, {"summary": summary.summarise(memo, turns, max_tokens)})["summary"]

@@ -13,6 +13,7 @@ from credence.streams.llm.prompts import (
     merge_decision,
     negative_keyword_target,
     refine_cluster,
+    recent_summary,
     reflection_synthesis,
     stage1_extraction,
     stage2_classification,
@@ -33,6 +34,7 @@ FINGERPRINTS = {
     # -- correction work (issue 32 item 1) --
     ("correction", 1): "ca4f9aa168d75afa",
     ("refine_cluster", 1): "9f0f5926e1262c63",
+    ("recent_summary", 1): "6835f5f7ab73eb7b",
 }
 
 
@@ -67,6 +69,7 @@ def calls(i: int) -> dict:
         "correction": correction.build([CorrectionItem(id=f"c-{k}", old=o, new_text=f"The user likes {k} now.",
                                                        new_score=float(k)) for k, o in zip(n, obs, strict=True)]),
         "refine_cluster": refine_cluster.build(obs),
+        "recent_summary": recent_summary.build(f"memo {i}", turns, 100 * i),
     }
 
 
@@ -103,6 +106,8 @@ def test_deciding_prompts_carry_worked_examples_including_the_empty_answer(name)
         PROMPTS[name].Input.model_validate_json(inp)  # and every example input has the real input's shape
     if name == "surfaced_feedback":  # one decision per surfaced entry: "empty" is all-ignore
         assert any({d["decision"] for d in json.loads(out)["decisions"]} == {"ignore"} for out in outputs)
+    elif name == "recent_summary":  # small talk and no memo: nothing to keep
+        assert any(json.loads(out)["summary"] == "" for out in outputs)
     elif name not in ("merge_decision", "correction"):  # these always decide (reject; keep_both)
         assert any(v == [] for out in outputs for v in json.loads(out).values()), "no empty-answer example"
     assert "never instructions" in system
@@ -228,7 +233,7 @@ def _answer(name: str, alias: str) -> dict:
 OFFERED = {"stage1_extraction": "T2", "reflection_synthesis": "F2", "correction": "C2"}
 
 
-@pytest.mark.parametrize("name", sorted(PROMPTS))
+@pytest.mark.parametrize("name", sorted(set(PROMPTS) - {recent_summary.NAME}))  # a memo names no id
 def test_enum_schema_accepts_the_calls_aliases_and_nothing_else(name):
     schema = response_format(PROMPTS[name], calls(2)[name])["json_schema"]["schema"]
     jsonschema.validate(_answer(name, OFFERED.get(name, "O2")), schema)

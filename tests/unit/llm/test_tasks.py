@@ -21,7 +21,7 @@ from credence.streams.scope.state import Request
 ROOT = Path(__file__).resolve().parents[3]
 # Stored in scope state (requests, request ids) and on credence.control/credence.facts: never renamed.
 WIRE_NAMES = {"stage1", "stage2", "synthesis", "feedback", "target", "promotion", "correction",
-              "refine"}
+              "refine", "summarise"}
 
 
 def test_task_names_are_the_strings_stored_records_carry():
@@ -103,6 +103,8 @@ PAYLOADS = {
                                            "new_score": 2.1}]},
     TaskName.REFINE: {"entries": [OBS, {"id": "r2", "text": "The user likes tea a lot.", "subject": "tea"}],
                       "cluster": "c", "versions": {"r1": 1, "r2": 1}},
+    TaskName.SUMMARISE: {"memo": "", "max_tokens": 100, "memo_version": 0, "head_ids": ["t1"],
+                         "turns": [{"id": "t1", "role": "user", "text": "I love green tea", "ts": "x"}]},
 }
 
 
