@@ -85,6 +85,8 @@ class ScopeState:
     # created again (streams/state/incarnations.py); every journal record carries it, so the journal's folds
     # tell a returning user's entries from the forgotten ones under the same deterministic ids.
     incarnation: int = 0
+    # The imports applied to this scope (streams/scope/imports.py), newest last: a re-sent one is a no-op.
+    imports: list[str] = field(default_factory=list)
     # Not state: the reflections a score-transition pass found nothing to do for (step._quiet_marks), at
     # this instant or at any later one. Entries are immutable, so the same object gives the same answer;
     # a step re-checks only what changed and what time alone can move.
@@ -119,7 +121,8 @@ class ScopeState:
             "last_usage_sweep_at": format_instant(self.last_usage_sweep_at), "applied": self.applied, "seq": self.seq,
             "queue": self.queue, "turns": self.turns,
             "done_facts": self.done_facts, "archived": self.archived, "entries_version": self.entries_version,
-        } | ({"incarnation": self.incarnation} if self.incarnation else {})
+        } | ({"incarnation": self.incarnation} if self.incarnation else {}) | (
+            {"imports": self.imports} if self.imports else {})
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ScopeState:
@@ -138,7 +141,7 @@ class ScopeState:
             seq=d.get("seq", 0), queue=list(d.get("queue", [])), turns=d.get("turns", 0),
             done_facts=list(d.get("done_facts", [])),
             archived=dict(d.get("archived", {})), entries_version=d.get("entries_version", 0),
-            incarnation=d.get("incarnation", 0),
+            incarnation=d.get("incarnation", 0), imports=list(d.get("imports", [])),
         )
 
     def next_id(self, prefix: str) -> str:
