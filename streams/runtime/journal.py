@@ -97,8 +97,7 @@ async def scope_incarnation(bootstrap: str, settings: Settings, scope: Scope) ->
     try:
         consumer.assign([tp])
         await consumer.seek_to_beginning(tp)
-        end, keys, value = (await consumer.end_offsets([tp]))[tp], {json.dumps(scope.key).encode(),
-                                                                   scope.key.encode()}, None
+        end, keys, value = (await consumer.end_offsets([tp]))[tp], changelog_keys(scope), None
         while await consumer.position(tp) < end:
             for records in (await consumer.getmany(tp, timeout_ms=1000)).values():
                 for r in records:
@@ -108,6 +107,12 @@ async def scope_incarnation(bootstrap: str, settings: Settings, scope: Scope) ->
         return None if control is None else control.state.incarnation
     finally:
         await consumer.stop()
+
+
+def changelog_keys(scope: Scope) -> set[bytes]:
+    """The keys a scope's value may have on the `scopes` changelog: Faust's JSON of the key, which writes a
+    non-ASCII scope as raw UTF-8 (not as \\u escapes), and the bare key."""
+    return {json.dumps(scope.key, ensure_ascii=False).encode(), json.dumps(scope.key).encode(), scope.key.encode()}
 
 
 def scope_of(events: list[dict], entry_id: str) -> Scope:
