@@ -51,7 +51,8 @@ def entry(draw, scope: Scope, eid: str) -> Entry:
                  promote_attempts=draw(st.integers(0, 5)), version=draw(st.integers(1, 40)),
                  updated_at=draw(maybe), archived_at=created + timedelta(days=3) if status == "archived" else None,
                  source_fact_ids=tuple(draw(st.lists(st.sampled_from(("f1", "f2", "f3")), unique=True))),
-                 version_history=history)
+                 version_history=history, tags=draw(st.lists(st.sampled_from(("work", "trip", "家")), unique=True,
+                                                             max_size=3)))
 
 
 @st.composite
