@@ -123,6 +123,9 @@ def read_character(folder: Path, name: str, notes: list[str], flat: dict[str, Pa
     for kind, modern in (("facts", "facts.json"), ("facts_archive", "facts_archive.json")):
         files.facts += _objects(read_json(path(kind, modern), notes, list), folder / modern, notes)
     files.events_behind = _events_behind(folder, notes)
+    if (folder / "settings.json").is_file() and not files.persona:
+        notes.append(f"skipped {folder / 'settings.json'}: the pre-persona memory, which N.E.K.O. migrates into "
+                     "persona.json at its start; start and stop it once, then import again")
     return files
 
 

@@ -158,6 +158,8 @@ def test_old_shapes_read_and_counter_less_reflections_get_the_origins_seed():
     assert scores == {"ref_old_pending00001": 0.0, "ref_old_confirmed001": 1.0, "ref_old_promoted0001": 2.0,
                       "ref_old_denied000001": -2.0, "ref_old_archived0001": -2.0}
     assert entries["ref_old_archived0001"].status == "archived"  # the legacy flat archive, never migrated
+    _, notes = from_neko(FIXTURES / "legacy", "acme", "kim", "Asia/Shanghai", NOW)
+    assert any("小白/settings.json: the pre-persona memory" in n for n in notes)  # reported, not guessed at
 
 
 def test_the_mapped_lines_read_back_without_a_problem():
