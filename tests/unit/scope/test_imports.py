@@ -106,3 +106,14 @@ def test_imports_survive_the_state_round_trip(driver_factory):
     d.step(KIND, record(entries()), T0)
     assert ScopeState.from_dict(d.state.to_dict()).imports == ["imp-1"]
     assert "imports" not in driver_factory().state.control_dict()  # unchanged bytes for scopes never imported
+
+
+def test_an_import_waits_behind_an_evidence_request_in_flight(driver_factory):
+    d = driver_factory(auto=False)
+    d.turn("I love hiking in the mountains.", T0)
+    d.flush()
+    assert d.state.blocked  # Stage-1 asked, not answered
+    d.step(KIND, record(entries()), T0 + timedelta(minutes=1))
+    assert "ref_a" not in d.state.entries and d.state.queue[-1]["kind"] == KIND  # in order, in the state
+    d.pump()
+    assert d.state.entries["ref_a"] == entries()[0] and d.state.imports == ["imp-1"]
