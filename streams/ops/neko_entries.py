@@ -156,7 +156,7 @@ class Rows:
         for key, section in sorted(self.files.persona.items()):
             if key == "__meta__":
                 continue
-            subject = key.split("/", 1)[1] if key.startswith("@subject/") else None
+            subject = key.removeprefix("@subject/") if key.startswith("@subject/") else None
             if key not in SECTIONS and subject is None:
                 self.count(f"persona rows of the unknown section {key!r} skipped")
                 continue

@@ -19,7 +19,7 @@ from credence.errors import CredenceError, DomainError, RecordError
 from credence.streams.api.cards import Card, check_card_entries
 from credence.tables.clock import format_instant, parse_instant
 from credence.tables.entries import Entry
-from credence.tables.scope import Scope, check_part
+from credence.tables.scope import Scope, check_part, selection_parts
 
 FORMAT: Final = "credence-export"
 FORMAT_VERSION: Final = 1
@@ -64,16 +64,12 @@ def lines(head: dict, switches: dict[str, bool], cards: Iterable[Card], entries:
 
 def selected(selection: str, scope: Scope) -> bool:
     """Whether ``scope`` is in ``selection`` ("tenant", "tenant/user" or "tenant/user/character")."""
-    parts = selection.split("/")
-    return (scope.tenant, scope.user, scope.character)[:len(parts)] == tuple(parts)
+    parts = selection_parts(selection)
+    return (scope.tenant, scope.user, scope.character)[:len(parts)] == parts
 
 
 def check_selection(selection: str) -> str:
-    parts = selection.split("/")
-    if not 1 <= len(parts) <= 3:
-        raise CredenceError(f"select a tenant, a user or a scope: T, T/U or T/U/C (got {selection!r})")
-    for name, value in zip(("tenant", "user", "character"), parts, strict=False):
-        check_part(name, value)
+    selection_parts(selection)
     return selection
 
 

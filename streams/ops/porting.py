@@ -30,7 +30,7 @@ from credence.streams.runtime.journal import entries_from_journal, journal_of, s
 from credence.streams.runtime.records import import_record
 from credence.streams.runtime.switch import PowerSwitch
 from credence.tables.entries import Entry
-from credence.tables.scope import Scope
+from credence.tables.scope import Scope, selection_parts
 
 
 @dataclass
@@ -44,7 +44,7 @@ class Stored:
 
 
 async def read_stored(bootstrap: str, settings: Settings, selection: str) -> Stored:
-    parts = selection.split("/")
+    parts = selection_parts(selection)
     exact = Scope(*parts) if len(parts) == 3 else None
     events = await journal_of(bootstrap, settings, None, exact)
     by_scope: dict[Scope, list[dict]] = {}

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from credence.config.memory import MemorySettings
 from credence.config.pipeline import PipelineSettings
-from credence.errors import RecordError
+from credence.errors import DomainError, RecordError
 from credence.streams.api.cards import Card
 from credence.streams.ops.portable import ExportFormatError, header, import_id, lines, parse, selected
 from credence.streams.runtime.journal import entries_from_journal
@@ -146,3 +146,6 @@ def test_a_selection_is_a_prefix_of_the_scope():
     scope = Scope("acme", "kim", "aria")
     assert selected("acme", scope) and selected("acme/kim", scope) and selected("acme/kim/aria", scope)
     assert not selected("acme/lee", scope) and not selected("acme/kim/bob", scope) and not selected("acm", scope)
+    for bad in ("acme/kim/aria/x", "acme//aria", "", "acme/ kim"):
+        with pytest.raises(DomainError):
+            selected(bad, scope)
