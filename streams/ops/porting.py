@@ -26,7 +26,7 @@ from credence.streams.api.cards import Card, card_key
 from credence.streams.api.directory import Directory, follow
 from credence.streams.ops.admin import ensure_topics
 from credence.streams.ops.portable import Parsed, dumps, import_id, selected
-from credence.streams.runtime.journal import entries_from_journal, journal_of, scope_incarnation
+from credence.streams.runtime.journal import entries_from_journal, journal_of, scope_incarnations
 from credence.streams.runtime.records import import_record
 from credence.streams.runtime.switch import PowerSwitch
 from credence.tables.entries import Entry
@@ -53,8 +53,9 @@ async def read_stored(bootstrap: str, settings: Settings, selection: str) -> Sto
         if selected(selection, scope):
             by_scope.setdefault(scope, []).append(e)
     stored = Stored()
+    incarnations = await scope_incarnations(bootstrap, settings, list(by_scope))
     for scope in sorted(by_scope, key=lambda s: s.key):
-        incarnation = await scope_incarnation(bootstrap, settings, scope)
+        incarnation = incarnations[scope]
         if incarnation is None:
             stored.left_out.append(f"{scope.key}: no state (its user was forgotten): not exported")
             continue
