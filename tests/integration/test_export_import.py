@@ -93,6 +93,10 @@ def test_export_gives_back_what_was_imported_and_a_second_import_is_a_no_op(serv
         return out.read_text().splitlines()[1:] == mapped.read_text().splitlines()[1:]
 
     wait_until(exported, DEADLINE_S, "the export to hold every imported entry")
+    one = tmp_path / "one.jsonl"
+    assert cli("export", "acme/kim/小天", "--out", str(one), "--at", AT).returncode == 0  # its partition only
+    assert one.read_text().splitlines()[1:] == [x for x in mapped.read_text().splitlines()[1:]
+                                                if '"scope":"acme/group_participant' not in x]
     again = cli("import", str(out), "--by", "ops")  # the same entries: the same import ids
     assert again.returncode == 0
     marker = tmp_path / "marker.jsonl"
