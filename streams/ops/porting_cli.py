@@ -31,8 +31,8 @@ def cmd_export(args) -> int:
 
     settings = _settings()
     selection = check_selection(args.selection)
+    head = header(selection, _at(args), f"credence {__version__}")  # every argument checked before Kafka
     stored = asyncio.run(read_stored(bootstrap_for(settings), settings, selection))
-    head = header(selection, _at(args), f"credence {__version__}")
     body = lines(head, stored.switches, stored.cards, stored.entries)
     Path(args.out).write_text("\n".join(body) + "\n", encoding="utf-8")
     scopes = len({e.scope for e in stored.entries})
