@@ -79,6 +79,21 @@ def import_id(scope: str, entries: list[dict]) -> str:
     return "imp-" + hashlib.sha256(body.encode()).hexdigest()[:24]
 
 
+def chunks(entries: list[dict], budget: int) -> list[list[dict]]:
+    """One scope's snapshots in file order, cut into runs whose JSON stays within ``budget`` bytes (a snapshot
+    larger than that alone in its run), so a big scope travels as several import records."""
+    out: list[list[dict]] = [[]]
+    used = 0
+    for entry in entries:
+        size = len(dumps(entry).encode()) + 1
+        if out[-1] and used + size > budget:
+            out.append([])
+            used = 0
+        out[-1].append(entry)
+        used += size
+    return [run for run in out if run]
+
+
 @dataclass(frozen=True)
 class Problem:
     line: int  # 1-based line number in the file

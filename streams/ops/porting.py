@@ -25,7 +25,7 @@ from credence.kafka import client_options
 from credence.streams.api.cards import Card, card_key
 from credence.streams.api.directory import Directory, follow
 from credence.streams.ops.admin import ensure_topics
-from credence.streams.ops.portable import Parsed, dumps, import_id, selected
+from credence.streams.ops.portable import Parsed, chunks, dumps, import_id, selected
 from credence.streams.runtime.journal import entries_from_journal, journal_of, scope_incarnations
 from credence.streams.runtime.records import import_record
 from credence.streams.runtime.switch import PowerSwitch
@@ -81,8 +81,8 @@ class Sent:
 
 async def send_import(bootstrap: str, settings: Settings, parsed: Parsed, by: str, at: datetime,
                       source: str) -> Sent:
-    """One import record per good scope, the cards, and a dead letter per bad line; RecordError-free: a
-    scope whose record would pass the record limit is dead-lettered too, with that reason."""
+    """The import records of each good scope (one, or several for a big scope), the cards, and a dead letter
+    per bad line; a scope holding an entry too large for one record is dead-lettered whole, with that reason."""
     await ensure_topics(bootstrap, settings)
     producer = AIOKafkaProducer(**client_options(bootstrap, settings.kafka, acks="all",
                                                  max_request_size=settings.kafka.max_record_bytes + 64 * 1024))
@@ -93,15 +93,13 @@ async def send_import(bootstrap: str, settings: Settings, parsed: Parsed, by: st
             await _dead_letter(producer, settings, source, problem.line, problem.reason, problem.text, at)
             sent.dead_lettered += 1
         for scope, entries in sorted(parsed.good_scopes().items()):
-            record = import_record(scope, import_id(scope, entries), entries, by, at)
-            body = dumps(record).encode()
-            if len(body) + len(scope.encode()) > settings.kafka.max_record_bytes:
-                reason = (f"the import of {scope} is a {len(body)}-byte record, over the "
-                          f"{settings.kafka.max_record_bytes}-byte record limit (CREDENCE_KAFKA__MAX_RECORD_BYTES)")
-                await _dead_letter(producer, settings, source, 0, reason, json.dumps({"scope": scope}), at)
+            bodies = _import_bodies(settings, scope, entries, by, at)
+            if isinstance(bodies, str):
+                await _dead_letter(producer, settings, source, 0, bodies, json.dumps({"scope": scope}), at)
                 sent.dead_lettered += 1
                 continue
-            await producer.send_and_wait(settings.topic("control"), body, key=scope.encode())
+            for body in bodies:
+                await producer.send_and_wait(settings.topic("control"), body, key=scope.encode())
             sent.scopes += 1
             sent.entries += len(entries)
         for card in parsed.cards:
@@ -111,6 +109,19 @@ async def send_import(bootstrap: str, settings: Settings, parsed: Parsed, by: st
     finally:
         await producer.stop()
     return sent
+
+
+def _import_bodies(settings: Settings, scope: str, entries: list[dict], by: str, at: datetime) -> list[bytes] | str:
+    """The scope's import records, each at most half the record limit in entries (a record waiting in a busy
+    scope's state must leave it room); the reason instead when one snapshot alone is over the limit."""
+    limit = settings.kafka.max_record_bytes
+    bodies = [dumps(import_record(scope, import_id(scope, run), run, by, at)).encode()
+              for run in chunks(entries, limit // 2)]
+    over = max(len(b) for b in bodies) + len(scope.encode())
+    if over > limit:
+        return (f"the import of {scope} holds a {over}-byte record, over the {limit}-byte record limit "
+                "(CREDENCE_KAFKA__MAX_RECORD_BYTES): an entry too large to carry")
+    return bodies
 
 
 async def _dead_letter(producer, settings: Settings, source: str, line: int, reason: str, text: str,

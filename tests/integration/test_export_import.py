@@ -118,16 +118,21 @@ def test_a_bad_line_is_dead_lettered_and_its_scope_left_out(served, cli, kafka_b
             "text": "The user paints.", "status": "pending", "created_at": "2026-08-01T00:00:00+00:00"}
     bad = good | {"user": "eve", "status": "merged"}
     head = {"type": "header", "format": "credence-export", "format_version": 1, "selection": "acme"}
+    # A big scope (~1.3 MB of entries, over the record limit) travels as several import records.
+    big = [{"type": "entry", "scope": "acme/big/aria", "entry": good | {"user": "big", "id": f"b{i}",
+                                                                       "text": f"Fact {i}: " + "x" * 2000}}
+           for i in range(600)]
     path = tmp_path / "bad.jsonl"
     path.write_text("\n".join(json.dumps(x) for x in (
         head, {"type": "entry", "scope": "acme/dora/aria", "entry": good},
         {"type": "entry", "scope": "acme/eve/aria", "entry": bad},
-        {"type": "entry", "scope": "acme/eve/aria", "entry": bad | {"id": "r2", "status": "pending"}})) + "\n")
+        {"type": "entry", "scope": "acme/eve/aria", "entry": bad | {"id": "r2", "status": "pending"}}, *big)) + "\n")
     dry = cli("import", str(path), "--dry-run")
     assert dry.returncode == 1 and "acme/eve/aria: 1 entries" in dry.stdout and "NOT imported" in dry.stdout
     done = cli("import", str(path), "--by", "ops")
     assert done.returncode == 1 and "1 dead letters" in done.stdout
     wait_until(lambda: "r1" in listing(served, "dora", "aria"), DEADLINE_S, "the good scope imported")
+    wait_until(lambda: len(listing(served, "big", "aria")) == 600, DEADLINE_S, "the big scope imported whole")
     (letter,) = [d for d in topic_values(kafka_bootstrap, settings, "dlq") if d["topic"].startswith("import:")]
     assert letter["offset"] == 3 and "status must be one of" in letter["reason"]
     assert listing(served, "eve", "aria") == {}  # neither of eve's lines: never half a scope

@@ -149,3 +149,14 @@ def test_a_selection_is_a_prefix_of_the_scope():
     for bad in ("acme/kim/aria/x", "acme//aria", "", "acme/ kim"):
         with pytest.raises(DomainError):
             selected(bad, scope)
+
+
+def test_a_big_scope_is_cut_into_runs_within_the_budget_in_file_order():
+    from credence.streams.ops.portable import chunks, dumps
+
+    snaps = [{"id": f"r{i}", "text": "x" * (i * 37 % 500)} for i in range(200)]
+    runs = chunks(snaps, 4000)
+    assert [s for run in runs for s in run] == snaps and len(runs) > 1
+    assert all(sum(len(dumps(s).encode()) + 1 for s in run) <= 4000 for run in runs)
+    assert chunks([{"text": "y" * 9000}], 4000) == [[{"text": "y" * 9000}]]  # alone, never dropped
+    assert chunks([], 4000) == []
