@@ -108,7 +108,7 @@ def map_character(inst: Installation, files: CharacterFiles, tenant: str, user: 
         out.cards.append(card)
     migrated = MIGRATION_MARKER in {e.get("id") for e in neko_entries.section_rows(files.persona.get("__meta__"))}
     rows = neko_entries.Rows(files, at, now, migrated, notes)
-    for where, row, build in _rows(files, rows):
+    for where, row, build in _rows(rows):
         subject = subject_user(row, notes, where)
         if subject is None:
             continue
@@ -125,7 +125,7 @@ def map_character(inst: Installation, files: CharacterFiles, tenant: str, user: 
     _report_leftovers(files, notes)
 
 
-def _rows(files: CharacterFiles, rows: neko_entries.Rows) -> Iterator:
+def _rows(rows: neko_entries.Rows) -> Iterator:
     yield from rows.reflections()
     yield from rows.persona()
 
@@ -162,5 +162,5 @@ def from_neko(root: Path, tenant: str, user: str, timezone: str | None, now: dat
     """The installation at ``root`` as the portable format's lines, and the notes on what was skipped."""
     Scope(tenant, user, "x")  # refuse a bad tenant or user before reading anything
     mapped = map_installation(read_installation(root), tenant, user, zone(timezone), now)
-    head = header(f"{tenant}/{user}", now, SOURCE)
+    head = header(tenant, now, SOURCE)  # the tenant: group-chat subjects are users of their own
     return lines(head, {tenant: mapped.switch}, mapped.cards, mapped.entries), mapped.notes
