@@ -45,7 +45,7 @@ ENTRY_KEYS: Final = (
     "protected", "status", "evidence", "created_at", "confirmed_at", "promoted_at", "merged_from_ids",
     "merged_into_id", "promote_attempts", "last_promote_attempt_at", "recent_mentions", "suppressed_at",
     "version", "updated_at", "archived_at", "promotion_rejected_at", "valid_from", "invalidated_at", "usage",
-    "consensus", "version_history",
+    "consensus", "version_history", "tags",
 )  # fmt: skip
 
 
@@ -88,6 +88,7 @@ class Entry:
     consensus: Consensus | None = None  # external corroboration (seed 002); never part of the score
     # The texts a rewrite replaced, oldest first, at most memory.version_history_max (version_history.py).
     version_history: tuple[Version, ...] = ()
+    tags: tuple[str, ...] = ()  # the tenant's tags of the turns it came from (tables/tags.py); never scored
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id:
@@ -110,6 +111,7 @@ class Entry:
                 object.__setattr__(self, name, as_utc(value))
         object.__setattr__(self, "source_fact_ids", tuple(self.source_fact_ids))
         object.__setattr__(self, "merged_from_ids", tuple(self.merged_from_ids))
+        object.__setattr__(self, "tags", tuple(self.tags))
         object.__setattr__(self, "recent_mentions", tuple(as_utc(m) for m in self.recent_mentions))
         object.__setattr__(self, "version_history", read_history(self.version_history))
         if self.valid_from is None:
@@ -162,6 +164,7 @@ class Entry:
             "usage": self.usage.to_dict(),
             "consensus": self.consensus.to_dict() if self.consensus is not None else None,
             "version_history": [v.to_dict() for v in self.version_history],
+            "tags": list(self.tags),
         }
 
     @classmethod
@@ -207,6 +210,7 @@ class Entry:
             usage=Usage.from_dict(d.get("usage"), since=created_at),
             consensus=Consensus.from_dict(d.get("consensus")),
             version_history=read_history(d.get("version_history")),
+            tags=tuple(str(t) for t in d.get("tags") or ()),
         )
 
 
@@ -283,6 +287,7 @@ def new_reflection(
     source_fact_ids: Iterable[str] = (),
     source_fact_importances: Iterable[int] = (),
     settings: MemorySettings = DEFAULT_MEMORY_SETTINGS,
+    tags: Iterable[str] = (),
 ) -> Entry:
     """A pending reflection, seeded by the highest source-fact importance."""
     return Entry(
@@ -299,6 +304,7 @@ def new_reflection(
         evidence=seeded_evidence(source_fact_importances, created_at, settings=settings),
         created_at=created_at,
         updated_at=created_at,
+        tags=tuple(tags),
     )
 
 
@@ -314,6 +320,7 @@ def new_persona_entry(
     protected: bool = False,
     evidence: Evidence | None = None,
     merged_from_ids: Iterable[str] = (),
+    tags: Iterable[str] = (),
 ) -> Entry:
     """An active persona entry; ``protected`` marks a character-card entry (score +inf, never archived)."""
     return Entry(
@@ -332,6 +339,7 @@ def new_persona_entry(
         merged_from_ids=tuple(merged_from_ids),
         created_at=created_at,
         updated_at=created_at,
+        tags=tuple(tags),
     )
 
 

@@ -42,6 +42,17 @@ def user_prefix(tenant: str, user: str) -> str:
     return f"{tenant}{SEPARATOR}{user}{SEPARATOR}"
 
 
+def selection_parts(selection: object) -> tuple[str, ...]:
+    """A selection of scopes, "tenant", "tenant/user" or "tenant/user/character", as its checked parts
+    (`credence export`); DomainError when it is none of them."""
+    parts = selection.split(SEPARATOR) if isinstance(selection, str) else []
+    if not 1 <= len(parts) <= 3:
+        raise DomainError(f"select a tenant, a user or a scope: T, T/U or T/U/C (got {selection!r})")
+    for name, value in zip(("tenant", "user", "character"), parts, strict=False):
+        check_part(name, value)
+    return tuple(parts)
+
+
 def tenant_of(key: str) -> str:
     """The tenant of a scope key or of a user prefix."""
     return key.split(SEPARATOR, 1)[0]

@@ -16,6 +16,7 @@ from aiokafka.errors import KafkaError
 from credence import __version__
 from credence.errors import CredenceError
 from credence.streams.ops.operator_cli import add_operator_parsers
+from credence.streams.ops.porting_cli import add_porting_parsers
 
 log = logging.getLogger("credence")
 LOG_LEVELS = ["DEBUG", "INFO", "WARNING", "ERROR"]
@@ -253,6 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
     _data_parsers(sub)
     _tenants_parser(sub)
     add_operator_parsers(sub)
+    add_porting_parsers(sub)
     return parser
 
 

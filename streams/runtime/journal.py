@@ -88,26 +88,40 @@ async def scope_incarnation(bootstrap: str, settings: Settings, scope: Scope) ->
     read_committed: a fenced owner's writes never count); None when the scope has no state (never written
     to, or its user forgotten). For the commands that fold the journal outside the worker: without it,
     the newest life the journal shows is a forgotten one when the user has not come back."""
+    return (await scope_incarnations(bootstrap, settings, [scope]))[scope]
+
+
+async def scope_incarnations(bootstrap: str, settings: Settings, scopes: list[Scope]) -> dict[Scope, int | None]:
+    """``scope_incarnation`` of many scopes, each changelog partition they live on read once."""
     topic = f"{settings.app_id}-scopes-changelog"  # Faust's naming (ops.admin.changelog_topic)
     everyone = list(range(settings.topic_partitions))
-    tp = TopicPartition(topic, DefaultPartitioner()(scope.key.encode(), everyone, everyone))
+    by_key = {key: scope for scope in scopes for key in changelog_keys(scope)}
+    parts = sorted({TopicPartition(topic, DefaultPartitioner()(s.key.encode(), everyone, everyone)) for s in scopes})
+    values: dict[Scope, bytes | None] = {}
+    if not parts:
+        return {}
     consumer = AIOKafkaConsumer(**client_options(bootstrap, settings.kafka, enable_auto_commit=False,
                                                  auto_offset_reset="earliest", isolation_level="read_committed"))
     await consumer.start()
     try:
-        consumer.assign([tp])
-        await consumer.seek_to_beginning(tp)
-        end, keys, value = (await consumer.end_offsets([tp]))[tp], {json.dumps(scope.key).encode(),
-                                                                   scope.key.encode()}, None
-        while await consumer.position(tp) < end:
-            for records in (await consumer.getmany(tp, timeout_ms=1000)).values():
+        consumer.assign(parts)
+        await consumer.seek_to_beginning(*parts)
+        ends = await consumer.end_offsets(parts)
+        while [tp for tp in parts if await consumer.position(tp) < ends[tp]]:
+            for tp, records in (await consumer.getmany(*parts, timeout_ms=1000)).items():
                 for r in records:
-                    if r.offset < end and r.key in keys:
-                        value = r.value  # the latest wins; a tombstone (None) is a forgotten scope
-        control = decode_control(value)
-        return None if control is None else control.state.incarnation
+                    if r.offset < ends[tp] and r.key in by_key:
+                        values[by_key[r.key]] = r.value  # the latest wins; a tombstone (None): forgotten
     finally:
         await consumer.stop()
+    controls = {scope: decode_control(values.get(scope)) for scope in scopes}
+    return {scope: None if c is None else c.state.incarnation for scope, c in controls.items()}
+
+
+def changelog_keys(scope: Scope) -> set[bytes]:
+    """The keys a scope's value may have on the `scopes` changelog: Faust's JSON of the key, which writes a
+    non-ASCII scope as raw UTF-8 (not as \\u escapes), and the bare key."""
+    return {json.dumps(scope.key, ensure_ascii=False).encode(), json.dumps(scope.key).encode(), scope.key.encode()}
 
 
 def scope_of(events: list[dict], entry_id: str) -> Scope:

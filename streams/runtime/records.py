@@ -26,6 +26,10 @@ MAX_SURFACED_IDS = 100  # entries a turn's AI text can name: more than any promp
 # forwarded, never queued in a scope's state.
 MAX_INPUT_BYTES = 512 * 1024
 ANSWERS = ("result", "failed")  # LLM answers (control, facts): bounded by the runner at the record limit
+# Records bounded by the record limit (CREDENCE_KAFKA__MAX_RECORD_BYTES), not MAX_INPUT_BYTES: LLM answers, and
+# an import, which carries a whole scope's entries (`credence import` refuses one over the limit before sending).
+BOUNDED_BY_RECORD_LIMIT = (*ANSWERS, "import")
+MAX_IMPORT_ENTRIES = 10_000
 
 
 def _part(obj: dict, name: str) -> str:
@@ -122,7 +126,23 @@ def decode_control(raw: bytes | None) -> dict:
             obj["ts"] = format_instant(parse_utc(obj["ts"], "ts"))
     if obj["type"] == "consensus":
         _consensus(obj)
+    if obj["type"] == "import":
+        _import(obj)
     return obj
+
+
+def _import(obj: dict) -> None:
+    """{import_id, entries: [Entry snapshots], by, ts}: one scope's entries from `credence import`. Only the
+    shape is checked here; the scope's owner reads every snapshot before applying any (scope/imports.py)."""
+    _entry_ref(obj, "import_id")
+    entries = obj.get("entries")
+    if not isinstance(entries, list) or len(entries) > MAX_IMPORT_ENTRIES or not all(
+            isinstance(e, dict) for e in entries):
+        raise RecordError(f"'entries' must be a list of at most {MAX_IMPORT_ENTRIES} entry snapshots (objects)")
+    by = obj.get("by")
+    if not isinstance(by, str) or len(by) > MAX_PART:
+        raise RecordError(f"'by' must be a string of at most {MAX_PART} characters")
+    obj["ts"] = format_instant(parse_utc(obj.get("ts"), "ts"))
 
 
 def _after(after) -> None:
@@ -198,6 +218,12 @@ def dedupe_record(scope: str, by: str, at: datetime) -> dict:
             "ts": format_instant(at)}
 
 
+def import_record(scope: str, import_id: str, entries: list[dict], by: str, at: datetime) -> dict:
+    """A credence.control v1 import of one scope's entry snapshots (`credence import`)."""
+    return {"v": 1, "type": "import", **Scope.parse(scope).fields(), "import_id": import_id,
+            "entries": entries, "by": by, "ts": format_instant(at)}
+
+
 def forget_record(tenant: str, user: str, after: dict[str, list[int]]) -> bytes:
     """A credence.control v1 forget of the user, ordered after everything `after` (input topic -> end
     offset by partition) counts."""
@@ -217,7 +243,7 @@ class Input:
 
 def decode_input(name: str, raw: bytes) -> Input:
     item = _decode_input(name, raw)
-    if item.kind not in ANSWERS and len(raw) > MAX_INPUT_BYTES:  # checked after the known fields: their reasons first
+    if item.kind not in BOUNDED_BY_RECORD_LIMIT and len(raw) > MAX_INPUT_BYTES:  # checked after the known fields: their reasons first
         raise RecordError(f"a {len(raw)}-byte {name} record, over the {MAX_INPUT_BYTES}-byte input limit: "
                           "its fields credence does not know are too large")
     return item

@@ -98,6 +98,8 @@ class ScopeState:
     refined: dict[str, str] = field(default_factory=dict)
     # The recent conversation: the newest turns and the memo of older ones (tables/recent.py), bounded.
     recent: RecentLog = field(default_factory=RecentLog)
+    # The imports applied to this scope (streams/scope/imports.py), newest last: a re-sent one is a no-op.
+    imports: list[str] = field(default_factory=list)
     # Not state: the reflections a score-transition pass found nothing to do for (step._quiet_marks), at
     # this instant or at any later one. Entries are immutable, so the same object gives the same answer;
     # a step re-checks only what changed and what time alone can move.
@@ -136,7 +138,8 @@ class ScopeState:
             {"corrections": self.corrections} if self.corrections else {}) | (
             {"last_refine_at": format_instant(self.last_refine_at), "refined": self.refined}
             if self.last_refine_at else {}) | (
-            {"recent": self.recent.to_dict()} if not self.recent.empty else {})
+            {"recent": self.recent.to_dict()} if not self.recent.empty else {}) | (
+            {"imports": self.imports} if self.imports else {})
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ScopeState:
@@ -159,6 +162,7 @@ class ScopeState:
             corrections=[dict(c) for c in d.get("corrections", [])],
             last_refine_at=parse_instant(d.get("last_refine_at")), refined=dict(d.get("refined", {})),
             recent=RecentLog.from_dict(d.get("recent")),
+            imports=list(d.get("imports", [])),
         )
 
     def next_id(self, prefix: str) -> str:

@@ -20,7 +20,7 @@ import heapq
 from datetime import datetime, timedelta
 
 from credence.streams.llm.tasks import TaskName
-from credence.streams.scope import corrections, dedupe, quiet, recent, refine, results, speculation, usage
+from credence.streams.scope import corrections, dedupe, imports, quiet, recent, refine, results, speculation, usage
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import (
     AI_TEXT_CHARS,
@@ -106,6 +106,9 @@ def _apply_result(state: ScopeState, kind: str, record: dict, ctx: StepContext) 
 
 
 def _run(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
+    if kind == imports.KIND:  # a transfer of state: time-driven changes wait for the scope's next input
+        imports.apply(state, record, ctx)
+        return
     _advance(state, ctx)
     if kind == "turn":
         _on_turn(state, record, ctx)

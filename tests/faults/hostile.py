@@ -132,6 +132,12 @@ def _control_defects(i: int) -> list[tuple[str, bytes | None, str]]:
            ("tick_naive", _enc(base | {"type": "tick", "now": "2026-09-01T09:00:00"}), r"needs a UTC offset"),
            ("tick_far_future", _enc(base | {"type": "tick", "now": "9999-01-01T00:00:00Z"}),
             r"outside the accepted range")]
+    imp = base | {"type": "import", "import_id": f"imp-{i}", "entries": [], "by": "ops", "ts": "2026-09-01T00:00:00Z"}
+    out += [("import_entries_not_a_list", _enc(imp | {"entries": {"id": "r1"}}), r"'entries' must be a list"),
+            ("import_entry_not_an_object", _enc(imp | {"entries": ["r1"]}), r"'entries' must be a list"),
+            ("import_without_id", _enc({k: v for k, v in imp.items() if k != "import_id"}), r"'import_id' must be"),
+            ("import_by_not_a_string", _enc(imp | {"by": 7}), r"'by' must be a string"),
+            ("import_ts_naive", _enc(imp | {"ts": "2026-09-01T00:00:00"}), r"needs a UTC offset")]
     for kind, (value, reason) in BAD_IDS.items():
         out.append((f"character_{kind}", _enc(base | {"character": value}),
                     rf"'character' .*{reason}|'character' must be"))

@@ -199,3 +199,27 @@ def test_the_command_itself_exits_2_with_the_message(args, env, says, tmp_path):
     err = refused(process(*(a.format(tmp=tmp_path) for a in args), env=env, cwd=tmp_path))
     assert says.lower() in err.lower(), err[-800:]
     assert not (tmp_path / "archive").exists() and not (tmp_path / "other.db").exists()
+
+
+PORTING_CASES = [
+    (["export", "acme/../x", "--out", "{tmp}/out.jsonl"], "dot path"),
+    (["export", "acme/kim/aria/extra", "--out", "{tmp}/out.jsonl"], "select a tenant"),
+    (["export", "acme", "--out", "{tmp}/out.jsonl", "--at", "2026-01-01T00:00:00"], "UTC offset"),
+    (["import", "{tmp}/not-an-export.jsonl"], "not a credence export"),
+    (["import", "{tmp}/newer.jsonl"], "reads version 1"),
+    (["import"], "name the export file"),
+    (["import", "--from-neko", "{tmp}"], "--tenant"),
+    (["import", "--from-neko", "{tmp}", "--tenant", "acme", "--user", "a/b"], "user"),
+    (["import", "--from-neko", "{tmp}", "--tenant", "acme", "--user", "kim", "--timezone", "Mars/Olympus"],
+     "unknown time zone"),
+]
+
+
+@pytest.mark.parametrize("args,says", PORTING_CASES, ids=[f"{a[0]}-{i}" for i, (a, _) in enumerate(PORTING_CASES)])
+def test_export_and_import_refuse_bad_input_before_touching_kafka(args, says, tmp_path, cli):
+    (tmp_path / "not-an-export.jsonl").write_text('{"v": 1, "tenant": "acme"}\n')
+    (tmp_path / "newer.jsonl").write_text('{"type":"header","format":"credence-export","format_version":2}\n')
+    err = refused(cli(*(a.format(tmp=tmp_path) for a in args), env={"CREDENCE_KAFKA_BOOTSTRAP": "127.0.0.1:1"},
+                      cwd=tmp_path))
+    assert says.lower() in err.lower(), err[-800:]
+    assert not (tmp_path / "out.jsonl").exists()  # nothing half-written

@@ -158,3 +158,13 @@ def test_a_fold_of_the_journal_keeps_one_life_of_a_scope():
     assert {e.version for e in entries_from_journal(journal)} == {1}  # the new life, not the forgotten v3
     assert {e.version for e in entries_from_journal(journal, incarnation=0)} == {3}
     assert one_incarnation(journal) == back
+
+
+def test_a_non_ascii_scope_is_found_on_the_scopes_changelog():
+    # Faust writes the `scopes` table's keys as JSON with raw UTF-8 (seen on a real changelog): an
+    # ASCII-escaped key alone never matched a CJK character's scope, so export and dedupe saw no state.
+    from credence.streams.runtime.journal import changelog_keys
+    from credence.tables.scope import Scope
+
+    assert b'"acme/kim/\xe5\xb0\x8f\xe5\xa4\xa9"' in changelog_keys(Scope("acme", "kim", "小天"))
+    assert b'"acme/kim/aria"' in changelog_keys(Scope("acme", "kim", "aria"))
