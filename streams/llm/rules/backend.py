@@ -29,8 +29,8 @@ from credence.streams.llm.models import (
 from credence.streams.llm.prompts import (
     candidate_rerank,
     negative_keyword_target,
-    refine_cluster,
     recent_summary,
+    refine_cluster,
     reflection_synthesis,
     stage1_extraction,
     stage2_classification,
