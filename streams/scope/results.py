@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from credence.streams.llm.tasks import TaskName
-from credence.streams.scope import quiet, requests, restate
+from credence.streams.scope import erase, quiet, requests, restate
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import reflection_id
 from credence.streams.scope.state import ScopeState
@@ -162,6 +162,7 @@ def _stage1(state: ScopeState, payload: dict, output: dict, ctx: StepContext) ->
             # AI-origin facts never enter Stage-2 or synthesis: model output never reinforces itself.
             "stage2": "pending" if user and ctx.powerful else "skipped",
             "synthesis": ("after_stage2" if ctx.powerful else "pending") if user else "none",
+            "said_at": erase.said_at(fact.get("source_turn_ids", []), turns),  # a deleted entry's guard
         }
 
 
@@ -207,6 +208,9 @@ def _synthesis(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
         entry_id = reflection_id(state.scope, draft["text"])
         if entry_id in state.entries or not restate.admit(ctx, TaskName.SYNTHESIS, draft["text"]):
             continue
+        if erase.held_back(state, entry_id, [f["id"] for f in sources]):
+            ctx.refuse(TaskName.SYNTHESIS, "deleted by the user", draft["text"])  # said before the delete
+            continue
         twin = restate.restated_by(draft["text"], restate.live_statements(state), ctx.memory) \
             or restate.live(state, draft.get("similar_to"))  # the runner's cosine check, embeddings on
         if twin is not None:
@@ -219,7 +223,8 @@ def _synthesis(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
             source_fact_ids=[f["id"] for f in sources],
             source_fact_importances=[f["importance"] for f in sources], settings=ctx.memory,
         )
-        ctx.put(state, entry, "created", "synthesis")
+        cause = erase.REMEMBER_CAUSE if erase.remembered(state, [f["id"] for f in sources]) else "synthesis"
+        ctx.put(state, entry, "created", cause)
     for fact_id in facts:
         if fact_id in state.facts:
             state.facts[fact_id]["synthesis"] = "done"

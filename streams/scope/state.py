@@ -79,6 +79,9 @@ class ScopeState:
     # entry id -> the version it was archived at: a deterministic id that comes back (the same observation
     # synthesised again, its default persona id) continues that version line instead of reusing event ids.
     archived: dict[str, int] = field(default_factory=dict)
+    # entry id -> {"at", "version", "by"}: entries the user deleted (streams/scope/erase.py). What was said
+    # before "at" never brings one back (a replay of old turns); a later restatement is new evidence.
+    erased: dict[str, dict] = field(default_factory=dict)
     # Grows whenever any entry of the scope changes (readers cache what they derive from the entries by it).
     entries_version: int = 0
     # Which life of the scope this is: 0 until its user is first forgotten, then set when the scope is
@@ -119,7 +122,8 @@ class ScopeState:
             "last_usage_sweep_at": format_instant(self.last_usage_sweep_at), "applied": self.applied, "seq": self.seq,
             "queue": self.queue, "turns": self.turns,
             "done_facts": self.done_facts, "archived": self.archived, "entries_version": self.entries_version,
-        } | ({"incarnation": self.incarnation} if self.incarnation else {})
+        } | ({"incarnation": self.incarnation} if self.incarnation else {}) | (
+            {"erased": self.erased} if self.erased else {})
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ScopeState:
@@ -138,7 +142,7 @@ class ScopeState:
             seq=d.get("seq", 0), queue=list(d.get("queue", [])), turns=d.get("turns", 0),
             done_facts=list(d.get("done_facts", [])),
             archived=dict(d.get("archived", {})), entries_version=d.get("entries_version", 0),
-            incarnation=d.get("incarnation", 0),
+            incarnation=d.get("incarnation", 0), erased={k: dict(v) for k, v in d.get("erased", {}).items()},
         )
 
     def next_id(self, prefix: str) -> str:

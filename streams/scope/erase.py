@@ -1,0 +1,123 @@
+"""One entry at a time, as user signals (issue 33): deleting one entry, and "remember this".
+
+Erase: the entry, and the reflections merged into it (their text lives on in it), leave the scope's state.
+The store deletes their keys, signal history and kept versions with them (changelog tombstones); the journal
+gets one "erased" event per entry whose snapshot keeps no text, the who and why in its cause; and each id
+goes into ``ScopeState.erased`` with the instant and the erased event's version. From then on a synthesis
+whose facts were all said at or before that instant never creates the entry again (a replay of the old
+turns says nothing new), while a fact said later (the user restating it) is new evidence and may. The
+version line goes on past the erased event, so a later life of the entry never reuses its event ids, and
+the archive's erase marker (sinks/erase.py) removes only the versions below it.
+
+Remember: a user-provenance fact entered where Stage-1 would have put it: Stage-2 weighs it against the
+scope's entries (it reinforces the one it restates), synthesis makes a new reflection of it seeded by its
+importance. It earns nothing past the seed's thresholds: confirmation and promotion come as for any fact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import datetime
+
+from credence.streams.llm.models import fact_id
+from credence.streams.llm.tasks import TaskName
+from credence.streams.scope import restate
+from credence.streams.scope.context import StepContext
+from credence.streams.scope.state import ScopeState
+from credence.tables.clock import format_instant, parse_instant
+from credence.tables.entries import ARCHIVED, PROMOTED, REFLECTION, Entry
+
+KINDS = ("erase", "remember")
+ERASED = "erased"  # the journal event of a deleted entry
+DELETE_CAUSE = "user_delete"  # its cause: "user_delete:<by>[: <reason>]"
+REMEMBER_CAUSE = "user_remember"  # the cause of a reflection a "remember this" fact created
+# Erased ids a scope keeps (oldest dropped first): bounds the control value; an id dropped from here can be
+# re-created by a replay of turns older than its deletion.
+KEEP_ERASED = 1000
+
+
+def apply(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
+    if kind == "erase":
+        erase(state, record, ctx)
+    else:
+        remember(state, record, ctx)
+
+
+def refusal(state: ScopeState, entry_id: str) -> str | None:
+    """Why the entry cannot be deleted (the API answers it: 404 or 409), or None."""
+    entry = state.entries.get(entry_id)
+    if entry is None:
+        return "missing"
+    if entry.protected:
+        return "protected"
+    if entry.kind == REFLECTION and entry.status == PROMOTED and entry.merged_into_id in state.entries:
+        return f"promoted into {entry.merged_into_id}"
+    return None
+
+
+def doomed(state: ScopeState, entry_id: str) -> list[Entry]:
+    """The entry and the non-protected entries merged into it, which carry its content."""
+    sources = sorted((e for e in state.entries.values() if e.merged_into_id == entry_id and not e.protected),
+                     key=lambda e: e.id)
+    return [state.entries[entry_id], *sources]
+
+
+def erase(state: ScopeState, record: dict, ctx: StepContext) -> None:
+    why = refusal(state, record["entry_id"])
+    if why is not None:
+        ctx.log.append(f"delete of {record['entry_id']} ignored: {why}")
+        return
+    by = record.get("by") or "user"
+    cause = f"{DELETE_CAUSE}:{by}" + (f": {record['reason']}" if record.get("reason") else "")
+    for entry in doomed(state, record["entry_id"]):
+        gone = without_content(entry, ctx.now)
+        ctx.journal(gone, ERASED, cause, entry)
+        state.entries.pop(entry.id)
+        state.touch(entry.id)
+        state.archived[entry.id] = gone.version  # a later life continues the version line
+        state.erased.pop(entry.id, None)
+        state.erased[entry.id] = {"at": format_instant(ctx.now), "version": gone.version, "by": by}
+    while len(state.erased) > KEEP_ERASED:
+        del state.erased[next(iter(state.erased))]
+
+
+def without_content(entry: Entry, now: datetime) -> Entry:
+    """The erased event's snapshot: identity, counters and times, nothing the user said."""
+    return replace(entry, text="", subject="", source_fact_ids=(), recent_mentions=(), status=ARCHIVED,
+                   archived_at=now, version=entry.version + 1, updated_at=now)
+
+
+def held_back(state: ScopeState, entry_id: str, source_fact_ids: list[str]) -> bool:
+    """Whether a synthesis from these facts would bring back an entry the user deleted: every fact was said
+    at or before the deletion (or when, is unknown)."""
+    gone = state.erased.get(entry_id)
+    if gone is None:
+        return False
+    at = parse_instant(gone["at"])
+    said = (parse_instant(state.facts.get(f, {}).get("said_at")) for f in source_fact_ids)
+    return not any(s is not None and s > at for s in said)
+
+
+def said_at(cited: list[str], turns: dict[str, dict]) -> str | None:
+    """When a fact was said: its latest cited turn's instant (a Stage-1 fact)."""
+    times = [parse_instant(turns[t]["ts"]) for t in cited if t in turns and turns[t].get("ts")]
+    return format_instant(max(times)) if times else None
+
+
+def remember(state: ScopeState, record: dict, ctx: StepContext) -> None:
+    text = " ".join(record["text"].split())
+    if not restate.admit(ctx, TaskName.STAGE1, text):
+        return  # the API refuses such a text with its reason before anything is sent
+    subject = record.get("subject") or ""
+    fid = fact_id([record["remember_id"]], subject, "positive", text)
+    if state.knows_fact(fid):
+        return  # the same request applied again
+    fact = {"id": fid, "text": text, "subject": subject, "importance": record["importance"],
+            "polarity": "positive", "source_turn_ids": [record["remember_id"]], "origin": "user"}
+    state.facts[fid] = {"fact": fact, "stage2": "pending" if ctx.powerful else "skipped",
+                        "synthesis": "after_stage2" if ctx.powerful else "pending",
+                        "said_at": record.get("ts") or format_instant(ctx.now), "remembered": True}
+
+
+def remembered(state: ScopeState, source_fact_ids: list[str]) -> bool:
+    return any(state.facts.get(f, {}).get("remembered") for f in source_fact_ids)
