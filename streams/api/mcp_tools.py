@@ -44,6 +44,16 @@ class FeedbackArgs(EntryArgs):
     kind: Literal["confirm", "deny"] = Field(description="confirm: the memory is right; deny: it is wrong")
 
 
+class DeleteArgs(EntryArgs):
+    reason: str | None = Field(default=None, max_length=200, description="why the user wants it gone (journalled)")
+
+
+class RememberArgs(ScopeArgs):
+    text: str = Field(min_length=1, max_length=1000, description="one self-contained statement about the user, "
+                                                                 "e.g. 'The user is allergic to peanuts.'")
+    importance: int = Field(default=5, ge=1, le=10, description="1..10, as the user weighs it")
+
+
 @dataclass(frozen=True)
 class Tool:
     name: str
@@ -77,6 +87,13 @@ TOOLS: tuple[Tool, ...] = (
     Tool("give_feedback", "post_feedback", "Confirm or deny one memory entry, as the user said; the stream "
          "applies it in order.", FeedbackArgs, False,
          body=lambda a: models.FeedbackRequest(entry_id=a.entry_id, kind=a.kind)),
+    Tool("delete_entry", "delete_entry", "Delete one memory entry as the user asked: it leaves every store "
+         "(tables, changelogs, recall index, Parquet archive) and is not brought back by what was said before; "
+         "answers an erasure receipt, store by store.", DeleteArgs, False,
+         query=lambda a: {"by": "user"} | ({"reason": a.reason} if a.reason else {})),
+    Tool("remember", "post_entries", "Remember this about the user, on their behalf: a user statement that goes "
+         "through the same evidence rules as anything they say (a new memory starts pending).", RememberArgs,
+         False, body=lambda a: models.RememberRequest(text=a.text, importance=a.importance)),
 )
 BY_NAME = {t.name: t for t in TOOLS}
 

@@ -94,8 +94,13 @@ def held_back(state: ScopeState, entry_id: str, source_fact_ids: list[str]) -> b
     if gone is None:
         return False
     at = parse_instant(gone["at"])
-    said = (parse_instant(state.facts.get(f, {}).get("said_at")) for f in source_fact_ids)
-    return not any(s is not None and s > at for s in said)
+    for f in source_fact_ids:
+        held = state.facts.get(f, {})
+        said = parse_instant(held.get("said_at"))
+        # "remember this" comes on the control partition after the delete it follows: always new
+        if held.get("remembered") or (said is not None and said > at):
+            return False
+    return True
 
 
 def said_at(cited: list[str], turns: dict[str, dict]) -> str | None:

@@ -66,6 +66,10 @@ class Versions:
         return [v % self._kept for v in range(max(1, below - self._kept), below)
                 if self._table.get(version_key(scope, entry_id, v % self._kept)) is not None]
 
+    def count(self, scope: str, entry_id: str) -> int:
+        """The entry's kept versions, whichever they are."""
+        return sum(self._table.get(version_key(scope, entry_id, slot)) is not None for slot in range(self._kept))
+
     def drop(self, scope: str, entry_id: str, below: int) -> None:
         """Delete every kept version of the entry below `below` (the erased event's)."""
         for slot in self.kept(scope, entry_id, below):
