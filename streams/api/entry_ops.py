@@ -51,7 +51,7 @@ async def delete_entry(handlers, call) -> tuple[int, models.ErasureReceipt]:
     before = {i: handlers.store.footprint(scope.key, i) for i in ids}
     raw = _checked(erase_record(scope.key, entry_id, by, reason, state.clock or datetime.now(UTC)))
     await handlers._send("control", scope.key, raw)
-    erased_at = await _wait_erased(handlers, scope.key, entry_id, state.entries[entry_id].version)
+    erased_at = await _wait_erased(handlers, scope.key, ids, state.entries[entry_id].version)
     after = {i: handlers.store.footprint(scope.key, i) for i in ids}
     stores = _table_stores(handlers, before, after)
     kept = [_journal_kept(handlers)]
@@ -64,14 +64,16 @@ async def delete_entry(handlers, call) -> tuple[int, models.ErasureReceipt]:
         stores=stores, kept=kept)
 
 
-async def _wait_erased(handlers, scope: str, entry_id: str, version: int) -> datetime | None:
-    """The event time the owner erased the entry at (its next version), or None when not within the wait."""
+async def _wait_erased(handlers, scope: str, ids: list[str], version: int) -> datetime | None:
+    """The event time the owner erased the entry at (its next version), once the batch's deletions reached
+    the tables; None when not within the wait."""
     loop = asyncio.get_running_loop()
     end = loop.time() + handlers.credence.settings.api.feedback_wait_seconds
     while True:
         state = handlers.store.control(scope)
-        gone = (state.erased if state is not None else {}).get(entry_id)
-        if gone is not None and gone["version"] > version:
+        gone = (state.erased if state is not None else {}).get(ids[0])
+        if gone is not None and gone["version"] > version and not any(
+                any(handlers.store.footprint(scope, i).values()) for i in ids):
             return datetime.fromisoformat(gone["at"].replace("Z", "+00:00"))
         if loop.time() >= end:
             return None

@@ -64,19 +64,29 @@ def doomed(state: ScopeState, entry_id: str) -> list[Entry]:
 
 def erase(state: ScopeState, record: dict, ctx: StepContext) -> None:
     why = refusal(state, record["entry_id"])
+    by = record.get("by") or "user"
+    if why == "missing":
+        # The API sends a delete only for an entry it saw: read before the turns that made it (a replay of
+        # the topics from the start reads them side by side), so what they said must not make it either.
+        _remember_erased(state, record["entry_id"], state.archived.get(record["entry_id"], 0) + 1, by, ctx.now)
+        ctx.log.append(f"delete of {record['entry_id']}: not in the scope (yet); what was said before is held back")
+        return
     if why is not None:
         ctx.log.append(f"delete of {record['entry_id']} ignored: {why}")
         return
-    by = record.get("by") or "user"
     cause = f"{DELETE_CAUSE}:{by}" + (f": {record['reason']}" if record.get("reason") else "")
     for entry in doomed(state, record["entry_id"]):
         gone = without_content(entry, ctx.now)
         ctx.journal(gone, ERASED, cause, entry)
         state.entries.pop(entry.id)
         state.touch(entry.id)
-        state.archived[entry.id] = gone.version  # a later life continues the version line
-        state.erased.pop(entry.id, None)
-        state.erased[entry.id] = {"at": format_instant(ctx.now), "version": gone.version, "by": by}
+        _remember_erased(state, entry.id, gone.version, by, ctx.now)
+
+
+def _remember_erased(state: ScopeState, entry_id: str, version: int, by: str, at: datetime) -> None:
+    state.archived[entry_id] = version  # a later life continues the version line past the erased event
+    state.erased.pop(entry_id, None)
+    state.erased[entry_id] = {"at": format_instant(at), "version": version, "by": by}
     while len(state.erased) > KEEP_ERASED:
         del state.erased[next(iter(state.erased))]
 

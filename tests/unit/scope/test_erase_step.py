@@ -89,9 +89,19 @@ def test_protected_or_unknown_entries_are_not_erased(driver_factory):
     d.state.entries["card"] = new_persona_entry("card", Scope.parse(SCOPE), "You are a barista.", T0, protected=True)
     before = len(d.journal())
     _erase(d, "card", T0)
-    _erase(d, "nope", T0)
     assert "card" in d.state.entries and not d.state.erased and len(d.journal()) == before
     assert refusal(d.state, "card") == "protected" and refusal(d.state, "nope") == "missing"
+
+
+def test_a_delete_read_before_the_turns_that_make_the_entry_holds_them_back(driver_factory):
+    """A replay from the start reads control and turns side by side: the delete may come first."""
+    d = driver_factory()
+    entry_id = _learnt(driver_factory(), turn_id="t-old").id
+    _erase(d, entry_id, T0 + timedelta(hours=1))
+    assert entry_id in d.state.erased and not d.journal()  # no snapshot to journal
+    d.turn(SAID, T0, turn_id="t-old")
+    d.flush()
+    assert entry_id not in d.state.entries
 
 
 def test_remember_goes_through_synthesis_seeded_by_importance(driver_factory):
