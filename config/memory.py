@@ -132,6 +132,10 @@ class MemorySettings(BaseModel):
     )
     forget_max_candidates: int = Field(20, ge=1, le=20)  # entries one forget request's target check sees
 
+    # Texts a rewrite replaced, kept per entry (tables/version_history.py); the origin keeps 5
+    # (PERSONA_VERSION_HISTORY_MAX).
+    version_history_max: int = Field(default=5, ge=1)
+
     # Stage-1 fact origin: bare assents per language (tables.origin).
     assent_words: dict[str, list[str]] = Field(
         default_factory=lambda: {k: list(v) for k, v in DEFAULT_ASSENT_WORDS.items()}

@@ -144,11 +144,21 @@ class HistoryEvent(BaseModel):
     tier: str | None = None
 
 
+class VersionItem(BaseModel):
+    text: str
+    replaced_at: datetime
+    reason: str
+    source_fact_id: str | None = None
+
+
 class EntryDetail(BaseModel):
     entry: EntryView
     history: list[HistoryEvent] = Field(description="the signals that made the score, oldest first, "
                                                     "with the score after each")
     clock: datetime | None
+    version_history: list[VersionItem] = Field(
+        default_factory=list, description="the texts a rewrite (a correction, an edit) replaced, oldest first; "
+                                          "the entry kept its id and counters")
 
 
 class CardEntryIn(BaseModel):

@@ -18,6 +18,7 @@ from credence.tables.consensus import Consensus
 from credence.tables.evidence import Evidence, apply_signal, evidence_score, seeded_evidence
 from credence.tables.scope import Scope
 from credence.tables.usage import Usage
+from credence.tables.version_history import Version, appended, read_history
 
 REFLECTION: Final = "reflection"
 PERSONA: Final = "persona"
@@ -44,7 +45,7 @@ ENTRY_KEYS: Final = (
     "protected", "status", "evidence", "created_at", "confirmed_at", "promoted_at", "merged_from_ids",
     "merged_into_id", "promote_attempts", "last_promote_attempt_at", "recent_mentions", "suppressed_at",
     "version", "updated_at", "archived_at", "promotion_rejected_at", "valid_from", "invalidated_at", "usage",
-    "consensus",
+    "consensus", "version_history",
 )  # fmt: skip
 
 
@@ -85,6 +86,8 @@ class Entry:
     invalidated_at: datetime | None = None
     usage: Usage = field(default_factory=Usage)  # recall-driven strength; never part of the score
     consensus: Consensus | None = None  # external corroboration (seed 002); never part of the score
+    # The texts a rewrite replaced, oldest first, at most memory.version_history_max (version_history.py).
+    version_history: tuple[Version, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id:
@@ -108,6 +111,7 @@ class Entry:
         object.__setattr__(self, "source_fact_ids", tuple(self.source_fact_ids))
         object.__setattr__(self, "merged_from_ids", tuple(self.merged_from_ids))
         object.__setattr__(self, "recent_mentions", tuple(as_utc(m) for m in self.recent_mentions))
+        object.__setattr__(self, "version_history", read_history(self.version_history))
         if self.valid_from is None:
             object.__setattr__(self, "valid_from", self.created_at)
         if not isinstance(self.usage, Usage):
@@ -157,6 +161,7 @@ class Entry:
             "invalidated_at": format_instant(self.invalidated_at),
             "usage": self.usage.to_dict(),
             "consensus": self.consensus.to_dict() if self.consensus is not None else None,
+            "version_history": [v.to_dict() for v in self.version_history],
         }
 
     @classmethod
@@ -201,6 +206,7 @@ class Entry:
             invalidated_at=parse_instant(d.get("invalidated_at")),
             usage=Usage.from_dict(d.get("usage"), since=created_at),
             consensus=Consensus.from_dict(d.get("consensus")),
+            version_history=read_history(d.get("version_history")),
         )
 
 
@@ -227,6 +233,25 @@ def _flag(value: Any, name: str) -> bool:
 def changed(entry: Entry, now: datetime, **changes: Any) -> Entry:
     """``entry`` with ``changes`` applied, version + 1 and updated_at = now: the one way entries change."""
     return replace(entry, **changes, version=entry.version + 1, updated_at=as_utc(now))
+
+
+def rewrite_text(
+    entry: Entry, text: str, now: datetime, *, reason: str, source_fact_id: str | None = None,
+    settings: MemorySettings = DEFAULT_MEMORY_SETTINGS,
+) -> Entry:
+    """``entry`` saying ``text`` from ``now`` on: the same id and counters, the text it replaced appended to
+    its bounded version history. The same text again returns ``entry`` itself (a replay changes nothing).
+    A character-card entry is protected: nothing outside the card rewrites it."""
+    if entry.protected:
+        raise DomainError(f"{entry.id} is a protected character-card entry; only its card changes its text")
+    if not isinstance(text, str) or not text.strip():
+        raise DomainError(f"the new text of {entry.id} must be a non-empty string, got {text!r}")
+    text = text.strip()
+    if text == entry.text:
+        return entry
+    replaced = Version(entry.text, now, reason, source_fact_id)
+    history = appended(entry.version_history, replaced, settings.version_history_max)
+    return changed(entry, now, text=text, version_history=history)
 
 
 def apply_snapshot(current: Entry | None, snapshot: Entry) -> Entry:

@@ -165,7 +165,9 @@ class Handlers:
             raise ApiError(404, f"no entry {call.params['entry_id']!r} in this scope")
         history = [] if found.protected else self.store.history(scope.key, found.id)
         return 200, models.EntryDetail(entry=reads.entry_view(found, now, self._memory(call)),
-                                       history=[models.HistoryEvent.model_validate(h) for h in history], clock=now)
+                                       history=[models.HistoryEvent.model_validate(h) for h in history], clock=now,
+                                       version_history=[models.VersionItem.model_validate(v.to_dict())
+                                                        for v in found.version_history])
 
     async def _as_of(self, call: Call, scope, entries, now):
         """Seed 002: ?as_of=T answers with what was valid at T (from the journal), read at T."""

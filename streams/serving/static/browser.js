@@ -154,10 +154,24 @@ async function showEntry(id) {
       return row;
     });
     $("history").tBodies[0].replaceChildren(...rows);
+    showVersions(detail.version_history || []);
     document.body.dataset.chart = entry.id;
   } catch (error) {
     say(`Could not load entry ${id}: ${error.message}`, true);
   }
+}
+
+function showVersions(versions) {
+  // The texts a correction or an edit replaced, oldest first: the entry kept its id and counters.
+  const rows = versions.map((v) => {
+    const row = el("tr", { class: "version" });
+    const at = new Date(Date.parse(v.replaced_at)).toISOString().slice(0, 16).replace("T", " ");
+    for (const cell of [at, v.text, v.reason, v.source_fact_id]) row.append(el("td", {}, cell ?? ""));
+    return row;
+  });
+  $("versions").tBodies[0].replaceChildren(...rows);
+  $("versions").hidden = $("versions-title").hidden = !versions.length;
+  document.body.dataset.versions = String(versions.length);
 }
 
 function fill() {
