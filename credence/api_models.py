@@ -216,6 +216,21 @@ class RememberRequest(BaseModel):
     by: str = Field(default="user", min_length=1, max_length=200, pattern=r"\S")
 
 
+class EditTextRequest(BaseModel):
+    model_config = STRICT
+    text: str = Field(min_length=1, max_length=1000, description="the entry's new wording: one self-contained "
+                                                                 "statement about the user")
+    by: str = Field(default="user", min_length=1, max_length=200, pattern=r"\S")
+
+
+class EditTextResponse(BaseModel):
+    entry_id: str
+    applied: bool = Field(description="the scope's owner applied it within the wait")
+    entry: EntryView | None = Field(default=None, description="the entry after the edit, when applied")
+    version_history: list[VersionItem] = Field(default_factory=list, description="the texts it replaced, "
+                                                                                "oldest first")
+
+
 class RememberResponse(BaseModel):
     remember_id: str = Field(description="the user fact's source id (an entry it creates cites its fact)")
     fact_id: str

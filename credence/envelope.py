@@ -31,7 +31,7 @@ LATEST = datetime(2100, 1, 1, tzinfo=UTC)
 ROLES = ("user", "ai")
 DECISIONS = ("confirm", "deny", "ignore")
 CONTROL_TYPES = ("result", "failed", "tick", "flush", "forget", "restore", "consensus", "dedupe", "erase",
-                 "remember")
+                 "remember", "edit")
 
 Check = Callable[[Any, str], None]
 

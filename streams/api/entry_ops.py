@@ -1,4 +1,5 @@
-"""One entry at a time on /v1 (issue 33): DELETE an entry with an erasure receipt, POST "remember this".
+"""One entry at a time on /v1 (issue 33): DELETE an entry with an erasure receipt, POST "remember this", PUT
+an entry's text.
 
 Both are control records the scope's owner applies in order (streams/scope/erase.py). The delete waits
 (bounded) until the owner applied it, then finishes what lives outside the stream: the recall index of the
@@ -15,8 +16,9 @@ from datetime import UTC, datetime
 
 from credence import api_models as models
 from credence.errors import ApiError, CredenceError, RecordError
+from credence.streams.api import reads
 from credence.streams.llm.models import fact_id
-from credence.streams.runtime.records import decode_control, erase_record, remember_record
+from credence.streams.runtime.records import decode_control, edit_record, erase_record, remember_record
 from credence.streams.scope.erase import doomed, refusal
 from credence.tables.statement import is_self_contained
 
@@ -154,3 +156,35 @@ async def post_entries(handlers, call) -> tuple[int, models.RememberResponse]:
     await handlers._send("control", scope.key, raw)
     return 202, models.RememberResponse(remember_id=remember_id,
                                         fact_id=fact_id([remember_id], body.subject or "", "positive", text))
+
+
+async def put_entry_text(handlers, call) -> tuple[int, models.EditTextResponse]:
+    body: models.EditTextRequest = call.body
+    scope, state, entries, card = handlers._scope_data(call)
+    entry_id = call.params["entry_id"]
+    if any(e.id == entry_id for e in card):
+        raise ApiError(409, f"{entry_id!r} is a character-card entry: the card is changed with PUT …/card")
+    why = refusal(state, entry_id, editing=True) if state is not None else "missing"
+    if why == "missing":
+        raise ApiError(404, f"no entry {entry_id!r} in this scope")
+    if why is not None:
+        raise ApiError(409, f"{entry_id!r} is {why}: nothing to reword there")
+    text = " ".join(body.text.split())
+    ok, reason = is_self_contained(text)
+    if not ok:
+        raise ApiError(422, f"text is not a statement a memory can keep on its own ({reason})")
+    version = state.entries[entry_id].version
+    raw = _checked(edit_record(scope.key, entry_id, text, body.by, state.clock or datetime.now(UTC)))
+    await handlers._send("control", scope.key, raw)
+    loop = asyncio.get_running_loop()
+    end = loop.time() + handlers.credence.settings.api.feedback_wait_seconds
+    while True:
+        after = handlers.store.get(scope.key)
+        entry = after.entries.get(entry_id) if after is not None else None
+        if entry is not None and (entry.version > version or entry.text == text):
+            view = reads.entry_view(entry, after.clock, handlers._memory(call))
+            return 200, models.EditTextResponse(entry_id=entry_id, applied=True, entry=view, version_history=[
+                models.VersionItem.model_validate(v.to_dict()) for v in entry.version_history])
+        if loop.time() >= end:
+            return 200, models.EditTextResponse(entry_id=entry_id, applied=False)
+        await asyncio.sleep(POLL_S)

@@ -234,6 +234,9 @@ class Handlers:
     async def delete_entry(self, call: Call):
         return await entry_ops.delete_entry(self, call)
 
+    async def put_entry_text(self, call: Call):
+        return await entry_ops.put_entry_text(self, call)
+
     async def post_entries(self, call: Call):
         return await entry_ops.post_entries(self, call)
 

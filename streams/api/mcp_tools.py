@@ -48,6 +48,10 @@ class DeleteArgs(EntryArgs):
     reason: str | None = Field(default=None, max_length=200, description="why the user wants it gone (journalled)")
 
 
+class EditArgs(EntryArgs):
+    text: str = Field(min_length=1, max_length=1000, description="the entry's new wording, as the user corrects it")
+
+
 class RememberArgs(ScopeArgs):
     text: str = Field(min_length=1, max_length=1000, description="one self-contained statement about the user, "
                                                                  "e.g. 'The user is allergic to peanuts.'")
@@ -94,6 +98,9 @@ TOOLS: tuple[Tool, ...] = (
     Tool("remember", "post_entries", "Remember this about the user, on their behalf: a user statement that goes "
          "through the same evidence rules as anything they say (a new memory starts pending).", RememberArgs,
          False, body=lambda a: models.RememberRequest(text=a.text, importance=a.importance)),
+    Tool("edit_entry", "put_entry_text", "Reword one memory entry as the user corrects it: it keeps its evidence, "
+         "and the old wording is kept in its version history.", EditArgs, False,
+         body=lambda a: models.EditTextRequest(text=a.text)),
 )
 BY_NAME = {t.name: t for t in TOOLS}
 

@@ -70,6 +70,9 @@ ROUTES: tuple[Route, ...] = (
           "once the owner applied it (bounded wait)", models.ErasureReceipt, 200, scope=True,
           query=(Query("by", "string", "who deletes it (journalled; default: user)"),
                  Query("reason", "string", "why, at most 200 characters (journalled)"))),
+    Route("PUT", SCOPE + "/entries/{entry_id}/text", "put_entry_text", "Reword one entry as the user corrects "
+          "it: same id and counters, the old wording kept in its version history (bounded wait until applied)",
+          models.EditTextResponse, 200, models.EditTextRequest, scope=True),
     Route("POST", SCOPE + "/entries", "post_entries", "Remember this: a user statement entered as a user fact "
           "of the given importance (Stage-2 and synthesis decide, as for any fact)", models.RememberResponse, 202,
           models.RememberRequest, scope=True),

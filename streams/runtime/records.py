@@ -126,6 +126,10 @@ def decode_control(raw: bytes | None) -> dict:
         _erase(obj)
     if obj["type"] == "remember":
         _remember(obj)
+    if obj["type"] == "edit":
+        _entry_ref(obj, "entry_id")
+        _who(obj)
+        _statement(obj)
     return obj
 
 
@@ -152,14 +156,18 @@ def _erase(obj: dict) -> None:
         _encodable(reason, "reason")
 
 
-def _remember(obj: dict) -> None:
-    """{remember_id, text, importance (1..10), subject?, by, ts}: a statement the user asks to be remembered."""
-    _entry_ref(obj, "remember_id")
-    _who(obj)
+def _statement(obj: dict) -> None:
     text = obj.get("text")
     if not isinstance(text, str) or not text.strip() or len(text) > MAX_REMEMBER_TEXT:
         raise RecordError(f"'text' must be a non-empty string of at most {MAX_REMEMBER_TEXT} characters")
     _encodable(text, "text")
+
+
+def _remember(obj: dict) -> None:
+    """{remember_id, text, importance (1..10), subject?, by, ts}: a statement the user asks to be remembered."""
+    _entry_ref(obj, "remember_id")
+    _who(obj)
+    _statement(obj)
     importance = obj.get("importance")
     if isinstance(importance, bool) or not isinstance(importance, int) or not 1 <= importance <= 10:
         raise RecordError(f"'importance' must be an integer from 1 to 10, got {importance!r}")
@@ -246,6 +254,12 @@ def remember_record(scope: str, remember_id: str, text: str, importance: int, su
     """A credence.control v1 "remember this": a user-provenance statement for the evidence path."""
     return {"v": 1, "type": "remember", **Scope.parse(scope).fields(), "remember_id": remember_id, "text": text,
             "importance": importance, "subject": subject, "by": by, "ts": format_instant(at)}
+
+
+def edit_record(scope: str, entry_id: str, text: str, by: str, at: datetime) -> dict:
+    """A credence.control v1 user correction of one entry's wording (streams/scope/erase.py)."""
+    return {"v": 1, "type": "edit", **Scope.parse(scope).fields(), "entry_id": entry_id, "text": text, "by": by,
+            "ts": format_instant(at)}
 
 
 def dedupe_record(scope: str, by: str, at: datetime) -> dict:

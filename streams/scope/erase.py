@@ -1,4 +1,4 @@
-"""One entry at a time, as user signals (issue 33): deleting one entry, and "remember this".
+"""One entry at a time, as user signals (issue 33): deleting one entry, "remember this", rewording one.
 
 Erase: the entry, and the reflections merged into it (their text lives on in it), leave the scope's state.
 The store deletes their keys, signal history and kept versions with them (changelog tombstones); the journal
@@ -12,6 +12,9 @@ the archive's erase marker (sinks/erase.py) removes only the versions below it.
 Remember: a user-provenance fact entered where Stage-1 would have put it: Stage-2 weighs it against the
 scope's entries (it reinforces the one it restates), synthesis makes a new reflection of it seeded by its
 importance. It earns nothing past the seed's thresholds: confirmation and promotion come as for any fact.
+
+Edit: the user's correction of an entry's wording keeps its id and counters, the old wording in its version
+history (tables.entries.rewrite_text, as the correction loop does); journalled "edited".
 """
 
 from __future__ import annotations
@@ -25,9 +28,12 @@ from credence.streams.scope import restate
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.state import ScopeState
 from credence.tables.clock import format_instant, parse_instant
-from credence.tables.entries import ARCHIVED, PROMOTED, REFLECTION, Entry
+from credence.tables.entries import ARCHIVED, PROMOTED, REFLECTION, Entry, rewrite_text
+from credence.tables.version_history import USER_EDIT
 
-KINDS = ("erase", "remember")
+KINDS = ("erase", "remember", "edit")
+EDITED = "edited"  # the journal event of a user's rewording
+EDIT_CAUSE = "user_edit"  # its cause: "user_edit:<by>"
 ERASED = "erased"  # the journal event of a deleted entry
 DELETE_CAUSE = "user_delete"  # its cause: "user_delete:<by>[: <reason>]"
 REMEMBER_CAUSE = "user_remember"  # the cause of a reflection a "remember this" fact created
@@ -39,12 +45,14 @@ KEEP_ERASED = 1000
 def apply(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
     if kind == "erase":
         erase(state, record, ctx)
+    elif kind == "edit":
+        edit(state, record, ctx)
     else:
         remember(state, record, ctx)
 
 
-def refusal(state: ScopeState, entry_id: str) -> str | None:
-    """Why the entry cannot be deleted (the API answers it: 404 or 409), or None."""
+def refusal(state: ScopeState, entry_id: str, editing: bool = False) -> str | None:
+    """Why the entry cannot be deleted (or, ``editing``, reworded; the API answers it: 404 or 409), or None."""
     entry = state.entries.get(entry_id)
     if entry is None:
         return "missing"
@@ -52,6 +60,8 @@ def refusal(state: ScopeState, entry_id: str) -> str | None:
         return "protected"
     if entry.kind == REFLECTION and entry.status == PROMOTED and entry.merged_into_id in state.entries:
         return f"promoted into {entry.merged_into_id}"
+    if editing and entry.status == ARCHIVED:
+        return "archived"
     return None
 
 
@@ -93,8 +103,8 @@ def _remember_erased(state: ScopeState, entry_id: str, version: int, by: str, at
 
 def without_content(entry: Entry, now: datetime) -> Entry:
     """The erased event's snapshot: identity, counters and times, nothing the user said."""
-    return replace(entry, text="", subject="", source_fact_ids=(), recent_mentions=(), status=ARCHIVED,
-                   archived_at=now, version=entry.version + 1, updated_at=now)
+    return replace(entry, text="", subject="", source_fact_ids=(), recent_mentions=(), version_history=(),
+                   status=ARCHIVED, archived_at=now, version=entry.version + 1, updated_at=now)
 
 
 def held_back(state: ScopeState, entry_id: str, source_fact_ids: list[str]) -> bool:
@@ -132,6 +142,19 @@ def remember(state: ScopeState, record: dict, ctx: StepContext) -> None:
     state.facts[fid] = {"fact": fact, "stage2": "pending" if ctx.powerful else "skipped",
                         "synthesis": "after_stage2" if ctx.powerful else "pending",
                         "said_at": record.get("ts") or format_instant(ctx.now), "remembered": True}
+
+
+def edit(state: ScopeState, record: dict, ctx: StepContext) -> None:
+    """The user rewords an entry: same id and counters, the old wording kept in its version history (and,
+    a change of meaning, journalled closed first: seed 002)."""
+    why = refusal(state, record["entry_id"], editing=True)
+    text = " ".join(record["text"].split())
+    if why is not None or not restate.admit(ctx, TaskName.STAGE1, text):
+        ctx.log.append(f"edit of {record['entry_id']} ignored: {why or 'not a self-contained statement'}")
+        return
+    entry = state.entries[record["entry_id"]]
+    updated = rewrite_text(entry, text, ctx.now, reason=USER_EDIT, settings=ctx.memory)
+    ctx.put(state, updated, EDITED, f"{EDIT_CAUSE}:{record.get('by') or 'user'}", entry)
 
 
 def remembered(state: ScopeState, source_fact_ids: list[str]) -> bool:

@@ -131,6 +131,12 @@ def test_a_deleted_entry_leaves_no_trace_and_stays_gone(settings_factory, kafka_
         assert peanuts[0].status == "pending" and made.remember_id
         detail = api.entry("ann", "barista", peanuts[0].id)
         assert detail.history[0].cause == "user_remember"
+
+        tea = next(e for e in api.entries("ann", "barista").entries if "tea" in e.text)
+        edited = api.edit_text("ann", "barista", tea.id, "The user loves jasmine green tea.")
+        assert edited.applied and edited.entry.text == "The user loves jasmine green tea."
+        assert [(v.text, v.reason) for v in edited.version_history] == [(tea.text, "user_edit")]
+        assert api.entry("ann", "barista", tea.id).history[-1].cause == "user_edit:user"
     finally:
         if replayed is not None:
             replayed.stop()
@@ -170,9 +176,15 @@ def _hostile(worker, key: str, other_key: str, entry_id: str) -> None:
         ("POST", "/entries", {"json": {"text": "it is"}}, 422, "statement"),
         ("POST", "/entries", {"json": {"text": "The user likes tea.", "importance": 11}}, 422, "importance"),
         ("POST", "/entries", {"json": {"text": "The user likes tea.", "tenant": "globex"}}, 422, "tenant"),
+        ("PUT", "/entries/nope/text", {"json": {"text": "The user likes tea."}}, 404, "no entry"),
+        ("PUT", f"/entries/{entry_id}/text", {"json": {"text": "x" * 1001}}, 422, "text"),
+        ("PUT", f"/entries/{entry_id}/text", {"json": {"text": "It was great."}}, 422, "statement"),
     ]:
         answer = call(method, path, **kw)
         assert answer.status_code == status and reason in answer.json()["error"], (path, answer.text)
-    foreign = call("DELETE", f"/entries/{entry_id}", key=other_key)  # another tenant's key: not found
-    assert foreign.status_code == 404, foreign.text
+    for method, path, kw in [("DELETE", f"/entries/{entry_id}", {}),  # another tenant's key: not found
+                             ("PUT", f"/entries/{entry_id}/text", {"json": {"text": "The user likes tea."}}),
+                             ("POST", "/entries", {"json": {"text": "The user likes tea."}})]:
+        foreign = call(method, path, key=other_key, **kw)
+        assert foreign.status_code == 404, foreign.text
     assert entry_id in {e["id"] for e in call("GET", "/entries").json()["entries"]}  # nothing was deleted

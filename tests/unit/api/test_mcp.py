@@ -39,7 +39,7 @@ def run(api, name, arguments):
 
 def test_every_tool_is_a_v1_route_and_reads_are_gets():
     assert [t.name for t in mcp_tools.TOOLS] == ["add_turns", "get_prompt", "recall", "list_entries", "get_entry",
-                                                  "give_feedback", "delete_entry", "remember"]
+                                                  "give_feedback", "delete_entry", "remember", "edit_entry"]
     for tool in mcp_tools.TOOLS:
         assert tool.read_only == (tool.v1.method == "GET")
         assert tool.v1.scope == (tool.name != "add_turns")

@@ -12,7 +12,7 @@ import pytest
 
 from credence.errors import RecordError
 from credence.streams.runtime.journal import entries_from_journal
-from credence.streams.runtime.records import decode_control, erase_record, remember_record
+from credence.streams.runtime.records import decode_control, edit_record, erase_record, remember_record
 from credence.streams.scope.erase import refusal
 from credence.tables.entries import new_persona_entry
 from credence.tables.scope import Scope
@@ -134,3 +134,28 @@ def test_a_bad_remember_record_is_refused_with_its_reason(bad, reason):
 def test_a_bad_erase_record_is_refused_with_its_reason(bad, reason):
     with pytest.raises(RecordError, match=reason):
         decode_control(_raw(erase_record(SCOPE, "r-1", "alice", None, T0) | bad))
+
+
+def test_an_edit_keeps_id_and_counters_and_the_old_wording_in_the_version_history(driver_factory):
+    d = driver_factory()
+    entry = _learnt(d)
+    at = T0 + timedelta(hours=1)
+    record = decode_control(_raw(edit_record(SCOPE, entry.id, "The user has a cat named Mochi.", "alice", at)))
+    d.step("edit", record, at)
+    edited = d.state.entries[entry.id]
+    assert edited.text == "The user has a cat named Mochi." and edited.evidence == entry.evidence
+    [old] = edited.version_history
+    assert (old.text, old.reason, old.replaced_at) == (entry.text, "user_edit", at)
+    assert [(j["event"], j["cause"]) for j in d.journal()[-2:]] == [("invalidated", "superseded"),
+                                                                    ("edited", "user_edit:alice")]
+    d.step("edit", record, at)  # the same edit again changes nothing
+    assert d.state.entries[entry.id] == edited
+    _erase(d, entry.id, at)  # a delete takes the old wordings too
+    assert "Miso" not in json.dumps(d.journal()[-1])
+
+
+def test_an_unreadable_edit_is_left_out(driver_factory):
+    d = driver_factory()
+    entry = _learnt(d)
+    d.step("edit", decode_control(_raw(edit_record(SCOPE, entry.id, "It was great.", "alice", T0))), T0)
+    assert d.state.entries[entry.id] == entry
