@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -18,7 +19,6 @@ from credence.sinks.shards import list_shards, open_archive, read_shard
 from credence.streams.ops.admin import changelog_topic, ensure_topics
 from credence.streams.ops.process import WorkerProcess, wait_until
 from credence.streams.runtime.topics import TABLES as STATE_TABLES
-from tests.integration.test_forget import read_changelog
 from tests.support.api import add_tenant, client
 from tests.support.pipeline import idle_status
 
@@ -55,13 +55,39 @@ def _archived(root: str, settings) -> list[dict]:
     return rows
 
 
-def _no_trace(bootstrap, settings, worker, api, entry_id: str, text: str) -> None:
+async def _changelogs(bootstrap: str, settings) -> dict[tuple[str, str], bytes | None]:
+    """Every state table's changelog as compaction keeps it: each key's latest value, one consumer for all."""
+    from aiokafka import AIOKafkaConsumer
+
+    from credence.kafka import client_options
+
+    topics = {changelog_topic(settings, t): t for t in STATE_TABLES}
+    consumer = AIOKafkaConsumer(*topics, **client_options(bootstrap, auto_offset_reset="earliest",
+                                                           enable_auto_commit=False, isolation_level="read_committed"))
+    await consumer.start()
+    latest: dict[tuple[str, str], bytes | None] = {}
+    try:
+        while batch := await consumer.getmany(timeout_ms=1500):
+            for msgs in batch.values():
+                for m in msgs:
+                    latest[(topics[m.topic], m.key.decode(errors="replace"))] = m.value
+    finally:
+        await consumer.stop()
+    return latest
+
+
+def _gone_from_reads(api, entry_id: str) -> None:
     assert entry_id not in {e.id for e in api.entries("ann", "barista").entries}
     assert not [h for h in api.recall("ann", "barista", "cat named Miso").hits if h.id == entry_id]
-    for table in STATE_TABLES:  # what compaction keeps: each key's latest value
-        latest = asyncio.run(read_changelog(bootstrap, changelog_topic(settings, table)))
-        assert not [k for k, v in latest.items() if v is not None and (entry_id in k and table != "seen")]
-        assert not [k for k, v in latest.items() if v is not None and text.encode() in v], table
+
+
+def _no_trace(bootstrap, settings, worker, api, entry_id: str, text: str) -> None:
+    _gone_from_reads(api, entry_id)
+    latest = asyncio.run(_changelogs(bootstrap, settings))
+    assert {table for table, _ in latest} >= {"scopes", "entries", "history"}
+    live = {(t, k): v for (t, k), v in latest.items() if v is not None}
+    assert not [k for (t, k) in live if entry_id in k and t != "seen"]  # tombstones only
+    assert not [k for k, v in live.items() if text.encode() in v]
     rows = _archived(settings.archive.root, settings)
     assert not [r for r in rows if r["text"] == text]
     assert all(r["text"] == "" for r in rows if r["entry_id"] == entry_id)  # the erased event only
@@ -95,6 +121,8 @@ def test_a_deleted_entry_leaves_no_trace_and_stays_gone(settings_factory, kafka_
     settings, key = _world(settings_factory, kafka_bootstrap, tmp_path, str(tmp_path / "archive"))
     worker = WorkerProcess(settings, kafka_bootstrap, tmp_path / "worker.log").start()
     replayed = None
+    # A worker dies with the thread that started it (die_with_parent): the pool's threads outlive them.
+    pool = ThreadPoolExecutor(2)
     try:
         api = client(worker, key, "acme")
         entry = _delete(kafka_bootstrap, settings, worker, api)
@@ -103,19 +131,18 @@ def test_a_deleted_entry_leaves_no_trace_and_stays_gone(settings_factory, kafka_
         _hostile(worker, key, add_tenant(kafka_bootstrap, settings, "globex"),
                  api.entries("ann", "barista").entries[0].id)
 
-        worker.stop()  # a restart: the stores come back from disk and the changelogs
-        worker.start()
-        api = client(worker, key, "acme")
-        wait_until(_settled(worker, api, 0), 60, "the restarted worker")
-        _no_trace(kafka_bootstrap, settings, worker, api, entry.id, entry.text)
-
-        # a replay: a fresh worker (its own group and changelogs) reads the same topics from the start
+        # a restart of this worker (its stores from disk and the changelogs) and, meanwhile, a replay: a fresh
+        # worker (its own group and changelogs) reads the same topics from the start
         again = settings_factory(topic_partitions=2, app_id=f"{settings.app_id}-replay", data_dir=tmp_path / "re",
                                  archive=settings.archive, pipeline=settings.pipeline)
-        replayed = WorkerProcess(again, kafka_bootstrap, tmp_path / "replay.log").start()
-        other = client(replayed, key, "acme")
+        replayed = WorkerProcess(again, kafka_bootstrap, tmp_path / "replay.log")
+        worker.stop()
+        list(pool.map(lambda w: w.start(), (worker, replayed)))  # both start at once: half the wait
+        api, other = client(worker, key, "acme"), client(replayed, key, "acme")
+        wait_until(_settled(worker, api, 0), 60, "the restarted worker")
+        _gone_from_reads(api, entry.id)  # the changelogs and shards are as checked above
         wait_until(_settled(replayed, other, 2), 90, "the replay to settle")
-        assert entry.id not in {e.id for e in other.entries("ann", "barista").entries}
+        _gone_from_reads(other, entry.id)
         replayed.stop()
         replayed = None
 
@@ -129,18 +156,20 @@ def test_a_deleted_entry_leaves_no_trace_and_stays_gone(settings_factory, kafka_
         peanuts = wait_until(lambda: [e for e in api.entries("ann", "barista").entries if "peanuts" in e.text],
                              60, "the remembered statement to become an entry")
         assert peanuts[0].status == "pending" and made.remember_id
-        detail = api.entry("ann", "barista", peanuts[0].id)
-        assert detail.history[0].cause == "user_remember"
+        wait_until(lambda: [h.cause for h in api.entry("ann", "barista", peanuts[0].id).history][:1]
+                   == ["user_remember"], 30, "the remembered entry's history")  # written with its batch
 
         tea = next(e for e in api.entries("ann", "barista").entries if "tea" in e.text)
         edited = api.edit_text("ann", "barista", tea.id, "The user loves jasmine green tea.")
         assert edited.applied and edited.entry.text == "The user loves jasmine green tea."
         assert [(v.text, v.reason) for v in edited.version_history] == [(tea.text, "user_edit")]
-        assert api.entry("ann", "barista", tea.id).history[-1].cause == "user_edit:user"
+        wait_until(lambda: [h.cause for h in api.entry("ann", "barista", tea.id).history][-1:] == ["user_edit:user"], 30,
+                   "the edit in the entry's signal history")
     finally:
         if replayed is not None:
             replayed.stop()
         worker.stop()
+        pool.shutdown()
 
 
 def test_a_deleted_entry_leaves_the_s3_archive(settings_factory, kafka_bootstrap, tmp_path, s3_root):
