@@ -117,7 +117,7 @@ def _delete(bootstrap, settings, worker, api):
     return entry
 
 
-def test_a_deleted_entry_leaves_no_trace_and_stays_gone(settings_factory, kafka_bootstrap, tmp_path):
+def test_a_deleted_entry_leaves_no_trace_and_stays_gone(settings_factory, kafka_bootstrap, tmp_path, capsys):
     settings, key = _world(settings_factory, kafka_bootstrap, tmp_path, str(tmp_path / "archive"))
     worker = WorkerProcess(settings, kafka_bootstrap, tmp_path / "worker.log").start()
     replayed = None
@@ -158,6 +158,17 @@ def test_a_deleted_entry_leaves_no_trace_and_stays_gone(settings_factory, kafka_
         assert peanuts[0].status == "pending" and made.remember_id
         wait_until(lambda: [h.cause for h in api.entry("ann", "barista", peanuts[0].id).history][:1]
                    == ["user_remember"], 30, "the remembered entry's history")  # written with its batch
+
+        # the command line: the same receipt, printed; an unknown id exits 2 with the API's reason
+        from credence.streams.ops.cli import main as cli
+
+        key_file = tmp_path / "acme.key"
+        key_file.write_text(key)
+        base = ["memory", "delete", SCOPE, peanuts[0].id, "--url", worker.url, "--key-file", str(key_file)]
+        assert cli(base + ["--by", "ann", "--reason", "changed my mind"]) == 0
+        printed = json.loads(capsys.readouterr().out)
+        assert printed["applied"] and printed["erased_ids"] == [peanuts[0].id] and printed["by"] == "ann"
+        assert cli(base) == 2 and "no entry" in capsys.readouterr().err
 
         tea = next(e for e in api.entries("ann", "barista").entries if "tea" in e.text)
         edited = api.edit_text("ann", "barista", tea.id, "The user loves jasmine green tea.")
