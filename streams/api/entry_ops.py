@@ -44,11 +44,13 @@ async def delete_entry(handlers, call) -> tuple[int, models.ErasureReceipt]:
     if any(e.id == entry_id for e in card):
         raise ApiError(409, f"{entry_id!r} is a character-card entry: the card is changed with PUT …/card")
     why = refusal(state, entry_id) if state is not None else "missing"
+    by, reason = call.query.get("by") or "user", call.query.get("reason") or None
+    if why == "missing" and state is not None and entry_id in state.erased:
+        return 200, await _again(handlers, scope, entry_id, state.erased[entry_id], reason)
     if why == "missing":
         raise ApiError(404, f"no entry {entry_id!r} in this scope")
     if why is not None:
         raise ApiError(409, f"{entry_id!r} is {why}: its content lives there; delete that entry")
-    by, reason = call.query.get("by") or "user", call.query.get("reason") or None
     ids = [e.id for e in doomed(state, entry_id)]
     before = {i: handlers.store.footprint(scope.key, i) for i in ids}
     raw = _checked(erase_record(scope.key, entry_id, by, reason, state.clock or datetime.now(UTC)))
@@ -64,6 +66,19 @@ async def delete_entry(handlers, call) -> tuple[int, models.ErasureReceipt]:
     return 200, models.ErasureReceipt(
         entry_id=entry_id, erased_ids=ids, applied=erased_at is not None, by=by, reason=reason, at=erased_at,
         stores=stores, kept=kept)
+
+
+async def _again(handlers, scope, entry_id: str, gone: dict, reason: str | None) -> models.ErasureReceipt:
+    """A delete of an entry already deleted (a retry after a wait that ran out, or an archive not reached):
+    nothing is sent; what lives outside the stream is finished again (idempotent) and counted."""
+    now = {entry_id: handlers.store.footprint(scope.key, entry_id)}
+    stores = [*_table_stores(handlers, now, now), _drop_recall(handlers, scope.key)]
+    kept = [_journal_kept(handlers)]
+    archived = await _erase_archive(handlers, scope, [entry_id])
+    (stores if archived.remaining == 0 else kept).append(archived)
+    return models.ErasureReceipt(entry_id=entry_id, erased_ids=[entry_id], applied=True, by=gone["by"],
+                                 reason=reason, at=datetime.fromisoformat(gone["at"].replace("Z", "+00:00")),
+                                 stores=stores, kept=kept)
 
 
 async def _wait_erased(handlers, scope: str, ids: list[str], version: int) -> datetime | None:

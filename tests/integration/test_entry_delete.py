@@ -168,7 +168,9 @@ def test_a_deleted_entry_leaves_no_trace_and_stays_gone(settings_factory, kafka_
         assert cli(base + ["--by", "ann", "--reason", "changed my mind"]) == 0
         printed = json.loads(capsys.readouterr().out)
         assert printed["applied"] and printed["erased_ids"] == [peanuts[0].id] and printed["by"] == "ann"
-        assert cli(base) == 2 and "no entry" in capsys.readouterr().err
+        again = api.delete_entry("ann", "barista", peanuts[0].id)  # idempotent: the archive part finished again
+        assert again.applied and all(s.remaining == 0 for s in again.stores) and again.by == "ann"
+        assert cli(base[:3] + ["r-nope"] + base[4:]) == 2 and "no entry" in capsys.readouterr().err
 
         tea = next(e for e in api.entries("ann", "barista").entries if "tea" in e.text)
         edited = api.edit_text("ann", "barista", tea.id, "The user loves jasmine green tea.")
