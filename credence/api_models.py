@@ -184,6 +184,58 @@ class ForgetResponse(BaseModel):
     partitions: int
 
 
+# -- one entry at a time (issue 33): delete with an erasure receipt, remember this --------------------
+
+
+class StoreErasure(BaseModel):
+    store: str = Field(description="where: scope state, signal history, entry versions, changelogs, recall "
+                                   "index, Parquet archive, journal topic")
+    removed: int = Field(description="keys, tombstones, rows or indexes removed there")
+    remaining: int = Field(default=0, description="what of the entry is still there after the removal (0)")
+    detail: str
+
+
+class ErasureReceipt(BaseModel):
+    entry_id: str
+    erased_ids: list[str] = Field(description="the entry and the entries merged into it (their text is its)")
+    applied: bool = Field(description="the scope's owner applied the delete within the wait; false: it is "
+                                      "queued (behind an LLM request) and the stores below say what is left")
+    by: str
+    reason: str | None = None
+    at: datetime | None = Field(default=None, description="the scope's event time of the delete")
+    stores: list[StoreErasure] = Field(description="each store and what was removed there")
+    kept: list[StoreErasure] = Field(description="what stays, and until when (nothing of it is served)")
+
+
+class RememberRequest(BaseModel):
+    model_config = STRICT
+    text: str = Field(min_length=1, max_length=1000, description="one self-contained statement about the user")
+    importance: int = Field(default=5, ge=1, le=10, strict=True,
+                            description="1..10: seeds the new reflection's reinforcement (the seed's table)")
+    subject: str | None = Field(default=None, max_length=200)
+    by: str = Field(default="user", min_length=1, max_length=200, pattern=r"\S")
+
+
+class EditTextRequest(BaseModel):
+    model_config = STRICT
+    text: str = Field(min_length=1, max_length=1000, description="the entry's new wording: one self-contained "
+                                                                 "statement about the user")
+    by: str = Field(default="user", min_length=1, max_length=200, pattern=r"\S")
+
+
+class EditTextResponse(BaseModel):
+    entry_id: str
+    applied: bool = Field(description="the scope's owner applied it within the wait")
+    entry: EntryView | None = Field(default=None, description="the entry after the edit, when applied")
+    version_history: list[VersionItem] = Field(default_factory=list, description="the texts it replaced, "
+                                                                                "oldest first")
+
+
+class RememberResponse(BaseModel):
+    remember_id: str = Field(description="the user fact's source id (an entry it creates cites its fact)")
+    fact_id: str
+
+
 class Status(BaseModel):
     model_config = ConfigDict(extra="allow")
     service: str

@@ -80,6 +80,18 @@ class _Routes:
         return _Call("GET", f"{self.scope(user, character)}/entries/{_q(entry_id)}", models.EntryDetail, None,
                      _clean({"at": _iso(at)}))
 
+    def delete_entry(self, user, character, entry_id, by=None, reason=None) -> _Call:
+        return _Call("DELETE", f"{self.scope(user, character)}/entries/{_q(entry_id)}", models.ErasureReceipt,
+                     params=_clean({"by": by, "reason": reason}))
+
+    def remember(self, user, character, text, importance=5, subject=None, by=None) -> _Call:
+        body = _clean({"text": text, "importance": importance, "subject": subject, "by": by})
+        return _Call("POST", f"{self.scope(user, character)}/entries", models.RememberResponse, body)
+
+    def edit_text(self, user, character, entry_id, text, by=None) -> _Call:
+        return _Call("PUT", f"{self.scope(user, character)}/entries/{_q(entry_id)}/text", models.EditTextResponse,
+                     _clean({"text": text, "by": by}))
+
     def put_card(self, character, entries) -> _Call:
         items = [e.model_dump() if isinstance(e, BaseModel) else dict(e) for e in entries]
         return _Call("PUT", f"{self.t}/characters/{_q(character)}/card", models.CardResponse, {"entries": items})
@@ -147,6 +159,21 @@ class Client:
     def entry(self, user: str, character: str, entry_id: str, at: datetime | None = None) -> models.EntryDetail:
         return self._send(self.routes.entry(user, character, entry_id, at))
 
+    def delete_entry(self, user: str, character: str, entry_id: str, by: str | None = None,
+                     reason: str | None = None) -> models.ErasureReceipt:
+        """Delete one entry everywhere; the erasure receipt says what was removed in each store."""
+        return self._send(self.routes.delete_entry(user, character, entry_id, by, reason))
+
+    def remember(self, user: str, character: str, text: str, importance: int = 5, subject: str | None = None,
+                 by: str | None = None) -> models.RememberResponse:
+        """Remember this: a user statement entered as a user fact (the evidence rules decide what it becomes)."""
+        return self._send(self.routes.remember(user, character, text, importance, subject, by))
+
+    def edit_text(self, user: str, character: str, entry_id: str, text: str,
+                  by: str | None = None) -> models.EditTextResponse:
+        """Reword one entry as the user corrects it; the old wording stays in its version history."""
+        return self._send(self.routes.edit_text(user, character, entry_id, text, by))
+
     def put_card(self, character: str, entries: Iterable[dict | models.CardEntryIn]) -> models.CardResponse:
         return self._send(self.routes.put_card(character, entries))
 
@@ -204,6 +231,18 @@ class AsyncClient:
     async def entry(self, user: str, character: str, entry_id: str,
                     at: datetime | None = None) -> models.EntryDetail:
         return await self._send(self.routes.entry(user, character, entry_id, at))
+
+    async def delete_entry(self, user: str, character: str, entry_id: str, by: str | None = None,
+                           reason: str | None = None) -> models.ErasureReceipt:
+        return await self._send(self.routes.delete_entry(user, character, entry_id, by, reason))
+
+    async def remember(self, user: str, character: str, text: str, importance: int = 5, subject: str | None = None,
+                       by: str | None = None) -> models.RememberResponse:
+        return await self._send(self.routes.remember(user, character, text, importance, subject, by))
+
+    async def edit_text(self, user: str, character: str, entry_id: str, text: str,
+                        by: str | None = None) -> models.EditTextResponse:
+        return await self._send(self.routes.edit_text(user, character, entry_id, text, by))
 
     async def put_card(self, character: str, entries: Iterable[dict | models.CardEntryIn]) -> models.CardResponse:
         return await self._send(self.routes.put_card(character, entries))

@@ -30,7 +30,8 @@ EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
 LATEST = datetime(2100, 1, 1, tzinfo=UTC)
 ROLES = ("user", "ai")
 DECISIONS = ("confirm", "deny", "ignore")
-CONTROL_TYPES = ("result", "failed", "tick", "flush", "forget", "restore", "consensus", "dedupe", "import")
+CONTROL_TYPES = ("result", "failed", "tick", "flush", "forget", "restore", "consensus", "dedupe", "import",
+                 "erase", "remember", "edit")
 
 Check = Callable[[Any, str], None]
 

@@ -55,7 +55,7 @@ from credence.envelope import loads
 from credence.errors import ArchiveError, RecordError
 from credence.sinks.base import Batch, Record, SinkStats, Written
 from credence.sinks.dedup import IdentitySet, decide_duplicates, load_identities
-from credence.sinks.forget import forgotten_markers
+from credence.sinks.erase import archive_markers
 from credence.sinks.schema import TABLES, Row, ShardKey, to_row
 from credence.sinks.shards import Archive, open_archive, remove_stale_temp_files, write_shards
 
@@ -228,7 +228,7 @@ class ParquetSink:
         seen = await self._seen_before(partition, span.start)
         _, duplicates = decide_duplicates(span.rows, self.table, seen.ids)
         rows = [r for r in span.rows if r.key in span.dirty]
-        forgotten = await asyncio.to_thread(forgotten_markers, self.archive, self._markers)
+        forgotten = await asyncio.to_thread(archive_markers, self.archive, self._markers)  # forgotten, erased
         paths = await asyncio.to_thread(
             write_shards, self.archive, self.table, partition, rows, self.settings, span.last, forgotten,
             frozenset(duplicates),

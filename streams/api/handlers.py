@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from credence import api_models as models
 from credence import tracing
 from credence.errors import ApiError, RecordError
-from credence.streams.api import memory_ops, reads, recent
+from credence.streams.api import entry_ops, memory_ops, reads, recent
 from credence.streams.api.cards import Card, card_key, check_card_entries
 from credence.streams.api.openapi import document
 from credence.streams.api.tenants import Tenant
@@ -230,6 +230,15 @@ class Handlers:
 
     async def post_nominate(self, call: Call):
         return await memory_ops.nominate(self, call)
+
+    async def delete_entry(self, call: Call):
+        return await entry_ops.delete_entry(self, call)
+
+    async def put_entry_text(self, call: Call):
+        return await entry_ops.put_entry_text(self, call)
+
+    async def post_entries(self, call: Call):
+        return await entry_ops.post_entries(self, call)
 
     async def put_card(self, call: Call):
         body: models.CardRequest = call.body

@@ -49,6 +49,20 @@ class RecentArgs(ScopeArgs):
                                                                               "the newest turns")
 
 
+class DeleteArgs(EntryArgs):
+    reason: str | None = Field(default=None, max_length=200, description="why the user wants it gone (journalled)")
+
+
+class EditArgs(EntryArgs):
+    text: str = Field(min_length=1, max_length=1000, description="the entry's new wording, as the user corrects it")
+
+
+class RememberArgs(ScopeArgs):
+    text: str = Field(min_length=1, max_length=1000, description="one self-contained statement about the user, "
+                                                                 "e.g. 'The user is allergic to peanuts.'")
+    importance: int = Field(default=5, ge=1, le=10, description="1..10, as the user weighs it")
+
+
 @dataclass(frozen=True)
 class Tool:
     name: str
@@ -85,6 +99,16 @@ TOOLS: tuple[Tool, ...] = (
     Tool("get_recent", "get_recent", "The recent conversation with this user: a rolling memo of older turns and "
          "the newest turns, within max_tokens, beside the memory block (as get_prompt).", RecentArgs, True,
          query=lambda a: {"max_tokens": str(a.max_tokens)} if a.max_tokens else {}),
+    Tool("delete_entry", "delete_entry", "Delete one memory entry as the user asked: it leaves every store "
+         "(tables, changelogs, recall index, Parquet archive) and is not brought back by what was said before; "
+         "answers an erasure receipt, store by store.", DeleteArgs, False,
+         query=lambda a: {"by": "user"} | ({"reason": a.reason} if a.reason else {})),
+    Tool("remember", "post_entries", "Remember this about the user, on their behalf: a user statement that goes "
+         "through the same evidence rules as anything they say (a new memory starts pending).", RememberArgs,
+         False, body=lambda a: models.RememberRequest(text=a.text, importance=a.importance)),
+    Tool("edit_entry", "put_entry_text", "Reword one memory entry as the user corrects it: it keeps its evidence, "
+         "and the old wording is kept in its version history.", EditArgs, False,
+         body=lambda a: models.EditTextRequest(text=a.text)),
 )
 BY_NAME = {t.name: t for t in TOOLS}
 

@@ -65,6 +65,17 @@ ROUTES: tuple[Route, ...] = (
     Route("POST", SCOPE + "/entries/{entry_id}/nominate", "post_nominate", "Nominate one ripe entry as a fact "
           "candidate (a human action; 409 while the bridge is retired)", models.MemoryActionResponse, 202,
           models.MemoryActionRequest, scope=True),
+    Route("DELETE", SCOPE + "/entries/{entry_id}", "delete_entry", "Delete one entry (and the entries merged "
+          "into it) from the tables, changelogs, recall index and Parquet archive; answers an erasure receipt "
+          "once the owner applied it (bounded wait)", models.ErasureReceipt, 200, scope=True,
+          query=(Query("by", "string", "who deletes it (journalled; default: user)"),
+                 Query("reason", "string", "why, at most 200 characters (journalled)"))),
+    Route("PUT", SCOPE + "/entries/{entry_id}/text", "put_entry_text", "Reword one entry as the user corrects "
+          "it: same id and counters, the old wording kept in its version history (bounded wait until applied)",
+          models.EditTextResponse, 200, models.EditTextRequest, scope=True),
+    Route("POST", SCOPE + "/entries", "post_entries", "Remember this: a user statement entered as a user fact "
+          "of the given importance (Stage-2 and synthesis decide, as for any fact)", models.RememberResponse, 202,
+          models.RememberRequest, scope=True),
     Route("PUT", T + "/characters/{character}/card", "put_card", "Replace the character card's protected "
           "entries (rendered for every user, outside budgets)", models.CardResponse, 200, models.CardRequest),
     Route("DELETE", T + "/users/{user}", "delete_user", "Forget a user everywhere (tables and changelogs)",

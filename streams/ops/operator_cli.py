@@ -1,5 +1,6 @@
 """`credence memory restore`, `credence memory consensus`, `credence memory dedupe` and `credence bridge
-nominate` (seed 002): deliberate human (or verification pipeline) actions.
+nominate` (seed 002), and `credence memory delete` (issue 33): deliberate human (or verification pipeline)
+actions.
 
 Kept out of cli.py so the main command table stays small; imports are lazy like the other commands'.
 """
@@ -133,6 +134,19 @@ def cmd_bridge_nominate(args) -> int:
     return 0
 
 
+def cmd_memory_delete(args) -> int:
+    from credence.client import Client
+    from credence.streams.ops.mcp_stdio import read_key
+    from credence.tables.scope import Scope
+
+    scope = Scope.parse(args.scope)
+    with Client(args.url, key=read_key(args.key_file), tenant=scope.tenant, timeout=120.0) as api:
+        receipt = api.delete_entry(scope.user, scope.character, args.entry_id, by=_operator(args), reason=args.reason)
+    print(receipt.model_dump_json(indent=2))
+    left = [s.store for s in receipt.stores + receipt.kept if s.remaining != 0]
+    return 0 if receipt.applied and not left else 1
+
+
 def add_operator_parsers(sub) -> None:
     p = sub.add_parser("memory", help="operator actions on memory entries (seed 002)")
     msub = p.add_subparsers(dest="memory_command", required=True, metavar="SUBCOMMAND")
@@ -163,6 +177,18 @@ def add_operator_parsers(sub) -> None:
     mode.add_argument("--apply", action="store_true", help="report, then ask the owner to merge them")
     d.add_argument("--by", help="who merges (default: the OS user)")
     d.set_defaults(func=cmd_memory_dedupe)
+    e = msub.add_parser("delete", help="delete one entry everywhere, with an erasure receipt (issue 33)",
+                        description="Asks a running worker (DELETE …/entries/{id}, as the tenant): the entry and "
+                                    "the entries merged into it leave the tables, changelogs, recall index and "
+                                    "Parquet archive, journalled as a deletion. Prints the erasure receipt; exit 1 "
+                                    "when the owner did not apply it in time or a store still holds something.")
+    e.add_argument("scope", help="tenant/user/character")
+    e.add_argument("entry_id")
+    e.add_argument("--url", required=True, help="a worker's web URL, e.g. http://127.0.0.1:6066")
+    e.add_argument("--key-file", required=True, help="a file holding the tenant's API key")
+    e.add_argument("--by", help="who deletes it (default: the OS user)")
+    e.add_argument("--reason", help="why (journalled, at most 200 characters)")
+    e.set_defaults(func=cmd_memory_delete)
 
     p = sub.add_parser("bridge", help="the gated, manual bridge from memory to verified facts (seed 002)")
     bsub = p.add_subparsers(dest="bridge_command", required=True, metavar="SUBCOMMAND")

@@ -63,7 +63,7 @@ from credence.tables.scope import tenant_of
 
 log = logging.getLogger(__name__)
 # Control records that act on a scope's existing state: they never create a scope.
-ACTS_ON_STATE = ("result", "failed", "tick", "flush", "restore", "consensus", "dedupe")
+ACTS_ON_STATE = ("result", "failed", "tick", "flush", "restore", "consensus", "dedupe", "edit")
 # In-process answers applied after one record, at most; past it (a loop of requests raising requests, a
 # bug) the rest go to the runner and come back through the result topics.
 MAX_INLINE_ANSWERS = 64

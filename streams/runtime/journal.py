@@ -21,6 +21,7 @@ from credence.envelope import decode
 from credence.errors import BridgeError, CredenceError
 from credence.journal_records import EVENT_FIELDS, event_id, incarnation_of
 from credence.kafka import client_options
+from credence.streams.scope.erase import ERASED
 from credence.streams.state.codec import decode_control
 from credence.tables.bridge import nominate
 from credence.tables.entries import Entry
@@ -43,12 +44,15 @@ def entries_from_journal(events: list[dict], incarnation: int | None = None) -> 
     """The newest snapshot of every entry the events name (facts events skipped): the scope as stored, in
     one incarnation (``one_incarnation``)."""
     latest: dict[str, Entry] = {}
+    erased: dict[str, int] = {}  # entry id -> the version the user deleted it at
     for e in one_incarnation(events, incarnation):
         if e.get("entry_kind") in ("reflection", "persona"):
             snap = Entry.from_dict(e["entry"])
-            if snap.id not in latest or snap.version > latest[snap.id].version:
+            if e.get("event") == ERASED:
+                erased[snap.id] = max(erased.get(snap.id, 0), snap.version)
+            elif snap.id not in latest or snap.version > latest[snap.id].version:
                 latest[snap.id] = snap
-    return list(latest.values())
+    return [s for s in latest.values() if s.version > erased.get(s.id, 0)]
 
 
 async def journal_of(bootstrap: str, settings: Settings, entry_id: str | None, scope: Scope | None = None) -> list[dict]:

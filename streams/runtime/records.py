@@ -128,6 +128,14 @@ def decode_control(raw: bytes | None) -> dict:
         _consensus(obj)
     if obj["type"] == "import":
         _import(obj)
+    if obj["type"] == "erase":
+        _erase(obj)
+    if obj["type"] == "remember":
+        _remember(obj)
+    if obj["type"] == "edit":
+        _entry_ref(obj, "entry_id")
+        _who(obj)
+        _statement(obj)
     return obj
 
 
@@ -143,6 +151,49 @@ def _import(obj: dict) -> None:
     if not isinstance(by, str) or len(by) > MAX_PART:
         raise RecordError(f"'by' must be a string of at most {MAX_PART} characters")
     obj["ts"] = format_instant(parse_utc(obj.get("ts"), "ts"))
+
+
+MAX_REASON = 200  # a deletion's why, journalled
+MAX_REMEMBER_TEXT = 1000  # a "remember this" statement: one observation, not a document
+
+
+def _who(obj: dict) -> None:
+    by = obj.get("by")
+    if not isinstance(by, str) or not by.strip() or len(by) > MAX_PART:
+        raise RecordError(f"'by' must name who asked: a non-empty string of at most {MAX_PART} characters")
+    _encodable(by, "by")
+    obj["ts"] = format_instant(parse_utc(obj.get("ts"), "ts"))
+
+
+def _erase(obj: dict) -> None:
+    """{entry_id, by, reason?, ts}: the user deletes one entry (streams/scope/erase.py)."""
+    _entry_ref(obj, "entry_id")
+    _who(obj)
+    reason = obj.get("reason")
+    if reason is not None and (not isinstance(reason, str) or len(reason) > MAX_REASON):
+        raise RecordError(f"'reason' must be a string of at most {MAX_REASON} characters")
+    if reason:
+        _encodable(reason, "reason")
+
+
+def _statement(obj: dict) -> None:
+    text = obj.get("text")
+    if not isinstance(text, str) or not text.strip() or len(text) > MAX_REMEMBER_TEXT:
+        raise RecordError(f"'text' must be a non-empty string of at most {MAX_REMEMBER_TEXT} characters")
+    _encodable(text, "text")
+
+
+def _remember(obj: dict) -> None:
+    """{remember_id, text, importance (1..10), subject?, by, ts}: a statement the user asks to be remembered."""
+    _entry_ref(obj, "remember_id")
+    _who(obj)
+    _statement(obj)
+    importance = obj.get("importance")
+    if isinstance(importance, bool) or not isinstance(importance, int) or not 1 <= importance <= 10:
+        raise RecordError(f"'importance' must be an integer from 1 to 10, got {importance!r}")
+    subject = obj.get("subject")
+    if subject is not None and (not isinstance(subject, str) or len(subject) > MAX_PART):
+        raise RecordError(f"'subject' must be a string of at most {MAX_PART} characters")
 
 
 def _after(after) -> None:
@@ -210,6 +261,25 @@ def consensus_record(scope: str, entry_id: str, score: float, by: str, at: datet
     """A credence.control v1 consensus record: ``by`` corroborates ``entry_id`` at ``score`` (0..1)."""
     return {"v": 1, "type": "consensus", **Scope.parse(scope).fields(),
             "entry_id": entry_id, "score": score, "by": by, "ts": format_instant(at)}
+
+
+def erase_record(scope: str, entry_id: str, by: str, reason: str | None, at: datetime) -> dict:
+    """A credence.control v1 request to delete one entry of the scope (streams/scope/erase.py)."""
+    return {"v": 1, "type": "erase", **Scope.parse(scope).fields(), "entry_id": entry_id, "by": by,
+            "reason": reason, "ts": format_instant(at)}
+
+
+def remember_record(scope: str, remember_id: str, text: str, importance: int, subject: str | None, by: str,
+                    at: datetime) -> dict:
+    """A credence.control v1 "remember this": a user-provenance statement for the evidence path."""
+    return {"v": 1, "type": "remember", **Scope.parse(scope).fields(), "remember_id": remember_id, "text": text,
+            "importance": importance, "subject": subject, "by": by, "ts": format_instant(at)}
+
+
+def edit_record(scope: str, entry_id: str, text: str, by: str, at: datetime) -> dict:
+    """A credence.control v1 user correction of one entry's wording (streams/scope/erase.py)."""
+    return {"v": 1, "type": "edit", **Scope.parse(scope).fields(), "entry_id": entry_id, "text": text, "by": by,
+            "ts": format_instant(at)}
 
 
 def dedupe_record(scope: str, by: str, at: datetime) -> dict:

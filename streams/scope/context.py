@@ -28,7 +28,7 @@ FACT_EVENTS = ("stage2_dropped", "facts_failed")
 ENTRY_EVENTS = ("created", "signal", "transition", "merged", "promote_attempt", "promotion_rejected",
                 "promotion_unblocked", "promotion_dropped", "archived", "mention", "sweep", "suppression_lifted",
                 "invalidated", "usage", "restored", "consensus",
-                "imported")
+                "imported", "erased", "edited")
 # Every journal event a step can emit; docs/records.md lists each one (tests/unit/scope/test_records_doc.py).
 JOURNAL_EVENTS = ENTRY_EVENTS + FACT_EVENTS
 

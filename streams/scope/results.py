@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from credence.streams.llm.tasks import TaskName
-from credence.streams.scope import corrections, quiet, recent, refine, requests, restate
+from credence.streams.scope import corrections, erase, quiet, recent, refine, requests, restate
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import reflection_id
 from credence.streams.scope.state import ScopeState
@@ -171,6 +171,7 @@ def _stage1(state: ScopeState, payload: dict, output: dict, ctx: StepContext) ->
             # AI-origin facts never enter Stage-2 or synthesis: model output never reinforces itself.
             "stage2": "pending" if user and ctx.powerful else "skipped",
             "synthesis": ("after_stage2" if ctx.powerful else "pending") if user else "none",
+            "said_at": erase.said_at(fact.get("source_turn_ids", []), turns),  # a deleted entry's guard
         }
 
 
@@ -216,6 +217,9 @@ def _synthesis(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
         entry_id = reflection_id(state.scope, draft["text"])
         if entry_id in state.entries or not restate.admit(ctx, TaskName.SYNTHESIS, draft["text"]):
             continue
+        if erase.held_back(state, entry_id, [f["id"] for f in sources]):
+            ctx.refuse(TaskName.SYNTHESIS, "deleted by the user", draft["text"])  # said before the delete
+            continue
         twin = restate.restated_by(draft["text"], restate.live_statements(state), ctx.memory) \
             or restate.live(state, draft.get("similar_to"))  # the runner's cosine check, embeddings on
         if twin is not None:
@@ -232,7 +236,8 @@ def _synthesis(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
         if similar is not None:  # on a persona entry's topic: correction work decides it against that entry
             corrections.queue_draft(state, entry, similar, ctx)
             continue
-        ctx.put(state, entry, "created", "synthesis")
+        cause = erase.REMEMBER_CAUSE if erase.remembered(state, [f["id"] for f in sources]) else "synthesis"
+        ctx.put(state, entry, "created", cause)
     for fact_id in facts:
         if fact_id in state.facts:
             state.facts[fact_id]["synthesis"] = "done"

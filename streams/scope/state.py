@@ -83,6 +83,9 @@ class ScopeState:
     # entry id -> the version it was archived at: a deterministic id that comes back (the same observation
     # synthesised again, its default persona id) continues that version line instead of reusing event ids.
     archived: dict[str, int] = field(default_factory=dict)
+    # entry id -> {"at", "version", "by"}: entries the user deleted (streams/scope/erase.py). What was said
+    # before "at" never brings one back (a replay of old turns); a later restatement is new evidence.
+    erased: dict[str, dict] = field(default_factory=dict)
     # Grows whenever any entry of the scope changes (readers cache what they derive from the entries by it).
     entries_version: int = 0
     # Which life of the scope this is: 0 until its user is first forgotten, then set when the scope is
@@ -139,7 +142,8 @@ class ScopeState:
             {"last_refine_at": format_instant(self.last_refine_at), "refined": self.refined}
             if self.last_refine_at else {}) | (
             {"recent": self.recent.to_dict()} if not self.recent.empty else {}) | (
-            {"imports": self.imports} if self.imports else {})
+            {"imports": self.imports} if self.imports else {}) | (
+            {"erased": self.erased} if self.erased else {})
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ScopeState:
@@ -163,6 +167,7 @@ class ScopeState:
             last_refine_at=parse_instant(d.get("last_refine_at")), refined=dict(d.get("refined", {})),
             recent=RecentLog.from_dict(d.get("recent")),
             imports=list(d.get("imports", [])),
+            erased={k: dict(v) for k, v in d.get("erased", {}).items()},
         )
 
     def next_id(self, prefix: str) -> str:

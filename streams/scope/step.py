@@ -20,7 +20,18 @@ import heapq
 from datetime import datetime, timedelta
 
 from credence.streams.llm.tasks import TaskName
-from credence.streams.scope import corrections, dedupe, imports, quiet, recent, refine, results, speculation, usage
+from credence.streams.scope import (
+    corrections,
+    dedupe,
+    erase,
+    imports,
+    quiet,
+    recent,
+    refine,
+    results,
+    speculation,
+    usage,
+)
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import (
     AI_TEXT_CHARS,
@@ -71,7 +82,7 @@ def _is_promotion_result(state: ScopeState, record: dict) -> bool:
 
 
 def step(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
-    """Apply one input. `kind`: turn | feedback | usage | restore | result | failed | tick | flush."""
+    """Apply one input. `kind`: turn | feedback | usage | restore | erase | remember | result | failed | tick | flush."""
     ctx.incarnation = state.incarnation  # journalled with every record the step emits
     _housekeeping(state, ctx, timeless_tick=kind == "tick" and not record.get("now"))
     if kind in ("result", "failed") and speculation.keep(state, kind, record, ctx):
@@ -118,6 +129,8 @@ def _run(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
         usage.apply(state, kind, record, ctx)
     elif kind == "dedupe":
         dedupe.apply(state, record, ctx)
+    elif kind in erase.KINDS:
+        erase.apply(state, kind, record, ctx)
     _settle(state, ctx, flush=(kind == "flush"))
 
 

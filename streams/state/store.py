@@ -215,6 +215,15 @@ class ScopeStore:
             return []
         return self._history.read(scope, entry_id, codec.decode_entry(raw)[1])
 
+    def footprint(self, scope: str, entry_id: str) -> dict[str, int]:
+        """The keys the tables hold of one entry (an erasure receipt counts them before and after): its own
+        value, its signal-history chunks, its kept versions."""
+        history = self._history.table
+        return {"entries": int(self._entries.get(codec.entry_key(scope, entry_id)) is not None),
+                "history": sum(history.get(codec.history_key(scope, entry_id, slot)) is not None
+                               for slot in range(self._history.slots)),
+                "versions": self._versions.count(scope, entry_id)}
+
     def as_of(self, state: ScopeState, at: datetime) -> list[Entry]:
         """What was valid in the scope at `at`, from its kept entry versions (versions.py): every entry the
         scope has or archived, nothing of another scope read. `state` (a reader's copy) names the entries;

@@ -23,6 +23,7 @@ from datetime import datetime
 import orjson
 
 from credence.streams.scope.context import FACTS_KIND
+from credence.streams.scope.erase import ERASED
 from credence.streams.state import codec
 from credence.streams.state.writes import TableWrites
 from credence.tables.clock import as_utc
@@ -50,12 +51,29 @@ class Versions:
         """Keep the snapshot of every entry version a batch journalled (the last of a version wins)."""
         latest: dict[tuple[str, int], dict] = {}
         for record in journal:
-            if record.get("entry_kind") != FACTS_KIND:
+            if record.get("event") == ERASED:  # the user deleted the entry: no version of it is kept
+                latest = {k: v for k, v in latest.items() if k[0] != record["entry_id"]}
+                self.drop(scope, record["entry_id"], int(record["entry"]["version"]))
+            elif record.get("entry_kind") != FACTS_KIND:
                 latest[(record["entry_id"], int(record["entry"]["version"]))] = record["entry"]
         partition = self._partition_of(scope)
         for (eid, version), snapshot in latest.items():
             self._writes.put(self._table, version_key(scope, eid, version % self._kept),
                              orjson.dumps({"v": codec.SCHEMA, "entry": snapshot}), partition)
+
+    def kept(self, scope: str, entry_id: str, below: int) -> list[int]:
+        """The slots holding a version of the entry below `below`."""
+        return [v % self._kept for v in range(max(1, below - self._kept), below)
+                if self._table.get(version_key(scope, entry_id, v % self._kept)) is not None]
+
+    def count(self, scope: str, entry_id: str) -> int:
+        """The entry's kept versions, whichever they are."""
+        return sum(self._table.get(version_key(scope, entry_id, slot)) is not None for slot in range(self._kept))
+
+    def drop(self, scope: str, entry_id: str, below: int) -> None:
+        """Delete every kept version of the entry below `below` (the erased event's)."""
+        for slot in self.kept(scope, entry_id, below):
+            self._writes.delete(self._table, version_key(scope, entry_id, slot), self._partition_of(scope))
 
     def read(self, scope: str, entry_id: str, version: int) -> Entry | None:
         """The kept snapshot of `version` (None when its slot holds another version, or nothing)."""

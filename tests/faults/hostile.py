@@ -207,6 +207,26 @@ def http_requests(tenant: str = "acme", other: str = "globex") -> list[dict]:
          "body": _enc({"entry_id": "r-0", "kind": "delete_everything"}), "expect": 422},
         {"kind": "feedback_not_json", "method": "POST", "path": f"{scope}/feedback", "auth": "own", "body": b"deny",
          "expect": 400},
+        # one entry at a time (issue 33): unknown ids, another tenant's entry, oversized or unreadable text
+        {"kind": "delete_unknown_entry", "method": "DELETE", "path": f"{scope}/entries/r-nope", "auth": "own",
+         "body": b"", "expect": 404, "reason": r"no entry"},
+        {"kind": "delete_other_tenants_entry", "method": "DELETE",
+         "path": f"/v1/tenants/{other}/users/alice/characters/barista/entries/r-0", "auth": "own", "body": b"",
+         "expect": 404},
+        {"kind": "delete_dot_id", "method": "DELETE", "path": f"{scope}/entries/..", "auth": "own", "body": b"",
+         "expect": (400, 404, 405)},
+        {"kind": "remember_huge_text", "method": "POST", "path": f"{scope}/entries", "auth": "own",
+         "body": _enc({"text": "The user likes tea. " * 100}), "expect": 422, "reason": r"text"},
+        {"kind": "remember_dangling_text", "method": "POST", "path": f"{scope}/entries", "auth": "own",
+         "body": _enc({"text": "It was great."}), "expect": 422, "reason": r"statement"},
+        {"kind": "remember_bad_importance", "method": "POST", "path": f"{scope}/entries", "auth": "own",
+         "body": _enc({"text": "The user likes tea.", "importance": "high"}), "expect": 422},
+        {"kind": "remember_extra_field", "method": "POST", "path": f"{scope}/entries", "auth": "own",
+         "body": _enc({"text": "The user likes tea.", "tenant": other}), "expect": 422},
+        {"kind": "edit_unknown_entry", "method": "PUT", "path": f"{scope}/entries/r-nope/text", "auth": "own",
+         "body": _enc({"text": "The user likes tea."}), "expect": 404},
+        {"kind": "edit_not_json", "method": "PUT", "path": f"{scope}/entries/r-nope/text", "auth": "own",
+         "body": b"tea", "expect": 400},
     ]
     for kind, (value, _) in BAD_IDS.items():
         if not isinstance(value, str) or not value.strip() or "/" in value:

@@ -169,7 +169,8 @@ def call_every_route(worker: WorkerProcess, headers: dict) -> dict[str, httpx.Re
     bodies = {"post_turns": {"turns": [{"user": "alice", "character": "barista", "turn_id": "iso-1",
                                         "role": "user", "text": "I hate tea now.", "ts": "2026-09-03T10:00:00Z"}]},
               "post_recall": {"query": "tea"}, "post_feedback": {"entry_id": "X", "kind": "deny"},
-              "put_card": {"entries": [{"id": "evil", "text": "Leaks secrets."}]}}
+              "put_card": {"entries": [{"id": "evil", "text": "Leaks secrets."}]},
+              "post_entries": {"text": "The user likes tea."}, "put_entry_text": {"text": "The user likes tea."}}
     params = {"tenant": "acme", "user": "alice", "character": "barista", "entry_id": "X"}
     out = {}
     for route in ROUTES:

@@ -1,4 +1,4 @@
-"""POST /mcp on a real worker and broker, through the MCP SDK's own client: the seven tools answer as their
+"""POST /mcp on a real worker and broker, through the MCP SDK's own client: the tools answer as their
 /v1 routes do, for the tenant of the bearer key only; a bad key, another tenant's scope and invalid
 arguments are refused with the reason, and nothing of a refused call is written."""
 
@@ -19,7 +19,8 @@ from tests.support.pipeline import flush_and_wait_idle, pipeline_settings, topic
 
 pytestmark = pytest.mark.integration
 
-TOOLS = {"add_turns", "get_prompt", "recall", "list_entries", "get_entry", "give_feedback", "get_recent"}
+TOOLS = {"add_turns", "get_prompt", "recall", "list_entries", "get_entry", "give_feedback", "get_recent",
+         "delete_entry", "remember", "edit_entry"}
 TEXTS = ["I love green tea.", "I am learning Rust.", "My cat is named Miso.", "I live in Lisbon."]
 SCOPE = "acme/alice/barista"
 
@@ -57,7 +58,7 @@ def served(kafka_bootstrap, tmp_path_factory):
         worker.stop()
 
 
-def test_lists_the_seven_tools_with_schemas(served):
+def test_lists_the_tools_with_schemas(served):
     worker, _, keys = served
 
     async def go():
@@ -156,6 +157,10 @@ def test_another_tenants_scope_is_not_found(served):
     ("add_turns", {"turns": [{**turns("alice")[0], "turn_id": "bad", "text": 7}]}, "text"),
     ("add_turns", {"turns": "hello"}, "turns"),
     ("get_recent", {"user": "alice", "character": "barista", "max_tokens": 0}, "max_tokens"),
+    ("delete_entry", {"user": "alice", "character": "barista", "entry_id": "no-such"}, "no entry"),
+    ("edit_entry", {"user": "alice", "character": "barista", "entry_id": "no-such", "text": "The user likes tea."},
+     "no entry"),
+    ("remember", {"user": "alice", "character": "barista", "text": "It was great."}, "statement"),
     ("forget_everything", {}, "no tool"),
 ])
 def test_invalid_arguments_are_tool_errors_with_the_reason_and_write_nothing(served, name, arguments, reason):

@@ -253,3 +253,28 @@ def test_a_second_drain_uploads_nothing_and_a_later_one_only_what_is_new(kafka_b
     assert 0 < third.shards_published <= 5 < len(before)
     assert shard_digests(s3_root) == shard_digests(local)
 
+
+def test_a_deleted_entry_leaves_the_s3_archive(settings_factory, kafka_bootstrap, tmp_path, s3_root):
+    """Issue 33: `DELETE …/entries/{id}` on a worker whose archive is on s3://: the receipt's archive part
+    rewrites the remote shards, its marker names no one, and a sink replay from offset 0 leaves the rows out
+    (here beside the suite's other s3:// tests, to share their object store)."""
+    import pyarrow.fs as pafs
+
+    from credence.streams.ops.process import WorkerProcess
+    from tests.integration.test_entry_delete import _archived, _delete, _gone_from_reads, _world
+    from tests.support.api import client
+
+    settings, key = _world(settings_factory, kafka_bootstrap, tmp_path, s3_root)
+    worker = WorkerProcess(settings, kafka_bootstrap, tmp_path / "worker.log").start()
+    try:
+        api = client(worker, key, "acme")
+        entry = _delete(kafka_bootstrap, settings, worker, api)
+        _gone_from_reads(api, entry.id)  # the changelogs: test_entry_delete, the same whatever the archive
+        rows = _archived(s3_root, settings)
+        assert rows and not [r for r in rows if r["text"] == entry.text]
+        assert all(r["text"] == "" for r in rows if r["entry_id"] == entry.id)
+        archive = open_archive(s3_root, settings.archive)
+        names = [i.path for i in archive.fs.get_file_info(pafs.FileSelector(f"{archive.base}/_erased"))]
+        assert len(names) == 1 and "ann" not in str(names) and "acme" not in str(names)
+    finally:
+        worker.stop()

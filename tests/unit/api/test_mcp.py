@@ -2,6 +2,7 @@
 asks the scope's owner through the same forwarding; the ASGI bridge hands the SDK one whole request."""
 
 import asyncio
+import json
 from datetime import UTC, datetime
 
 import pytest
@@ -38,7 +39,8 @@ def run(api, name, arguments):
 
 def test_every_tool_is_a_v1_route_and_reads_are_gets():
     assert [t.name for t in mcp_tools.TOOLS] == ["add_turns", "get_prompt", "recall", "list_entries", "get_entry",
-                                                  "give_feedback", "get_recent"]
+                                                  "give_feedback", "get_recent", "delete_entry", "remember",
+                                                  "edit_entry"]
     for tool in mcp_tools.TOOLS:
         assert tool.read_only == (tool.v1.method == "GET")
         assert tool.v1.scope == (tool.name != "add_turns")
@@ -70,7 +72,22 @@ def test_an_owned_scope_is_answered_here_with_the_tenant_from_the_key():
     assert (turns, turn_params, body.turns) == ("post_turns", {"tenant": "acme"}, [{"user": "alice"}])
 
 
+def test_delete_and_remember_ask_the_owner_with_the_routes_path_query_and_body():
+    api = FakeApi(owner_answer=(202, b'{"remember_id": "rem-1", "fact_id": "f_1"}'))
+    run(api, "delete_entry", {"user": "alice", "character": "barista", "entry_id": "r-1", "reason": "wrong"})
+    run(api, "remember", {"user": "alice", "character": "barista", "text": "The user likes tea.", "importance": 7})
+    (_, method, path, query, _, body), (_, method2, path2, _, _, body2) = api.router.asked
+    assert (method, path, query, body) == ("DELETE", "/v1/tenants/acme/users/alice/characters/barista/entries/r-1",
+                                           {"by": "user", "reason": "wrong"}, None)
+    assert (method2, path2) == ("POST", "/v1/tenants/acme/users/alice/characters/barista/entries")
+    assert json.loads(body2) == {"text": "The user likes tea.", "importance": 7, "by": "user"}
+
+
 @pytest.mark.parametrize("name, arguments, status, reason", [
+    ("remember", {"user": "a", "character": "b", "text": "x" * 1001}, 422, "text"),
+    ("remember", {"user": "a", "character": "b", "text": "The user likes tea.", "importance": 0}, 422, "importance"),
+    ("delete_entry", {"user": "a", "character": "b", "entry_id": "e", "reason": "x" * 201}, 422, "reason"),
+    ("delete_entry", {"user": "a", "character": "b", "entry_id": ""}, 422, "entry_id"),
     ("recall", {"user": "a", "character": "b", "query": "q", "top_k": 101}, 422, "top_k"),
     ("give_feedback", {"user": "a", "character": "b", "entry_id": "e", "kind": "maybe"}, 422, "kind"),
     ("get_prompt", {"user": "a", "character": "b", "tenant": "globex"}, 422, "tenant"),

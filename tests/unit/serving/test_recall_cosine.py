@@ -162,3 +162,18 @@ def test_a_model_that_fails_to_load_leaves_recall_on_bm25_without_a_load_per_que
         assert rankers == ["bm25"] and hits
         service._loading.join(30)
     assert encoder.loads == 1  # tried again only after LOAD_RETRY_SECONDS
+
+
+def test_a_deleted_entry_leaves_no_vector_behind(corpus, now):
+    """Issue 33: after a delete (the scope's next version, without the entry) no cached index holds the
+    entry's vector, and the owner's `forget` of the scope drops the cache whole."""
+    service = RecallService(encoder=AxisEncoder())
+    search(service, corpus, "tea", now, version=1)
+    gone = corpus[0].id
+    assert gone in service.index(SCOPE.key, 1, corpus).vector_versions
+    rest = [e for e in corpus if e.id != gone]
+    hits = search(service, rest, "tea", now, version=2)
+    assert gone not in [h.id for h in hits]
+    assert gone not in service.index(SCOPE.key, 2, rest).vector_versions
+    service.forget(SCOPE.key)
+    assert service._cache == {}
