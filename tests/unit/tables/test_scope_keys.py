@@ -21,7 +21,7 @@ PART = st.text(st.characters(categories=("L", "N", "Pd")), min_size=1, max_size=
 AT = datetime(2026, 1, 1, tzinfo=UTC)
 REMAINING: set[str] = set()  # modules allowed to build or split a key by hand: none
 # Archive paths and a report's "p50/p99" figures, not scope keys.
-PATHS = {"sinks/forget.py", "sinks/shards.py", "benchmarks/__main__.py"}
+PATHS = {"sinks/forget.py", "sinks/erase.py", "sinks/shards.py", "benchmarks/__main__.py"}
 HAND_MADE = re.compile(r'(?<!r)split\("/"|f"\{[^}]+\}/\{[^}]+\}/|"/"\.join\(|r?index\("/"\)')
 
 
