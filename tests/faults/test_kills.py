@@ -8,7 +8,7 @@ cannot have taken in every turn. Polling alone could not promise it: restarted a
 worker once took in the last 602 before the poll saw the next point, and killing it then killed an idle
 worker, which proves less. Both runs produce the held-back tail once the head has settled (every turn
 taken in, no queue, no LLM request left), so a promotion's result lands at the same place among the
-scope's records in both (harness.settle_head)."""
+scope's records in both (harness.settle)."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def test_sigkill_at_random_points_ends_in_the_uninterrupted_state(faults_size, k
     started = time.monotonic()
     settings = fresh_settings(kafka_bootstrap, tmp_path / "killed")
     with ThreadPoolExecutor(2) as pool:  # the two runs share nothing but the broker
-        ref_f = pool.submit(reference_run, kafka_bootstrap, tmp_path / "reference", lines, deadline, tail_from)
+        ref_f = pool.submit(reference_run, kafka_bootstrap, tmp_path / "reference", lines, deadline, (tail_from,))
         killed_f = pool.submit(run_with_kills, settings, kafka_bootstrap, lines, tmp_path / "killed" / "w.log",
                                points, deadline, tail_from)
         ref, (run, landed) = ref_f.result(), killed_f.result()
