@@ -81,14 +81,20 @@ class WorkerProcess:
         return f"http://{self.settings.web_host}:{self.settings.web_port}"
 
     def start(self, ready_timeout_s: float = 60.0) -> WorkerProcess:
+        self.launch()
+        wait_until(lambda: self._alive() and self.get("/status").get("ready"), ready_timeout_s,
+                   f"the worker to be ready (log: {self.log_path})")
+        return self
+
+    def launch(self) -> WorkerProcess:
+        """Start the process and return at once (`start` also waits until it is ready). Call it from a
+        thread that outlives the worker: the child is told to die with the thread that started it."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "credence.streams.ops.cli", "worker"],
             env=self.env, stdout=open(self.log_path, "ab"), stderr=subprocess.STDOUT,
             preexec_fn=die_with_parent,
         )
-        wait_until(lambda: self._alive() and self.get("/status").get("ready"), ready_timeout_s,
-                   f"the worker to be ready (log: {self.log_path})")
         return self
 
     def _request(self, path: str) -> httpx.Response:

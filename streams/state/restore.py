@@ -165,7 +165,11 @@ class BulkRecovery(Recovery):
 
     async def on_rebalance(self, assigned, revoked, newly_assigned, generation_id: int = 0) -> None:
         if self.on_assignment is not None and generation_id == self.app.consumer_generation_id:
-            self.on_assignment({tp.partition for tp in assigned}, generation_id)  # the input partitions held
+            # The input partitions held. Faust's leader topic (one partition, given to one member at random)
+            # is in the assignment too: a changelog writer started for its partition 0 fenced the member
+            # holding input partition 0, which halted at its next write.
+            leader = f"{self.app.conf.id}-__assignor-__leader"
+            self.on_assignment({tp.partition for tp in assigned if tp.topic != leader}, generation_id)
         await super().on_rebalance(assigned, revoked, newly_assigned, generation_id)
 
     @Service.task

@@ -35,8 +35,16 @@ def restart_lines(faults_size) -> list[bytes]:
 
 
 @pytest.fixture(scope="session")
-def restart_reference(restart_lines, faults_size, kafka_bootstrap, tmp_path_factory):
+def restart_cuts(restart_lines) -> tuple[int, int]:
+    """Where the broker-restart and scale-out runs cut their input into three pieces: each fault lands
+    before the last piece is produced, and each piece goes out once the input before it has settled
+    (harness.settle), in the reference run too."""
+    return len(restart_lines) // 3, 2 * len(restart_lines) // 3
+
+
+@pytest.fixture(scope="session")
+def restart_reference(restart_lines, restart_cuts, faults_size, kafka_bootstrap, tmp_path_factory):
     from tests.faults.harness import deadline_for, reference_run
 
     root = tmp_path_factory.mktemp("restart-reference")
-    return reference_run(kafka_bootstrap, root, restart_lines, deadline_for(faults_size.restart_turns))
+    return reference_run(kafka_bootstrap, root, restart_lines, deadline_for(faults_size.restart_turns), restart_cuts)

@@ -44,14 +44,20 @@ def fresh_settings(bootstrap: str, root: Path, **overrides) -> Settings:
 READY_S = 300.0  # a worker's start on a shared, overloaded CI machine (load 30 on 2 cores seen: >60 s)
 
 
-def reference_run(bootstrap: str, root: Path, lines: list[bytes], deadline_s: float) -> RunResult:
-    """One worker, one uninterrupted delivery: what every faulted run must end with."""
+def reference_run(bootstrap: str, root: Path, lines: list[bytes], deadline_s: float,
+                  cuts: tuple[int, ...] = ()) -> RunResult:
+    """One worker, one uninterrupted delivery: what every faulted run must end with. With `cuts`, the
+    input goes out in pieces, each once everything before it has settled (`settle`), as the faulted runs
+    that hold input back deliver it."""
     settings = fresh_settings(bootstrap, root)
     log = root / "reference.log"
     worker = WorkerProcess(settings, bootstrap, log)
     try:
         worker.start(ready_timeout_s=READY_S)
-        asyncio.run(produce_lines(bootstrap, settings, lines))
+        for before, piece in pieces(lines, cuts):
+            if before:
+                settle([worker], lines[:before], deadline_s)
+            asyncio.run(produce_lines(bootstrap, settings, piece))
         wait_turns_or_explain(worker, valid_turn_counts(lines), deadline_s)
         status = flush_and_wait_idle(worker, bootstrap, settings, scopes_of(lines), deadline_s)
         return collect(worker, bootstrap, settings, scopes_of(lines), status)
@@ -60,6 +66,32 @@ def reference_run(bootstrap: str, root: Path, lines: list[bytes], deadline_s: fl
         raise
     finally:
         worker.stop()
+
+
+def pieces(lines: list[bytes], cuts: tuple[int, ...]) -> list[tuple[int, list[bytes]]]:
+    """(lines before it, piece) for each piece of `lines` cut at `cuts` (ascending; empty pieces left out)."""
+    bounds = [0, *cuts, len(lines)]
+    return [(a, lines[a:b]) for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
+
+
+def settle(workers: list[WorkerProcess], produced: list[bytes], deadline_s: float) -> None:
+    """Wait until the workers have taken in every turn of `produced` and every scope has drained its
+    queue and has no LLM request left (an open window may stay buffered: event time closes it).
+
+    A promotion runs beside its scope and its result is applied where it lands among the scope's records
+    (docs/lifecycle.md). Produced at once, the whole input is queued long before any result, so every
+    result lands after it; input produced later would land after some results and before others, as the
+    machine's speed decides. Settled before each later piece, every run puts each result of the input
+    before it ahead of the piece, whatever the speed: a run that holds input back ends like a reference
+    run cut at the same places."""
+    expected = valid_turn_counts(produced)
+
+    def settled() -> bool:
+        views = [w.get("/scopes")["scopes"] for w in workers]
+        seen = {scope: view["turns"] for held in views for scope, view in held.items()}
+        return seen == expected and not any(v["queued"] or v["requests"] for held in views for v in held.values())
+
+    wait_until(settled, deadline_s, f"{sum(expected.values())} turns to settle (logs: {[str(w.log_path) for w in workers]})")
 
 
 def story(run: RunResult) -> set[tuple]:
@@ -154,17 +186,20 @@ def landing(workers: list[WorkerProcess], settings: Settings, ends: dict[int, in
 
 
 def run_with_kills(settings: Settings, bootstrap: str, lines: list[bytes], log: Path, points: list[int],
-                   deadline_s: float) -> tuple[RunResult, list[Landing]]:
-    """Produce `lines`, SIGKILL the worker each time the turns it has taken in reach the next of
-    `points` (sorted), restart it on the same store, then finish like a clean run. Returns the run and
-    where each kill landed (read right before it)."""
+                   deadline_s: float, tail_from: int | None = None) -> tuple[RunResult, list[Landing]]:
+    """Produce `lines` (with `tail_from`: only those before it), SIGKILL the worker each time the turns it
+    has taken in reach the next of `points` (sorted), restart it on the same store; then produce the tail
+    once the head has settled, and finish like a clean run. Returns the run and where each kill landed
+    (read right before it). A held-back tail makes every kill land mid-replay whatever the machine's
+    speed: the worker cannot have taken in turns not produced yet."""
     expected = valid_turn_counts(lines)
     scopes = scopes_of(lines)
+    (_, head), *tail = pieces(lines, () if tail_from is None else (tail_from,))
     worker = WorkerProcess(settings, bootstrap, log, extra_env=FAST_GROUP_ENV)
     landed: list[Landing] = []
     try:
         worker.start(ready_timeout_s=READY_S)
-        asyncio.run(produce_lines(bootstrap, settings, lines))
+        asyncio.run(produce_lines(bootstrap, settings, head))
         ends = input_ends(bootstrap, settings)
         for point in points:
             wait_until(lambda: taken_in(worker) >= point, deadline_s,
@@ -172,6 +207,9 @@ def run_with_kills(settings: Settings, bootstrap: str, lines: list[bytes], log: 
             landed.append(landing([worker], settings, ends, sum(expected.values())))
             worker.kill()  # SIGKILL: no shutdown hook, no final commit, in-flight LLM calls lost
             worker = WorkerProcess(settings, bootstrap, log, extra_env=FAST_GROUP_ENV).start(ready_timeout_s=READY_S)
+        for _, piece in tail:
+            settle([worker], head, deadline_s)
+            asyncio.run(produce_lines(bootstrap, settings, piece))
         wait_turns_or_explain(worker, expected, deadline_s)
         status = flush_and_wait_idle(worker, bootstrap, settings, scopes, deadline_s)
         return collect(worker, bootstrap, settings, scopes, status), landed

@@ -1,6 +1,7 @@
 """The broker process is stopped (controlled shutdown) and started again on its data directory in the
 middle of a replay, while the worker runs: the worker reconnects by itself and the end state equals an
-uninterrupted run's on an undisturbed broker."""
+uninterrupted run's on an undisturbed broker. The input comes in three pieces (conftest.restart_cuts), the
+restart lands in the second, the third is produced once the broker is back."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from tests.faults.harness import (
     deadline_for,
     end_state_differences,
     fresh_settings,
+    settle,
     taken_in,
     version_order_violations,
     wait_turns_or_explain,
@@ -43,24 +45,28 @@ def own_broker(tmp_path):
     broker.stop()
 
 
-def test_broker_restart_mid_replay_ends_in_the_uninterrupted_state(own_broker, restart_lines, restart_reference,
-                                                                   faults_size, tmp_path):
+def test_broker_restart_mid_replay_ends_in_the_uninterrupted_state(own_broker, restart_lines, restart_cuts,
+                                                                   restart_reference, faults_size, tmp_path):
     lines, ref = restart_lines, restart_reference
     deadline = deadline_for(len(lines))
     bootstrap = own_broker.bootstrap
     settings = fresh_settings(bootstrap, tmp_path / "run")
     expected = valid_turn_counts(lines)
     log = tmp_path / "run" / "worker.log"
-    half = len(lines) // 2
+    first, second = restart_cuts
     worker = WorkerProcess(settings, bootstrap, log, extra_env=FAST_GROUP_ENV)
     try:
         worker.start(ready_timeout_s=300)
-        asyncio.run(produce_lines(bootstrap, settings, lines[:half]))
-        wait_until(lambda: taken_in(worker) >= half // 2, deadline, "the worker to be mid-replay")
+        asyncio.run(produce_lines(bootstrap, settings, lines[:first]))
+        settle([worker], lines[:first], deadline)
+        asyncio.run(produce_lines(bootstrap, settings, lines[first:second]))
+        wait_until(lambda: taken_in(worker) >= (first + second) // 2, deadline, "the worker to be mid-replay")
         own_broker.stop()  # the process ends; its data directory stays
         own_broker.start()  # same data dir, same port
-        # Input keeps arriving once the broker is back; the worker must find its way back on its own.
-        asyncio.run(produce_lines(bootstrap, settings, lines[half:]))
+        # Input keeps arriving once the broker is back (the last piece, held back until now, so the stop
+        # lands mid-replay whatever the machine's speed); the worker must find its way back on its own.
+        settle([worker], lines[:second], deadline)
+        asyncio.run(produce_lines(bootstrap, settings, lines[second:]))
         wait_turns_or_explain(worker, expected, deadline)
         status = flush_and_wait_idle(worker, bootstrap, settings, scopes_of(lines), deadline)
         run = collect(worker, bootstrap, settings, scopes_of(lines), status)

@@ -171,3 +171,26 @@ def test_a_rewind_that_fails_never_ends_fausts_recovery_loop(tmp_path, monkeypat
 
     asyncio.run(complete())  # returns: Faust's loop goes on to the next rebalance
     assert "could not be rewound" in caplog.text
+
+
+def test_the_writers_are_told_the_input_partitions_never_fausts_leader_topic(tmp_path, monkeypatch):
+    """Faust gives its leader topic's one partition to one member at random. Counted as input partition 0,
+    it made that member start a changelog writer for partition 0, fencing the member that held it (which
+    halted: "Can't send messages while not in transaction")."""
+    told: list[tuple[set[int], int]] = []
+
+    async def fausts_rebalance(self, *_args, **_kwargs) -> None:
+        pass
+
+    monkeypatch.setattr(restore.Recovery, "on_rebalance", fausts_rebalance)
+
+    async def rebalance() -> None:
+        recovery, _ = recovery_for(tmp_path, on_assignment=lambda partitions, generation: told.append(
+            (partitions, generation)))
+        recovery.app.consumer_generation_id = 5
+        assigned = {TP("p.turns", 3), TP("p.control", 3), TP("p.turns", 1),
+                    TP(f"{recovery.app.conf.id}-__assignor-__leader", 0)}
+        await recovery.on_rebalance(assigned, set(), assigned, 5)
+
+    asyncio.run(rebalance())
+    assert told == [({1, 3}, 5)]
