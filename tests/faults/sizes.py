@@ -24,7 +24,7 @@ class Size:
 SIZES = {
     # for developing the suite itself: seconds, not minutes
     "tiny": Size("tiny", kill_turns=300, kill_scopes=10, kills=3, restart_turns=300, restart_scopes=10),
-    "small": Size("small", kill_turns=10_000, kill_scopes=50, kills=20, restart_turns=600, restart_scopes=50),
+    "small": Size("small", kill_turns=10_000, kill_scopes=50, kills=10, restart_turns=600, restart_scopes=50),
     "large": Size("large", kill_turns=50_000, kill_scopes=200, kills=20, restart_turns=10_000, restart_scopes=100),
 }
 
