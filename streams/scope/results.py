@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from credence.streams.llm.tasks import TaskName
-from credence.streams.scope import quiet, requests, restate
+from credence.streams.scope import quiet, requests, restate, turn_status
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import reflection_id
 from credence.streams.scope.state import ScopeState
@@ -179,6 +179,7 @@ def _stage2(state: ScopeState, payload: dict, output: dict, ctx: StepContext) ->
         if kind is None:
             continue
         ctx.put(state, record_signal(entry, kind, ctx.now, settings=ctx.memory), "signal", kind, entry)
+        _touched(state, [facts[c["fact_id"]]], entry.id)
         if kind != USER_FACT_NEGATE or facts[c["fact_id"]]["polarity"] != "positive":
             matched.add(c["fact_id"])  # a new value ("lives in Lisbon") that negates the old is both
     for fact_id in asked:
@@ -212,6 +213,7 @@ def _synthesis(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
         if twin is not None:
             # Never twice: an observation the scope already holds (or wrote from this same answer).
             _restated(state, twin, draft["text"], sources, ctx)
+            _touched(state, sources, twin.id)
             continue
         entry = new_reflection(
             entry_id, scope, draft["text"], ctx.now, subject=draft.get("subject", ""),
@@ -220,9 +222,16 @@ def _synthesis(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
             source_fact_importances=[f["importance"] for f in sources], settings=ctx.memory,
         )
         ctx.put(state, entry, "created", "synthesis")
+        _touched(state, sources, entry.id)
     for fact_id in facts:
         if fact_id in state.facts:
             state.facts[fact_id]["synthesis"] = "done"
+
+
+def _touched(state: ScopeState, facts: list[dict], entry_id: str) -> None:
+    """Issue 33: the turns these facts came from touched the entry (the state's copy of a fact names them)."""
+    for fact in facts:
+        turn_status.touched(state, state.facts.get(fact["id"], {}).get("fact", fact), entry_id)
 
 
 def _restated(state: ScopeState, twin: Entry, text: str, sources: list[dict], ctx: StepContext) -> None:

@@ -85,6 +85,8 @@ class ScopeState:
     # created again (streams/state/incarnations.py); every journal record carries it, so the journal's folds
     # tell a returning user's entries from the forgotten ones under the same deterministic ids.
     incarnation: int = 0
+    # Recent turn id -> the entries its facts created, restated or signalled (turn_status.py, bounded).
+    turn_entries: dict[str, list[str]] = field(default_factory=dict)
     # Not state: the reflections a score-transition pass found nothing to do for (step._quiet_marks), at
     # this instant or at any later one. Entries are immutable, so the same object gives the same answer;
     # a step re-checks only what changed and what time alone can move.
@@ -119,7 +121,8 @@ class ScopeState:
             "last_usage_sweep_at": format_instant(self.last_usage_sweep_at), "applied": self.applied, "seq": self.seq,
             "queue": self.queue, "turns": self.turns,
             "done_facts": self.done_facts, "archived": self.archived, "entries_version": self.entries_version,
-        } | ({"incarnation": self.incarnation} if self.incarnation else {})
+        } | ({"incarnation": self.incarnation} if self.incarnation else {}) | (
+            {"turn_entries": self.turn_entries} if self.turn_entries else {})
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ScopeState:
@@ -139,6 +142,7 @@ class ScopeState:
             done_facts=list(d.get("done_facts", [])),
             archived=dict(d.get("archived", {})), entries_version=d.get("entries_version", 0),
             incarnation=d.get("incarnation", 0),
+            turn_entries={k: list(v) for k, v in d.get("turn_entries", {}).items()},
         )
 
     def next_id(self, prefix: str) -> str:
