@@ -54,7 +54,7 @@ def wait_of(query, max_seconds: float, token_needed: bool) -> Wait | None:
     value out of bounds or a token missing where one is needed."""
     wait = query.get("wait")
     if wait is None:
-        for name in ("timeout", "token"):
+        for name in ("timeout", "token") if token_needed else ("timeout",):  # a turn's status reads a token alone
             if name in query:
                 raise ApiError(400, f"{name!r} goes with wait=applied|extracted")
         return None

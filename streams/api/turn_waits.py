@@ -11,7 +11,8 @@ from collections.abc import Callable
 from credence import api_models as models
 from credence.errors import ApiError
 from credence.streams.api import consistency
-from credence.streams.scope.turn_status import ACCEPTED, at_least, reached, turn_state
+from credence.streams.scope.turn_status import ACCEPTED, APPLIED, at_least, reached, turn_state
+from credence.streams.state.positions import durable_next
 from credence.tables.scope import Scope
 
 POLL_S = 0.05
@@ -44,9 +45,17 @@ async def before_read(handlers, call) -> None:
     offset = wait.token.get(partition)
     if offset is None:
         return  # the token's turns were all written to other scopes' partitions: nothing to wait for here
-    if not await until(lambda: reached(handlers.store.control(scope), partition, offset, wait.wait), wait.timeout):
+    if not await until(lambda: _reached(handlers, scope, partition, offset, wait.wait), wait.timeout):
         raise ApiError(503, f"the scope's owner has not {wait.wait} the token's turns within {wait.timeout:g} s; "
                             "retry (the token stays valid)", {"Retry-After": "1"})
+
+
+def _reached(handlers, scope: str, partition: int, offset: int, wait: str) -> bool:
+    """The token's partition position is compared, not the scope's own: other scopes' turns on the same
+    partition raise the token's offset past anything this scope applies."""
+    settings = handlers.credence.settings
+    past = durable_next(handlers.credence.tables.seen, settings.topic("turns"), partition)
+    return reached(handlers.store.control(scope), partition, offset, wait, past)
 
 
 def status(handlers, scope: Scope, turn_id: str) -> models.TurnStatus | None:
@@ -87,8 +96,7 @@ def _unseen(handlers, call, scope: Scope, turn_id: str) -> models.TurnStatus:
     if token is not None:
         partition = handlers.credence.ownership.partition_of(scope.key)
         offset = consistency.decode(token).get(partition)
-        state = handlers.store.control(scope.key)
-        if offset is not None and not reached(state, partition, offset, "applied"):
+        if offset is not None and not _reached(handlers, scope.key, partition, offset, APPLIED):
             return models.TurnStatus(turn_id=turn_id, state=ACCEPTED, partition=partition, offset=offset)
         raise ApiError(404, f"turn {turn_id!r} is not in this scope: its owner passed the token without applying "
                             "it (refused to the dead-letter topic, forgotten, or another user/character)")

@@ -59,12 +59,16 @@ def _extracting(state: ScopeState, turn_id: str | None) -> bool:
     return False
 
 
-def reached(state: ScopeState | None, partition: int, offset: int, wait: str) -> bool:
-    """Whether the scope's owner has reached the token's turn at `offset` of `partition`: APPLIED when it
-    applied the turns topic up to it and no turn waits in its queue; EXTRACTED when, besides, no turn
-    waits for extraction. Turns carry no offsets in the state, so a later turn still in the open window
-    holds an EXTRACTED wait too (never a false yes)."""
-    if state is None or state.applied.get(turns_position(partition), -1) < offset or queued_turn(state):
+def reached(state: ScopeState | None, partition: int, offset: int, wait: str, partition_next: int | None = None) -> bool:
+    """Whether the scope's owner has reached the token's turns up to `offset` of `partition`: APPLIED when
+    it applied the partition past them (`partition_next`: the next offset the owner will apply there; the
+    scope's own applied offset counts too) and no turn waits in the scope's queue; EXTRACTED when, besides,
+    no turn of the scope waits for extraction. Turns carry no offsets in the state, so a later turn still in
+    the open window holds an EXTRACTED wait too (never a false yes)."""
+    past = partition_next is not None and partition_next > offset
+    if state is None:
+        return past  # the partition went past the token and this scope has nothing of it
+    if not (past or state.applied.get(turns_position(partition), -1) >= offset) or queued_turn(state):
         return False
     return wait == APPLIED or not _extracting(state, None)
 

@@ -35,7 +35,10 @@ def test_no_wait_asks_nothing_and_its_companions_alone_are_refused():
     assert consistency.wait_of({}, 30.0, token_needed=True) is None
     for query in ({"timeout": "3"}, {"token": "1:2"}):
         with pytest.raises(ApiError, match="goes with wait"):
-            consistency.wait_of(query, 30.0, token_needed=False)
+            consistency.wait_of(query, 30.0, token_needed=True)
+    with pytest.raises(ApiError, match="goes with wait"):
+        consistency.wait_of({"timeout": "3"}, 30.0, token_needed=False)
+    assert consistency.wait_of({"token": "1:2"}, 30.0, token_needed=False) is None  # a turn's status reads it
 
 
 @pytest.mark.parametrize("query, reason", [

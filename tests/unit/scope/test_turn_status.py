@@ -81,3 +81,12 @@ def test_the_memory_of_touched_entries_stays_bounded_and_keeps_the_newest_turns(
 def test_states_order():
     assert ts.at_least(ts.EXTRACTED, ts.APPLIED) and ts.at_least(ts.APPLIED, ts.APPLIED)
     assert not ts.at_least(ts.ACCEPTED, ts.APPLIED)
+
+
+def test_a_token_raised_by_other_scopes_on_the_partition_is_reached_by_the_partitions_position():
+    s = state()  # this scope applied up to 40; the token's 45 is another scope's turn on partition 2
+    assert not ts.reached(s, 2, 45, ts.APPLIED)  # the scope's own offset alone never gets there
+    assert not ts.reached(s, 2, 45, ts.APPLIED, partition_next=45)
+    assert ts.reached(s, 2, 45, ts.APPLIED, partition_next=46)
+    assert ts.reached(None, 2, 45, ts.EXTRACTED, partition_next=46)  # no state: nothing of the token is here
+    assert not ts.reached(None, 2, 45, ts.APPLIED, partition_next=None)
