@@ -44,7 +44,7 @@ ENTRY_KEYS: Final = (
     "protected", "status", "evidence", "created_at", "confirmed_at", "promoted_at", "merged_from_ids",
     "merged_into_id", "promote_attempts", "last_promote_attempt_at", "recent_mentions", "suppressed_at",
     "version", "updated_at", "archived_at", "promotion_rejected_at", "valid_from", "invalidated_at", "usage",
-    "consensus",
+    "consensus", "tags",
 )  # fmt: skip
 
 
@@ -85,6 +85,7 @@ class Entry:
     invalidated_at: datetime | None = None
     usage: Usage = field(default_factory=Usage)  # recall-driven strength; never part of the score
     consensus: Consensus | None = None  # external corroboration (seed 002); never part of the score
+    tags: tuple[str, ...] = ()  # the tenant's tags of the turns it came from (tables/tags.py); never scored
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id:
@@ -107,6 +108,7 @@ class Entry:
                 object.__setattr__(self, name, as_utc(value))
         object.__setattr__(self, "source_fact_ids", tuple(self.source_fact_ids))
         object.__setattr__(self, "merged_from_ids", tuple(self.merged_from_ids))
+        object.__setattr__(self, "tags", tuple(self.tags))
         object.__setattr__(self, "recent_mentions", tuple(as_utc(m) for m in self.recent_mentions))
         if self.valid_from is None:
             object.__setattr__(self, "valid_from", self.created_at)
@@ -157,6 +159,7 @@ class Entry:
             "invalidated_at": format_instant(self.invalidated_at),
             "usage": self.usage.to_dict(),
             "consensus": self.consensus.to_dict() if self.consensus is not None else None,
+            "tags": list(self.tags),
         }
 
     @classmethod
@@ -201,6 +204,7 @@ class Entry:
             invalidated_at=parse_instant(d.get("invalidated_at")),
             usage=Usage.from_dict(d.get("usage"), since=created_at),
             consensus=Consensus.from_dict(d.get("consensus")),
+            tags=tuple(str(t) for t in d.get("tags") or ()),
         )
 
 
@@ -247,6 +251,7 @@ def new_reflection(
     source_fact_ids: Iterable[str] = (),
     source_fact_importances: Iterable[int] = (),
     settings: MemorySettings = DEFAULT_MEMORY_SETTINGS,
+    tags: Iterable[str] = (),
 ) -> Entry:
     """A pending reflection, seeded by the highest source-fact importance."""
     return Entry(
@@ -263,6 +268,7 @@ def new_reflection(
         evidence=seeded_evidence(source_fact_importances, created_at, settings=settings),
         created_at=created_at,
         updated_at=created_at,
+        tags=tuple(tags),
     )
 
 
@@ -278,6 +284,7 @@ def new_persona_entry(
     protected: bool = False,
     evidence: Evidence | None = None,
     merged_from_ids: Iterable[str] = (),
+    tags: Iterable[str] = (),
 ) -> Entry:
     """An active persona entry; ``protected`` marks a character-card entry (score +inf, never archived)."""
     return Entry(
@@ -296,6 +303,7 @@ def new_persona_entry(
         merged_from_ids=tuple(merged_from_ids),
         created_at=created_at,
         updated_at=created_at,
+        tags=tuple(tags),
     )
 
 

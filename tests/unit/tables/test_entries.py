@@ -25,7 +25,7 @@ RECORDS_MD_KEYS = [
     "protected", "status", "evidence", "created_at", "confirmed_at", "promoted_at", "merged_from_ids",
     "merged_into_id", "promote_attempts", "last_promote_attempt_at", "recent_mentions", "suppressed_at",
     "version", "updated_at", "archived_at", "promotion_rejected_at", "valid_from", "invalidated_at", "usage",
-    "consensus",
+    "consensus", "tags",
 ]  # fmt: skip
 EVIDENCE_KEYS = [
     "reinforcement", "disputation", "rein_last_signal_at", "disp_last_signal_at", "sub_zero_days",
