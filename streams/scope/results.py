@@ -26,6 +26,7 @@ from credence.tables.lifecycle import (
 )
 from credence.tables.origin import fact_origin
 from credence.tables.scope import Scope
+from credence.tables.tags import union
 
 FORGET_REQUEST = "forget_request"  # the journal cause of what a user's forget request took out (":<turn id>")
 # Decisions the powerful-memory switch turns off: their results are dropped once it is off.
@@ -157,7 +158,8 @@ def _stage1(state: ScopeState, payload: dict, output: dict, ctx: StepContext) ->
         cited = fact_origin(fact.get("source_turn_ids", []), turns, settings=ctx.memory)
         fact = {**fact, "origin": "ai" if fact.get("origin") == "ai" else cited}
         user = fact["origin"] == "user"
-        state.facts[fact["id"]] = {
+        tags = union(*(turns[t].get("tags", ()) for t in fact.get("source_turn_ids", []) if t in turns))
+        state.facts[fact["id"]] = ({"tags": list(tags)} if tags else {}) | {
             "fact": fact,
             # AI-origin facts never enter Stage-2 or synthesis: model output never reinforces itself.
             "stage2": "pending" if user and ctx.powerful else "skipped",
@@ -220,12 +222,18 @@ def _synthesis(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
             importance=max(f["importance"] for f in sources),
             source_fact_ids=[f["id"] for f in sources],
             source_fact_importances=[f["importance"] for f in sources], settings=ctx.memory,
+            tags=_tags_of(state, sources),
         )
         ctx.put(state, entry, "created", "synthesis")
         _touched(state, sources, entry.id)
     for fact_id in facts:
         if fact_id in state.facts:
             state.facts[fact_id]["synthesis"] = "done"
+
+
+def _tags_of(state: ScopeState, facts: list[dict]) -> tuple[str, ...]:
+    """Issue 33: the tags of the turns these facts came from (kept beside each fact in the state)."""
+    return union(*(state.facts.get(f["id"], {}).get("tags", ()) for f in facts))
 
 
 def _touched(state: ScopeState, facts: list[dict], entry_id: str) -> None:
@@ -242,7 +250,8 @@ def _restated(state: ScopeState, twin: Entry, text: str, sources: list[dict], ct
     if twin.kind != "reflection" or restate.richer(twin.text, text) == twin.text:
         return
     facts = tuple(f["id"] for f in sources if f["id"] not in twin.source_fact_ids)
-    updated = changed(twin, ctx.now, text=text, source_fact_ids=(*twin.source_fact_ids, *facts))
+    updated = changed(twin, ctx.now, text=text, source_fact_ids=(*twin.source_fact_ids, *facts),
+                      tags=union(twin.tags, _tags_of(state, sources)))
     ctx.put(state, updated, "merged", "synthesis_restated", twin)
 
 
