@@ -91,6 +91,8 @@ class RecallRequest(BaseModel):
     top_k: int = Field(default=10, ge=1, le=100)
     since: datetime | None = None
     until: datetime | None = None
+    tag: str | None = Field(default=None, min_length=1, max_length=64,
+                            description="only entries carrying this tag (their turns' metadata.tags)")
 
 
 class RecallHit(BaseModel):
@@ -101,6 +103,7 @@ class RecallHit(BaseModel):
     score: float | None
     rrf: float
     rankers: dict[str, int]
+    tags: list[str] = Field(default_factory=list)
 
 
 class RecallResponse(BaseModel):
@@ -147,6 +150,7 @@ class EntryView(BaseModel):
     protected: bool = False
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    tags: list[str] = Field(default_factory=list, description="the tenant's tags of the turns it came from")
     snapshot: dict | None = Field(default=None, description="the entry's full record (docs/records.md)")
 
 

@@ -75,8 +75,8 @@ class _Routes:
                      _clean({"at": _iso(at)}) | _after(after, wait, timeout))
 
     def recall(self, user, character, query, top_k=10, since=None, until=None, after=None, wait="applied",
-               timeout=None) -> _Call:
-        body = _clean({"query": query, "top_k": top_k, "since": _iso(since), "until": _iso(until)})
+               timeout=None, tag=None) -> _Call:
+        body = _clean({"query": query, "top_k": top_k, "since": _iso(since), "until": _iso(until), "tag": tag})
         return _Call("POST", f"{self.scope(user, character)}/recall", models.RecallResponse, body,
                      _after(after, wait, timeout) or None)
 
@@ -86,9 +86,9 @@ class _Routes:
                      {"wait": "true"} if wait else None)
 
     def entries(self, user, character, tier=None, kind=None, at=None, after=None, wait="applied",
-                timeout=None) -> _Call:
+                timeout=None, tag=None) -> _Call:
         return _Call("GET", f"{self.scope(user, character)}/entries", models.EntriesResponse, None,
-                     _clean({"tier": tier, "kind": kind, "at": _iso(at)}) | _after(after, wait, timeout))
+                     _clean({"tier": tier, "kind": kind, "at": _iso(at), "tag": tag}) | _after(after, wait, timeout))
 
     def entry(self, user, character, entry_id, at=None) -> _Call:
         return _Call("GET", f"{self.scope(user, character)}/entries/{_q(entry_id)}", models.EntryDetail, None,
@@ -152,8 +152,9 @@ class Client:
 
     def recall(self, user: str, character: str, query: str, top_k: int = 10, since: datetime | None = None,
                until: datetime | None = None, *, after: str | None = None, wait: str = "applied",
-               timeout: float | None = None) -> models.RecallResponse:
-        return self._send(self.routes.recall(user, character, query, top_k, since, until, after, wait, timeout))
+               timeout: float | None = None, tag: str | None = None) -> models.RecallResponse:
+        return self._send(self.routes.recall(user, character, query, top_k, since, until, after, wait, timeout,
+                                             tag))
 
     def feedback(self, user: str, character: str, entry_id: str, kind: str, wait: bool = False,
                  ts: datetime | None = None) -> models.FeedbackResponse:
@@ -162,8 +163,9 @@ class Client:
 
     def entries(self, user: str, character: str, tier: str | None = None, kind: str | None = None,
                 at: datetime | None = None, *, after: str | None = None, wait: str = "applied",
-                timeout: float | None = None) -> models.EntriesResponse:
-        return self._send(self.routes.entries(user, character, tier, kind, at, after, wait, timeout))
+                timeout: float | None = None, tag: str | None = None) -> models.EntriesResponse:
+        """`tag`: only entries carrying it (issue 33)."""
+        return self._send(self.routes.entries(user, character, tier, kind, at, after, wait, timeout, tag))
 
     def entry(self, user: str, character: str, entry_id: str, at: datetime | None = None) -> models.EntryDetail:
         return self._send(self.routes.entry(user, character, entry_id, at))
@@ -214,9 +216,9 @@ class AsyncClient:
 
     async def recall(self, user: str, character: str, query: str, top_k: int = 10, since: datetime | None = None,
                      until: datetime | None = None, *, after: str | None = None, wait: str = "applied",
-                     timeout: float | None = None) -> models.RecallResponse:
+                     timeout: float | None = None, tag: str | None = None) -> models.RecallResponse:
         return await self._send(self.routes.recall(user, character, query, top_k, since, until, after, wait,
-                                                   timeout))
+                                                   timeout, tag))
 
     async def feedback(self, user: str, character: str, entry_id: str, kind: str, wait: bool = False,
                        ts: datetime | None = None) -> models.FeedbackResponse:
@@ -224,8 +226,8 @@ class AsyncClient:
 
     async def entries(self, user: str, character: str, tier: str | None = None, kind: str | None = None,
                       at: datetime | None = None, *, after: str | None = None, wait: str = "applied",
-                      timeout: float | None = None) -> models.EntriesResponse:
-        return await self._send(self.routes.entries(user, character, tier, kind, at, after, wait, timeout))
+                      timeout: float | None = None, tag: str | None = None) -> models.EntriesResponse:
+        return await self._send(self.routes.entries(user, character, tier, kind, at, after, wait, timeout, tag))
 
     async def entry(self, user: str, character: str, entry_id: str,
                     at: datetime | None = None) -> models.EntryDetail:

@@ -234,6 +234,9 @@ class Handlers:
         now = state.clock if state and state.clock else datetime.now(UTC)
         version = self.store.version(scope.key) if hasattr(self.store, "version") else None
         entries = memory_ops.recallable(entries)
+        tag = reads.tag_of(call.body.tag, 422)
+        if tag is not None:  # issue 33: the tagged entries only (card entries carry none), indexed as their own set
+            entries, card, version = [e for e in entries if tag in e.tags], [], None
         response = await recall(self, scope, version, [*card, *entries], now, call.body, self._memory(call))
         await memory_ops.record_recall(self, scope, response, entries, now)  # seed 002: hits reinforce
         return 200, response

@@ -56,10 +56,12 @@ class TurnArgs(ScopeArgs):
 class RecallArgs(ReadArgs):
     query: str = Field(min_length=1, max_length=2000, description="what to look for in this scope's memory")
     top_k: int = Field(default=5, ge=1, le=100, description="at most this many hits")
+    tag: str | None = Field(default=None, min_length=1, max_length=64, description="only memories with this tag")
 
 
 class ListEntriesArgs(ReadArgs):
     tier: Literal[TIERS] | None = Field(default=None, description="only entries in this tier")
+    tag: str | None = Field(default=None, min_length=1, max_length=64, description="only entries with this tag")
 
 
 class EntryArgs(ScopeArgs):
@@ -98,10 +100,10 @@ TOOLS: tuple[Tool, ...] = (
          "the entries it shows, token counts and what was left out.", ReadArgs, True, query=_waiting),
     Tool("recall", "post_recall", "Search this user's memory with this character (BM25, plus cosine when "
          "embeddings are on). Hits count as usage: they reinforce the recalled memories.", RecallArgs, False,
-         body=lambda a: models.RecallRequest(query=a.query, top_k=a.top_k), query=_waiting),
+         body=lambda a: models.RecallRequest(query=a.query, top_k=a.top_k, tag=a.tag), query=_waiting),
     Tool("list_entries", "get_entries", "Every memory entry of this user with this character, with tier and "
          "score.", ListEntriesArgs, True,
-         query=lambda a: ({"tier": a.tier} if a.tier else {}) | _waiting(a)),
+         query=lambda a: ({"tier": a.tier} if a.tier else {}) | ({"tag": a.tag} if a.tag else {}) | _waiting(a)),
     Tool("get_entry", "get_entry", "One memory entry and the ordered signals (history) that made its score.",
          EntryArgs, True),
     Tool("give_feedback", "post_feedback", "Confirm or deny one memory entry, as the user said; the stream "

@@ -67,7 +67,7 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", SCOPE + "/entries", "get_entries", "The scope's entries with tier and score",
           models.EntriesResponse, scope=True,
           query=(Query("tier", "string", "only this tier"), Query("kind", "string", "persona or reflection"), AT,
-                 AS_OF, *WAITING)),
+                 AS_OF, *WAITING, Query("tag", "string", "only entries carrying this tag (issue 33)"))),
     Route("GET", SCOPE + "/entries/{entry_id}", "get_entry", "One entry and the ordered signals that made its "
           "score", models.EntryDetail, scope=True, query=(AT,)),
     Route("POST", SCOPE + "/entries/{entry_id}/restore", "post_restore", "Bring an entry the usage-decay sweep "
