@@ -127,13 +127,21 @@ async def wait_turns(handlers, call, wait: consistency.Wait, turns: list[models.
 async def _scope_wait(handlers, call, wait: consistency.Wait, turn: models.TurnPosition) -> str:
     scope = Scope(call.tenant.name, turn.user, turn.character)
     path = f"/v1/tenants/{scope.tenant}/users/{scope.user}/characters/{scope.character}/turns/{turn.turn_id}"
-    query = {"wait": wait.wait, "timeout": f"{wait.timeout:g}", "token": f"{turn.partition}:{turn.offset}"}
-    try:
-        owned = await handlers.router.ask(scope.key, "GET", path, query, call.authorization, None)
-    except ApiError:
-        return ACCEPTED  # the owner is moving or unreachable: the turns stay written, the answer says so
+    loop = asyncio.get_running_loop()
+    end = loop.time() + wait.timeout
+    while True:
+        left = end - loop.time()
+        query = {"wait": wait.wait, "timeout": f"{max(left, POLL_S):g}", "token": f"{turn.partition}:{turn.offset}"}
+        try:
+            owned = await handlers.router.ask(scope.key, "GET", path, query, call.authorization, None)
+        except ApiError:  # the scope is moving between workers: ask again until the wait's time is up
+            if left <= 0:
+                return ACCEPTED
+            await asyncio.sleep(min(POLL_S * 4, max(left, 0)))
+            continue
+        break
     if owned is not None:
         code, payload = owned
         return json.loads(payload).get("state", ACCEPTED) if code == 200 else ACCEPTED
-    found = await until(lambda: _at(status(handlers, scope, turn.turn_id), wait.wait), wait.timeout)
+    found = await until(lambda: _at(status(handlers, scope, turn.turn_id), wait.wait), max(end - loop.time(), 0))
     return found.state if found is not None else (getattr(status(handlers, scope, turn.turn_id), "state", ACCEPTED))

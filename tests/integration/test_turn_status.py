@@ -111,6 +111,57 @@ def test_add_turns_waits_over_mcp(served):
     assert status["state"] == "extracted"
 
 
+def test_tags_filter_entries_recall_and_the_archive(served, tmp_path):
+    import asyncio
+    import json
+
+    from credence.config.archive import ArchiveSettings
+    from credence.sinks.analytics import query
+    from credence.sinks.consumer import drain
+    from credence.sinks.schema import EVIDENCE
+
+    worker, settings, key, _ = served
+    with client(worker, key, TENANT) as api:
+        sent = api.send_turns([
+            turn("tina", "t1", "I love hiking in the Alps every summer.", metadata={"tags": ["travel", "vip"]}),
+            turn("tina", "t2", "I work as a nurse at the city hospital.", 1, metadata={"tags": ["work"]}),
+            turn("tina", "t3", "My tag is broken.", 2, metadata={"tags": ["bad\ntag"]}),
+        ], wait="extracted", timeout=30)
+        assert sent.accepted == 2 and [r.index for r in sent.rejected] == [2]
+        assert "metadata.tags" in sent.rejected[0].reason and sent.reached is True
+        everything = api.entries("tina", "barista").entries
+        travel = api.entries("tina", "barista", tag="travel").entries
+        work = api.entries("tina", "barista", tag="work").entries
+        assert travel and work and len(travel) + len(work) == len(everything)
+        assert all("hiking" in e.text.lower() and e.tags == ["travel", "vip"] for e in travel)
+        assert all("nurse" in e.text.lower() and e.tags == ["work"] for e in work)
+        assert api.entries("tina", "barista", tag="nope").entries == []
+        hits = api.recall("tina", "barista", "hiking nurse", tag="work").hits
+        assert hits and {h.id for h in hits} <= {e.id for e in work} and all(h.tags == ["work"] for h in hits)
+        assert {h.id for h in api.recall("tina", "barista", "hiking nurse").hits} >= {e.id for e in travel}
+        with pytest.raises(ApiError) as bad:
+            api.entries("tina", "barista", tag=" padded")
+        assert bad.value.status == 400 and "tag" in bad.value.reason
+    archive = ArchiveSettings(root=str(tmp_path / "archive"))
+    asyncio.run(drain(settings.kafka_bootstrap, settings.topic("evidence"), EVIDENCE, archive))
+    rows = json.loads(query(archive.root, "SELECT DISTINCT entry_id FROM evidence WHERE list_contains(tags, ?) "
+                                          "ORDER BY entry_id", ["travel"], "json", archive))
+    assert {r["entry_id"] for r in rows} == {e.id for e in travel}
+
+
+def settled(call, what: str):
+    """`call()` once no rebalance is under way: a 503 with Retry-After (partitions being assigned, a worker
+    recovering its tables) is retried, as a client is told to; anything else fails the test."""
+    def attempt():
+        try:
+            return call()
+        except ApiError as exc:
+            if exc.status != 503 or "Retry-After" not in (exc.headers or {}):
+                raise
+            return None
+    return wait_until(attempt, 120, what, poll_s=1.0)
+
+
 def _held(worker: WorkerProcess) -> set[int]:
     status = worker.get("/status")
     return set(status["state"]["held_partitions"]) if status["ready"] else set()
@@ -137,13 +188,17 @@ def test_the_token_holds_across_a_partition_move(served):
         with client(worker, key, TENANT) as api, client(second, key, TENANT) as api2:
             for u in users:  # the old token, read at whichever worker owns the scope now
                 for reader in (api, api2):
-                    assert reader.entries(u, "barista", after=before.token, wait="applied", timeout=30).entries
-                assert api2.turn(u, "barista", f"{u}-1").state in ("applied", "extracted")
+                    listing = settled(lambda r=reader, u=u: r.entries(u, "barista", after=before.token, wait="applied",
+                                                                      timeout=30), f"{u}'s entries after the token")
+                    assert listing.entries
+                status = settled(lambda u=u: api2.turn(u, "barista", f"{u}-1"), f"{u}'s first turn")
+                assert status.state in ("applied", "extracted")
             after = api.send_turns([turn(u, f"{u}-2", f"{u} moved to Lisbon last year.", 1) for u in moved],
                                    wait="applied", timeout=30)
             assert after.reached is True and {t.state for t in after.turns} <= {"applied", "extracted"}
             for u in moved:
-                assert api2.turn(u, "barista", f"{u}-2").state in ("applied", "extracted")
+                assert settled(lambda u=u: api2.turn(u, "barista", f"{u}-2"), f"{u}'s second turn").state in (
+                    "applied", "extracted")
     finally:
         second.stop()
 
