@@ -149,6 +149,30 @@ def test_tags_filter_entries_recall_and_the_archive(served, tmp_path):
     assert {r["entry_id"] for r in rows} == {e.id for e in travel}
 
 
+def test_replay_waits_until_its_turns_are_applied_then_extracted(served, tmp_path):
+    import asyncio
+    import json
+
+    from credence.streams.ops.replay import last_turns, replay, wait_committed, wait_extracted
+
+    worker, settings, key, _ = served
+    path = tmp_path / "turns.jsonl"
+    lines = [{"v": 1, "tenant": TENANT, **turn(f"r{i}", f"r{i}-{n}", f"I grow tomatoes on balcony {n}.", n)}
+             for i in range(3) for n in range(2)]
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    written: dict[int, int] = {}
+    assert asyncio.run(replay(path, settings.kafka_bootstrap, settings, progress=False, written=written)) == 6
+    assert written and all(o >= 0 for o in written.values())
+    asyncio.run(wait_committed(settings.kafka_bootstrap, settings, written, 60))
+    with client(worker, key, TENANT) as api:  # committed: every turn is in its scope's state
+        assert all(api.turn(f"r{i}", "barista", f"r{i}-1").state in ("applied", "extracted") for i in range(3))
+    last = last_turns(path)
+    assert sorted(last.values()) == ["r0-1", "r1-1", "r2-1"]
+    asyncio.run(wait_extracted(worker.url, key, last, 60))
+    with client(worker, key, TENANT) as api:
+        assert all(api.turn(f"r{i}", "barista", f"r{i}-1").state == "extracted" for i in range(3))
+
+
 def settled(call, what: str):
     """`call()` once no rebalance is under way: a 503 with Retry-After (partitions being assigned, a worker
     recovering its tables) is retried, as a client is told to; anything else fails the test."""
