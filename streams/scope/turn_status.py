@@ -15,8 +15,8 @@ from credence.streams.scope.state import ScopeState
 ACCEPTED, APPLIED, EXTRACTED = "accepted", "applied", "extracted"
 STATES = (ACCEPTED, APPLIED, EXTRACTED)
 WAITS = (APPLIED, EXTRACTED)  # what `?wait=` may ask for
-KEEP_TURN_ENTRIES = 64  # recent turns whose touched entries the scope remembers
-MAX_ENTRIES_PER_TURN = 32
+KEEP_TURN_ENTRIES = 32  # recent turns whose touched entries the scope remembers (inline in its control value)
+MAX_ENTRIES_PER_TURN = 8
 PENDING_SYNTHESIS = ("pending", "after_stage2")
 
 
