@@ -15,7 +15,7 @@ from credence.streams.scope.state import ScopeState
 ACCEPTED, APPLIED, EXTRACTED = "accepted", "applied", "extracted"
 STATES = (ACCEPTED, APPLIED, EXTRACTED)
 WAITS = (APPLIED, EXTRACTED)  # what `?wait=` may ask for
-KEEP_TURN_ENTRIES = 32  # recent turns whose touched entries the scope remembers (inline in its control value)
+KEEP_TURN_ENTRIES = 16  # recent turns whose touched entries the scope remembers (inline in its control value)
 MAX_ENTRIES_PER_TURN = 8
 PENDING_SYNTHESIS = ("pending", "after_stage2")
 
