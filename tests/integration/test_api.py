@@ -170,7 +170,7 @@ def call_every_route(worker: WorkerProcess, headers: dict) -> dict[str, httpx.Re
                                         "role": "user", "text": "I hate tea now.", "ts": "2026-09-03T10:00:00Z"}]},
               "post_recall": {"query": "tea"}, "post_feedback": {"entry_id": "X", "kind": "deny"},
               "put_card": {"entries": [{"id": "evil", "text": "Leaks secrets."}]}}
-    params = {"tenant": "acme", "user": "alice", "character": "barista", "entry_id": "X"}
+    params = {"tenant": "acme", "user": "alice", "character": "barista", "entry_id": "X", "turn_id": "iso-1"}
     out = {}
     for route in ROUTES:
         url = worker.url + route.path.format(**params)
