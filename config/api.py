@@ -21,6 +21,9 @@ class ApiSettings(BaseModel):
     max_turns_per_request: int = Field(default=1000, ge=1)
     # How long `POST …/feedback?wait=true` waits for the stream to apply the feedback.
     feedback_wait_seconds: float = Field(default=10.0, gt=0, le=120)
+    # The longest `?wait=applied|extracted&timeout=` (POST …/turns, the turn status and the reads) may wait
+    # for the scope's owner to reach a turn; a forwarded waiting read is given this long on top.
+    turn_wait_max_seconds: float = Field(default=30.0, gt=0, le=300)
     # A read forwarded to the scope's owner gives up after this long (503 then).
     forward_timeout_seconds: float = Field(default=10.0, gt=0)
     # How long a starting worker waits to read the tenants and cards topics before it answers anyway.

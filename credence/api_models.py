@@ -28,9 +28,35 @@ class Rejected(BaseModel):
     reason: str
 
 
+class TurnPosition(BaseModel):
+    turn_id: str
+    user: str
+    character: str
+    partition: int = Field(description="the turns topic's partition it was written to (its scope's)")
+    offset: int
+    state: Literal["accepted", "applied", "extracted"] = Field(
+        default="accepted", description="with ?wait=: how far its scope's owner had come when this answered")
+
+
 class TurnsResponse(BaseModel):
     accepted: int
     rejected: list[Rejected]
+    turns: list[TurnPosition] = Field(default_factory=list, description="each accepted turn's position")
+    token: str | None = Field(default=None, description="consistency token: pass it as ?token= with "
+                              "?wait=applied|extracted on a read to read these turns' effects")
+    reached: bool | None = Field(default=None, description="with ?wait=: every scope reached it in time")
+
+
+class TurnStatus(BaseModel):
+    turn_id: str
+    state: Literal["accepted", "applied", "extracted"] = Field(
+        description="accepted: written, not yet applied by the scope's owner; applied: in the scope's state; "
+                    "extracted: its Stage-1 window closed and its facts were processed")
+    partition: int | None = None
+    offset: int | None = None
+    entry_ids: list[str] = Field(default_factory=list, description="extracted: the entries its facts created, "
+                                 "restated or signalled (kept for the scope's recent turns)")
+    reached: bool | None = Field(default=None, description="with ?wait=: the state was reached in time")
 
 
 class PromptEntry(BaseModel):
@@ -65,6 +91,8 @@ class RecallRequest(BaseModel):
     top_k: int = Field(default=10, ge=1, le=100)
     since: datetime | None = None
     until: datetime | None = None
+    tag: str | None = Field(default=None, min_length=1, max_length=64,
+                            description="only entries carrying this tag (their turns' metadata.tags)")
 
 
 class RecallHit(BaseModel):
@@ -75,6 +103,7 @@ class RecallHit(BaseModel):
     score: float | None
     rrf: float
     rankers: dict[str, int]
+    tags: list[str] = Field(default_factory=list)
 
 
 class RecallResponse(BaseModel):
@@ -121,6 +150,7 @@ class EntryView(BaseModel):
     protected: bool = False
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    tags: list[str] = Field(default_factory=list, description="the tenant's tags of the turns it came from")
     snapshot: dict | None = Field(default=None, description="the entry's full record (docs/records.md)")
 
 

@@ -47,6 +47,12 @@ def _clean(params: dict) -> dict:
     return {k: v for k, v in params.items() if v is not None}
 
 
+def _after(token: str | None, wait: str, timeout: float | None) -> dict:
+    """A read's `?wait=&token=&timeout=`: answer once the scope's owner reached the turns of `token` (the
+    `token` of a `send_turns` answer; issue 33)."""
+    return _clean({"wait": wait, "token": token, "timeout": timeout}) if token is not None else {}
+
+
 class _Routes:
     """Every route as a _Call; the sync and async clients only differ in how they send it."""
 
@@ -56,25 +62,33 @@ class _Routes:
     def scope(self, user: str, character: str) -> str:
         return f"{self.t}/users/{_q(user)}/characters/{_q(character)}"
 
-    def turns(self, turns: Iterable[dict]) -> _Call:
-        return _Call("POST", f"{self.t}/turns", models.TurnsResponse, {"turns": list(turns)})
+    def turns(self, turns: Iterable[dict], wait=None, timeout=None) -> _Call:
+        return _Call("POST", f"{self.t}/turns", models.TurnsResponse, {"turns": list(turns)},
+                     _clean({"wait": wait, "timeout": timeout if wait else None}))
 
-    def prompt(self, user, character, at=None) -> _Call:
+    def turn(self, user, character, turn_id, wait=None, timeout=None, token=None) -> _Call:
+        return _Call("GET", f"{self.scope(user, character)}/turns/{_q(turn_id)}", models.TurnStatus, None,
+                     _clean({"wait": wait, "timeout": timeout if wait else None, "token": token}))
+
+    def prompt(self, user, character, at=None, after=None, wait="applied", timeout=None) -> _Call:
         return _Call("GET", f"{self.scope(user, character)}/prompt", models.PromptResponse, None,
-                     _clean({"at": _iso(at)}))
+                     _clean({"at": _iso(at)}) | _after(after, wait, timeout))
 
-    def recall(self, user, character, query, top_k=10, since=None, until=None) -> _Call:
-        body = _clean({"query": query, "top_k": top_k, "since": _iso(since), "until": _iso(until)})
-        return _Call("POST", f"{self.scope(user, character)}/recall", models.RecallResponse, body)
+    def recall(self, user, character, query, top_k=10, since=None, until=None, after=None, wait="applied",
+               timeout=None, tag=None) -> _Call:
+        body = _clean({"query": query, "top_k": top_k, "since": _iso(since), "until": _iso(until), "tag": tag})
+        return _Call("POST", f"{self.scope(user, character)}/recall", models.RecallResponse, body,
+                     _after(after, wait, timeout) or None)
 
     def feedback(self, user, character, entry_id, kind, wait=False, ts=None) -> _Call:
         body = _clean({"entry_id": entry_id, "kind": kind, "ts": _iso(ts)})
         return _Call("POST", f"{self.scope(user, character)}/feedback", models.FeedbackResponse, body,
                      {"wait": "true"} if wait else None)
 
-    def entries(self, user, character, tier=None, kind=None, at=None) -> _Call:
+    def entries(self, user, character, tier=None, kind=None, at=None, after=None, wait="applied",
+                timeout=None, tag=None) -> _Call:
         return _Call("GET", f"{self.scope(user, character)}/entries", models.EntriesResponse, None,
-                     _clean({"tier": tier, "kind": kind, "at": _iso(at)}))
+                     _clean({"tier": tier, "kind": kind, "at": _iso(at), "tag": tag}) | _after(after, wait, timeout))
 
     def entry(self, user, character, entry_id, at=None) -> _Call:
         return _Call("GET", f"{self.scope(user, character)}/entries/{_q(entry_id)}", models.EntryDetail, None,
@@ -136,16 +150,27 @@ class Client:
     def _send(self, call: _Call):
         return _result(call, self._http.request(call.method, call.path, json=call.body, params=call.params))
 
-    def send_turns(self, turns: Iterable[dict]) -> models.TurnsResponse:
-        """POST …/turns: accepted count, rejected turns by index with the reason."""
-        return self._send(self.routes.turns(turns))
+    def send_turns(self, turns: Iterable[dict], wait: str | None = None,
+                   timeout: float | None = None) -> models.TurnsResponse:
+        """POST …/turns: accepted count, rejected turns by index with the reason, each turn's position and
+        the consistency `token` (pass it as `after=` to a read); `wait`: applied | extracted (bounded)."""
+        return self._send(self.routes.turns(turns, wait, timeout))
 
-    def prompt(self, user: str, character: str, at: datetime | None = None) -> models.PromptResponse:
-        return self._send(self.routes.prompt(user, character, at))
+    def turn(self, user: str, character: str, turn_id: str, wait: str | None = None, timeout: float | None = None,
+             token: str | None = None) -> models.TurnStatus:
+        """GET …/turns/{turn_id}: accepted | applied | extracted (with the entries its facts touched)."""
+        return self._send(self.routes.turn(user, character, turn_id, wait, timeout, token))
+
+    def prompt(self, user: str, character: str, at: datetime | None = None, *, after: str | None = None,
+               wait: str = "applied", timeout: float | None = None) -> models.PromptResponse:
+        """`after`: a `send_turns` token; the read then waits (bounded) until its turns are `wait`."""
+        return self._send(self.routes.prompt(user, character, at, after, wait, timeout))
 
     def recall(self, user: str, character: str, query: str, top_k: int = 10, since: datetime | None = None,
-               until: datetime | None = None) -> models.RecallResponse:
-        return self._send(self.routes.recall(user, character, query, top_k, since, until))
+               until: datetime | None = None, *, after: str | None = None, wait: str = "applied",
+               timeout: float | None = None, tag: str | None = None) -> models.RecallResponse:
+        return self._send(self.routes.recall(user, character, query, top_k, since, until, after, wait, timeout,
+                                             tag))
 
     def feedback(self, user: str, character: str, entry_id: str, kind: str, wait: bool = False,
                  ts: datetime | None = None) -> models.FeedbackResponse:
@@ -153,8 +178,10 @@ class Client:
         return self._send(self.routes.feedback(user, character, entry_id, kind, wait, ts))
 
     def entries(self, user: str, character: str, tier: str | None = None, kind: str | None = None,
-                at: datetime | None = None) -> models.EntriesResponse:
-        return self._send(self.routes.entries(user, character, tier, kind, at))
+                at: datetime | None = None, *, after: str | None = None, wait: str = "applied",
+                timeout: float | None = None, tag: str | None = None) -> models.EntriesResponse:
+        """`tag`: only entries carrying it (issue 33)."""
+        return self._send(self.routes.entries(user, character, tier, kind, at, after, wait, timeout, tag))
 
     def entry(self, user: str, character: str, entry_id: str, at: datetime | None = None) -> models.EntryDetail:
         return self._send(self.routes.entry(user, character, entry_id, at))
@@ -210,23 +237,32 @@ class AsyncClient:
     async def _send(self, call: _Call):
         return _result(call, await self._http.request(call.method, call.path, json=call.body, params=call.params))
 
-    async def send_turns(self, turns: Iterable[dict]) -> models.TurnsResponse:
-        return await self._send(self.routes.turns(turns))
+    async def send_turns(self, turns: Iterable[dict], wait: str | None = None,
+                         timeout: float | None = None) -> models.TurnsResponse:
+        return await self._send(self.routes.turns(turns, wait, timeout))
 
-    async def prompt(self, user: str, character: str, at: datetime | None = None) -> models.PromptResponse:
-        return await self._send(self.routes.prompt(user, character, at))
+    async def turn(self, user: str, character: str, turn_id: str, wait: str | None = None,
+                   timeout: float | None = None, token: str | None = None) -> models.TurnStatus:
+        return await self._send(self.routes.turn(user, character, turn_id, wait, timeout, token))
+
+    async def prompt(self, user: str, character: str, at: datetime | None = None, *, after: str | None = None,
+                     wait: str = "applied", timeout: float | None = None) -> models.PromptResponse:
+        return await self._send(self.routes.prompt(user, character, at, after, wait, timeout))
 
     async def recall(self, user: str, character: str, query: str, top_k: int = 10, since: datetime | None = None,
-                     until: datetime | None = None) -> models.RecallResponse:
-        return await self._send(self.routes.recall(user, character, query, top_k, since, until))
+                     until: datetime | None = None, *, after: str | None = None, wait: str = "applied",
+                     timeout: float | None = None, tag: str | None = None) -> models.RecallResponse:
+        return await self._send(self.routes.recall(user, character, query, top_k, since, until, after, wait,
+                                                   timeout, tag))
 
     async def feedback(self, user: str, character: str, entry_id: str, kind: str, wait: bool = False,
                        ts: datetime | None = None) -> models.FeedbackResponse:
         return await self._send(self.routes.feedback(user, character, entry_id, kind, wait, ts))
 
     async def entries(self, user: str, character: str, tier: str | None = None, kind: str | None = None,
-                      at: datetime | None = None) -> models.EntriesResponse:
-        return await self._send(self.routes.entries(user, character, tier, kind, at))
+                      at: datetime | None = None, *, after: str | None = None, wait: str = "applied",
+                      timeout: float | None = None, tag: str | None = None) -> models.EntriesResponse:
+        return await self._send(self.routes.entries(user, character, tier, kind, at, after, wait, timeout, tag))
 
     async def entry(self, user: str, character: str, entry_id: str,
                     at: datetime | None = None) -> models.EntryDetail:

@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from credence import api_models as models
 from credence import tracing
 from credence.errors import ApiError, RecordError
-from credence.streams.api import entry_ops, memory_ops, reads, recent
+from credence.streams.api import consistency, entry_ops, memory_ops, reads, recent, turn_waits
 from credence.streams.api.cards import Card, card_key, check_card_entries
 from credence.streams.api.openapi import document
 from credence.streams.api.tenants import Tenant
@@ -36,6 +36,7 @@ class Call:
     params: dict[str, str]
     body: object
     query: object
+    authorization: str = ""  # the caller's, for a wait this worker forwards to a scope's owner
 
     @property
     def scope(self) -> Scope:
@@ -43,8 +44,9 @@ class Call:
 
 
 class Handlers:
-    def __init__(self, credence, directory, bootstrap: str) -> None:
+    def __init__(self, credence, directory, bootstrap: str, router=None) -> None:
         self.credence = credence
+        self.router = router  # the scopes' owners: POST …/turns?wait= asks each turn's
         self.directory = directory
         self.bootstrap = bootstrap  # the journal's readers (the bridge's nominate route, history) ask it
         self.store = credence.store
@@ -96,6 +98,7 @@ class Handlers:
         limit = self.credence.settings.api.max_turns_per_request
         if len(body.turns) > limit:
             raise ApiError(422, f"at most {limit} turns per request (produce to Kafka for bulk)")
+        wait = consistency.wait_of(call.query, self.credence.settings.api.turn_wait_max_seconds, token_needed=False)
         tenant, accepted, rejected = call.tenant.name, [], []
         for i, raw in enumerate(body.turns):
             if "tenant" in raw and raw["tenant"] != tenant:
@@ -107,18 +110,31 @@ class Handlers:
                 rejected.append(models.Rejected(index=i, reason=str(exc)))
                 continue
             accepted.append(turn)
+        if wait is not None:
+            turn_waits.wait_scopes(accepted)
         futures = []
         try:
             headers = tracing.record_headers()  # each turn's step continues the request's trace
             for turn in accepted:
                 futures.append(await self.credence.topics.turns.send(key=turn.scope.encode(), value=turn.encode(),
                                                                      headers=headers))
-            await asyncio.gather(*futures)
+            written = await asyncio.gather(*futures)
         except Exception as exc:  # noqa: BLE001
             raise ApiError(503, f"could not write turns ({type(exc).__name__}); retry, turn ids make it safe") from None
-        return 202, models.TurnsResponse(accepted=len(accepted), rejected=rejected)
+        positions, token = [], {}
+        for turn, meta in zip(accepted, written, strict=True):
+            positions.append(models.TurnPosition(turn_id=turn.turn_id, user=turn.user, character=turn.character,
+                                                 partition=meta.partition, offset=meta.offset))
+            consistency.merged(token, meta.partition, meta.offset)
+        reached = await turn_waits.wait_turns(self, call, wait, positions) if wait and positions else None
+        return 202, models.TurnsResponse(accepted=len(accepted), rejected=rejected, turns=positions,
+                                         token=consistency.encode(token) if token else None, reached=reached)
+
+    async def get_turn(self, call: Call):
+        return await turn_waits.get_turn(self, call)
 
     async def get_prompt(self, call: Call):
+        await turn_waits.before_read(self, call)
         stamp = self._stamp(call)
         cached = self._prompts.get(stamp) if stamp else None
         if cached is not None:
@@ -152,6 +168,7 @@ class Handlers:
                 card.updated_at if card else None, call.tenant.settings, call.query.get("at"))
 
     async def get_entries(self, call: Call):
+        await turn_waits.before_read(self, call)
         scope, state, entries, card = self._scope_data(call)
         now = reads.read_instant(call.query, state.clock if state else None)
         entries, now = await self._as_of(call, scope, entries, now)
@@ -214,10 +231,14 @@ class Handlers:
     async def post_recall(self, call: Call):
         from credence.streams.api.recall import recall  # optional: needs the recall service
 
+        await turn_waits.before_read(self, call)
         scope, state, entries, card = self._scope_data(call)
         now = state.clock if state and state.clock else datetime.now(UTC)
         version = self.store.version(scope.key) if hasattr(self.store, "version") else None
         entries = memory_ops.recallable(entries)
+        tag = reads.tag_of(call.body.tag, 422)
+        if tag is not None:  # issue 33: the tagged entries only (card entries carry none), indexed as their own set
+            entries, card, version = [e for e in entries if tag in e.tags], [], None
         response = await recall(self, scope, version, [*card, *entries], now, call.body, self._memory(call))
         await memory_ops.record_recall(self, scope, response, entries, now)  # seed 002: hits reinforce
         return 200, response

@@ -26,13 +26,42 @@ class ScopeArgs(BaseModel):
     character: str = Field(min_length=1, max_length=200, description="the AI character's id")
 
 
-class RecallArgs(ScopeArgs):
+WaitFor = Literal["applied", "extracted"]
+
+
+class ReadArgs(ScopeArgs):
+    wait: WaitFor | None = Field(default=None, description="with token: answer once this scope's memory has "
+                                 "applied (or extracted facts from) the turns add_turns sent")
+    token: str | None = Field(default=None, max_length=4000, description="the token add_turns answered")
+    timeout: float | None = Field(default=None, gt=0, le=300, description="seconds the wait may take")
+
+
+def _waiting(args) -> dict[str, str]:
+    """The read's ?wait=&token=&timeout= (issue 33)."""
+    return {k: str(v) for k in ("wait", "token", "timeout") if (v := getattr(args, k, None)) is not None}
+
+
+class AddTurnsArgs(models.TurnsRequest):
+    wait: WaitFor | None = Field(default=None, description="answer once each turn's scope has applied it (or "
+                                 "extracted its facts); the answer's turns then say how far each got")
+    timeout: float | None = Field(default=None, gt=0, le=300, description="seconds the wait may take")
+
+
+class TurnArgs(ScopeArgs):
+    turn_id: str = Field(min_length=1, max_length=200, description="a turn id sent with add_turns")
+    wait: WaitFor | None = Field(default=None, description="answer once the turn got this far (bounded)")
+    timeout: float | None = Field(default=None, gt=0, le=300, description="seconds the wait may take")
+
+
+class RecallArgs(ReadArgs):
     query: str = Field(min_length=1, max_length=2000, description="what to look for in this scope's memory")
     top_k: int = Field(default=5, ge=1, le=100, description="at most this many hits")
+    tag: str | None = Field(default=None, min_length=1, max_length=64, description="only memories with this tag")
 
 
-class ListEntriesArgs(ScopeArgs):
+class ListEntriesArgs(ReadArgs):
     tier: Literal[TIERS] | None = Field(default=None, description="only entries in this tier")
+    tag: str | None = Field(default=None, min_length=1, max_length=64, description="only entries with this tag")
 
 
 class EntryArgs(ScopeArgs):
@@ -83,14 +112,17 @@ TOOLS: tuple[Tool, ...] = (
          f"role ({'|'.join(ROLES)}), text, ts (ISO-8601 with offset)[, surfaced_ids]; the tenant comes from your "
          "key. "
          "Each turn is validated on its own: the result lists rejected ones with the reason. Memory is built "
-         "from them asynchronously by the stream.", models.TurnsRequest, False, body=lambda a: a),
+         "from them asynchronously by the stream; with wait, the answer comes once they are applied (or their "
+         "facts extracted), and its token makes a later read wait for them.", AddTurnsArgs, False,
+         body=lambda a: models.TurnsRequest(turns=a.turns), query=_waiting),
     Tool("get_prompt", "get_prompt", "The memory block to put in the character's prompt for this user: text, "
-         "the entries it shows, token counts and what was left out.", ScopeArgs, True),
+         "the entries it shows, token counts and what was left out.", ReadArgs, True, query=_waiting),
     Tool("recall", "post_recall", "Search this user's memory with this character (BM25, plus cosine when "
          "embeddings are on). Hits count as usage: they reinforce the recalled memories.", RecallArgs, False,
-         body=lambda a: models.RecallRequest(query=a.query, top_k=a.top_k)),
+         body=lambda a: models.RecallRequest(query=a.query, top_k=a.top_k, tag=a.tag), query=_waiting),
     Tool("list_entries", "get_entries", "Every memory entry of this user with this character, with tier and "
-         "score.", ListEntriesArgs, True, query=lambda a: {"tier": a.tier} if a.tier else {}),
+         "score.", ListEntriesArgs, True,
+         query=lambda a: ({"tier": a.tier} if a.tier else {}) | ({"tag": a.tag} if a.tag else {}) | _waiting(a)),
     Tool("get_entry", "get_entry", "One memory entry and the ordered signals (history) that made its score.",
          EntryArgs, True),
     Tool("give_feedback", "post_feedback", "Confirm or deny one memory entry, as the user said; the stream "
@@ -109,6 +141,8 @@ TOOLS: tuple[Tool, ...] = (
     Tool("edit_entry", "put_entry_text", "Reword one memory entry as the user corrects it: it keeps its evidence, "
          "and the old wording is kept in its version history.", EditArgs, False,
          body=lambda a: models.EditTextRequest(text=a.text)),
+    Tool("turn_status", "get_turn", "How far one turn sent with add_turns has come: accepted, applied, or "
+         "extracted (with the memory entries its facts touched).", TurnArgs, True, query=_waiting),
 )
 BY_NAME = {t.name: t for t in TOOLS}
 
@@ -130,7 +164,7 @@ async def run(api, caller, authorization: str, name: str, arguments: dict | None
         raise ApiError(404, f"no tool {name!r}; the tools are {', '.join(BY_NAME)}")
     args = parse_args(tool, arguments)
     route = tool.v1
-    params = path_parts({"tenant": caller.name, **{k: getattr(args, k) for k in ("user", "character", "entry_id")
+    params = path_parts({"tenant": caller.name, **{k: getattr(args, k) for k in ("user", "character", "entry_id", "turn_id")
                                                    if "{" + k + "}" in route.path}})
     body, query = tool.body(args), tool.query(args)
     if route.scope:
@@ -139,7 +173,7 @@ async def run(api, caller, authorization: str, name: str, arguments: dict | None
         owned = await api.router.ask(scope, route.method, route.path.format(**params), query, authorization, raw)
         if owned is not None:
             return _owner_answer(*owned)
-    status, result = await api.answer(route, caller, params, body, query)
+    status, result = await api.answer(route, caller, params, body, query, authorization)
     return result.model_dump(mode="json")
 
 

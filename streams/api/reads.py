@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 from credence import api_models as models
 from credence.config.memory import MemorySettings
-from credence.errors import ApiError, RecordError
+from credence.errors import ApiError, DomainError, RecordError
 from credence.streams.api.tenants import Tenant
 from credence.streams.runtime.records import parse_utc
 from credence.tables.entries import KINDS, Entry
@@ -19,6 +19,7 @@ from credence.tables.evidence import ARCHIVE_CANDIDATE, derived_tier
 from credence.tables.mentions import is_suppressed
 from credence.tables.rendering import render_memory_block, renderable
 from credence.tables.scope import Scope
+from credence.tables.tags import check_tag
 
 TIERS = ("protected", "promoted", "confirmed", "pending", ARCHIVE_CANDIDATE)
 
@@ -37,6 +38,16 @@ def read_instant(query, clock: datetime | None) -> datetime:
     return clock or datetime.now(UTC)
 
 
+def tag_of(tag: str | None, status: int = 400) -> str | None:
+    """A tag filter (issue 33): a valid tag or none; an invalid one is refused with the rule it breaks."""
+    if tag is None:
+        return None
+    try:
+        return check_tag(tag)
+    except DomainError as exc:
+        raise ApiError(status, f"tag: {exc}") from None
+
+
 def finite(score: float) -> float | None:
     return score if math.isfinite(score) else None
 
@@ -49,7 +60,7 @@ def entry_view(entry: Entry, now: datetime, memory: MemorySettings, snapshot: bo
     return models.EntryView(
         id=entry.id, kind=entry.kind, text=entry.text, status=entry.status, tier=tier_of(entry, now, memory),
         score=None if entry.protected else finite(entry.score(now, settings=memory)), version=entry.version,
-        protected=entry.protected, created_at=entry.created_at, updated_at=entry.updated_at,
+        protected=entry.protected, created_at=entry.created_at, updated_at=entry.updated_at, tags=list(entry.tags),
         snapshot=entry.to_dict() if snapshot else None)
 
 
@@ -79,12 +90,13 @@ def prompt(scope: Scope, entries: list[Entry], card: list[Entry], now: datetime,
 
 def entries(all_entries: list[Entry], card: list[Entry], now: datetime, memory: MemorySettings,
             query) -> models.EntriesResponse:
-    tier, kind = query.get("tier"), query.get("kind")
+    tier, kind, tag = query.get("tier"), query.get("kind"), tag_of(query.get("tag"))
     if tier is not None and tier not in TIERS:
         raise ApiError(400, f"tier must be one of {TIERS}, got {tier[:40]!r}")
     if kind is not None and kind not in KINDS:
         raise ApiError(400, f"kind must be one of {KINDS}, got {kind[:40]!r}")
     views = [entry_view(e, now, memory) for e in [*card, *sorted(all_entries, key=lambda e: e.id)]]
     return models.EntriesResponse(
-        entries=[v for v in views if (tier is None or v.tier == tier) and (kind is None or v.kind == kind)],
+        entries=[v for v in views if (tier is None or v.tier == tier) and (kind is None or v.kind == kind)
+                 and (tag is None or tag in v.tags)],
         clock=now)

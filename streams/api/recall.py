@@ -28,9 +28,10 @@ async def recall(handlers, scope, version, entries, now, body: models.RecallRequ
         raise ApiError(422, str(exc)) from None
     except CredenceError as exc:
         raise ApiError(503, f"recall failed: {exc}") from None
+    tags = {e.id: list(e.tags) for e in entries}
     return models.RecallResponse(hits=[models.RecallHit(
-        id=h.id, text=h.text, kind=h.kind, tier=h.tier, score=_finite(h.score), rrf=h.rrf, rankers=dict(h.rankers))
-        for h in hits], rankers=list(rankers))
+        id=h.id, text=h.text, kind=h.kind, tier=h.tier, score=_finite(h.score), rrf=h.rrf, rankers=dict(h.rankers),
+        tags=tags.get(h.id, [])) for h in hits], rankers=list(rankers))
 
 
 def _finite(score: float | None) -> float | None:

@@ -40,20 +40,34 @@ AS_OF = Query("as_of", "string", "ISO-8601 instant: answer with the entry versio
               "from the scope's kept entry versions), read at that instant; 404 for a scope with no state, "
               "410 before the versions kept")
 
+WAIT = Query("wait", "string", "applied | extracted: answer once the scope's owner has reached the turns of "
+             "`token` (issue 33); 503 with Retry-After if not within `timeout`")
+TIMEOUT = Query("timeout", "number", "seconds `wait` may take (default and most: api.turn_wait_max_seconds)")
+TOKEN = Query("token", "string", "the consistency token POST …/turns answered")
+WAITING = (WAIT, TIMEOUT, TOKEN)
+
 ROUTES: tuple[Route, ...] = (
     Route("POST", T + "/turns", "post_turns", "Send conversation turns (validated one by one, produced to "
-          "the turns topic keyed by scope)", models.TurnsResponse, 202, models.TurnsRequest),
+          "the turns topic keyed by scope); answers each turn's position and a consistency token",
+          models.TurnsResponse, 202, models.TurnsRequest,
+          query=(Query("wait", "string", "applied | extracted: answer once each turn's scope reached it"), TIMEOUT)),
+    Route("GET", SCOPE + "/turns/{turn_id}", "get_turn", "One turn's state: accepted, applied (its scope's owner "
+          "applied it), extracted (its facts were processed, with the entries they touched)", models.TurnStatus,
+          scope=True, query=(Query("wait", "string", "applied | extracted: answer once the turn got there"),
+                             TIMEOUT, Query("token", "string", "the POST's token: tells a turn not yet "
+                                                               "applied (accepted) from an unknown one (404)"))),
     Route("GET", SCOPE + "/prompt", "get_prompt", "The prompt memory block: card, persona and reflections "
-          "under the token budgets", models.PromptResponse, scope=True, query=(AT, AS_OF)),
+          "under the token budgets", models.PromptResponse, scope=True, query=(AT, AS_OF, *WAITING)),
     Route("POST", SCOPE + "/recall", "post_recall", "Explicit memory recall: BM25 (+ cosine) fused by RRF over "
-          "the scope's active entries", models.RecallResponse, body=models.RecallRequest, scope=True),
+          "the scope's active entries", models.RecallResponse, body=models.RecallRequest, scope=True,
+          query=WAITING),
     Route("POST", SCOPE + "/feedback", "post_feedback", "Confirm or deny one entry (applied by the stream in "
           "order)", models.FeedbackResponse, 202, models.FeedbackRequest, scope=True,
           query=(Query("wait", "boolean", "wait (bounded) until applied and return the entry"),)),
     Route("GET", SCOPE + "/entries", "get_entries", "The scope's entries with tier and score",
           models.EntriesResponse, scope=True,
           query=(Query("tier", "string", "only this tier"), Query("kind", "string", "persona or reflection"), AT,
-                 AS_OF)),
+                 AS_OF, *WAITING, Query("tag", "string", "only entries carrying this tag (issue 33)"))),
     Route("GET", SCOPE + "/entries/{entry_id}", "get_entry", "One entry and the ordered signals that made its "
           "score", models.EntryDetail, scope=True, query=(AT,)),
     Route("POST", SCOPE + "/entries/{entry_id}/restore", "post_restore", "Bring an entry the usage-decay sweep "

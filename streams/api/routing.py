@@ -30,12 +30,14 @@ def _ident(url: URL) -> tuple[str, int]:
 
 
 class OwnerRouter:
-    def __init__(self, app, table_name: str, partitions: int, timeout_s: float) -> None:
+    def __init__(self, app, table_name: str, partitions: int, timeout_s: float, wait_s: float = 0.0) -> None:
         self.app = app
         self._partitioner = DefaultPartitioner()
         self._partitions = list(range(partitions))
         self.table_name = table_name
         self.timeout = aiohttp.ClientTimeout(total=timeout_s)
+        # A request that waits for its scope's owner (`?wait=`, issue 33) may take that long on top.
+        self.waiting_timeout = aiohttp.ClientTimeout(total=timeout_s + wait_s)
         self._session: aiohttp.ClientSession | None = None
 
     def partition(self, scope: str) -> int:
@@ -85,7 +87,8 @@ class OwnerRouter:
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=self.timeout)
         try:
-            async with self._session.request(method, url, headers=headers, data=body) as resp:
+            timeout = self.waiting_timeout if "wait" in url.query else self.timeout
+            async with self._session.request(method, url, headers=headers, data=body, timeout=timeout) as resp:
                 payload = await resp.read()
                 kept = {h: resp.headers[h] for h in RETURNED_HEADERS if h in resp.headers}
                 return resp.status, payload, kept, resp.content_type

@@ -53,8 +53,9 @@ class Api:
         self.directory = directory
         self.limits = RateLimits(credence.settings.api)
         self.router = OwnerRouter(credence.app, credence.tables["scopes"].name, credence.settings.topic_partitions,
-                                  credence.settings.api.forward_timeout_seconds)
-        self.handlers = Handlers(credence, directory, bootstrap)
+                                  credence.settings.api.forward_timeout_seconds,
+                                  credence.settings.api.turn_wait_max_seconds)
+        self.handlers = Handlers(credence, directory, bootstrap, self.router)
         settings = credence.settings
         self.door = Door.of(settings.api, str(credence.app.conf.canonical_url), settings.web_host)
 
@@ -85,7 +86,8 @@ class Api:
                 forwarded = await self.router.forward(request, scope, raw)
                 if forwarded is not None:
                     return forwarded
-            status, result = await self.answer(route, caller, params, body, request.query)
+            status, result = await self.answer(route, caller, params, body, request.query,
+                                               request.headers.get("Authorization", ""))
             return json_response(status, result)
         except ApiError as exc:
             return error_response(exc)
@@ -93,11 +95,12 @@ class Api:
             log.exception("%s %s failed", request.method, request.path)
             return error_response(ApiError(500, "internal error; see the worker log"))
 
-    async def answer(self, route: Route, caller, params: dict[str, str], body, query):
+    async def answer(self, route: Route, caller, params: dict[str, str], body, query, authorization: str = ""):
         """This worker's own answer, once the caller, path, body and owner are settled (HTTP and MCP)."""
         if route.scope and not is_ready(self.credence.app):  # an owner still recovering its tables has no answer
             raise ApiError(503, "this worker is recovering its tables; retry shortly", {"Retry-After": "1"})
-        return await getattr(self.handlers, route.name)(Call(tenant=caller, params=params, body=body, query=query))
+        return await getattr(self.handlers, route.name)(Call(tenant=caller, params=params, body=body, query=query,
+                                                                     authorization=authorization))
 
 
 def _view(api: Api, routes: list[Route]) -> type[View]:

@@ -71,8 +71,13 @@ def cmd_replay(args) -> int:
     settings = _settings(args)
     bootstrap = args.bootstrap or bootstrap_for(settings)
     tracing.setup("credence-replay")  # off unless the OTEL_* variables ask for export
-    sent = asyncio.run(replay(Path(args.file), bootstrap, settings, progress=not args.quiet))
+    written: dict[int, int] = {}
+    sent = asyncio.run(replay(Path(args.file), bootstrap, settings, progress=not args.quiet, written=written))
     print(f"replayed {sent} records to {settings.topic('turns')} on {bootstrap}")
+    if args.wait:
+        from credence.streams.ops.replay import wait_replayed
+
+        print(asyncio.run(wait_replayed(args, bootstrap, settings, written)))
     if args.flush:
         from credence.streams.ops.replay import flush_when_read, scopes_in
 
@@ -288,6 +293,12 @@ def _runtime_parsers(sub) -> None:
                         "of the file a flush (its open Stage-1 windows are extracted); how a historical replay ends")
     p.add_argument("--flush-timeout", type=float, default=600.0, metavar="S",
                    help="with --flush: seconds to wait for the worker to read the turns (default 600)")
+    p.add_argument("--wait", choices=("applied", "extracted"),
+                   help="return once the worker group applied every turn (extracted: and each scope's last turn "
+                        "was extracted, asked through the API at --url with --key-file)")
+    p.add_argument("--wait-timeout", type=float, default=600.0, metavar="S", help="with --wait (default 600)")
+    p.add_argument("--url", default="http://127.0.0.1:6066", help="with --wait extracted: a worker's API")
+    p.add_argument("--key-file", help="with --wait extracted: a file holding the tenant's API key")
     p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("demo", help="the main job: broker + worker + replay of a sample, then a summary",

@@ -68,21 +68,24 @@ def _too_large(line: bytes, topic: str, line_no: int) -> bytes:
                               "bytes a turn record may have")
 
 
-async def replay(path: Path, bootstrap: str, settings: Settings, progress: bool = True) -> int:
+async def replay(path: Path, bootstrap: str, settings: Settings, progress: bool = True,
+                 written: dict[int, int] | None = None) -> int:
     """Produce every non-blank line of `path` to the turns topic, keyed by scope; a line too large for
-    Kafka goes to the dead-letter topic with its reason instead. Returns the count sent to turns."""
+    Kafka goes to the dead-letter topic with its reason instead. Returns the count sent to turns; `written`
+    (when given) gets each turns partition's highest offset written: the replay's consistency token."""
     lines = read_lines(path)
     await ensure_topics(bootstrap, settings)
     producer = AIOKafkaProducer(**client_options(bootstrap, settings.kafka, acks="all", linger_ms=5))
     await start(producer, bootstrap, settings.kafka)
     try:
         with tracing.span("credence.replay", tracing.PRODUCER, attributes={"credence.replay.lines": len(lines)}):
-            return await _produce(producer, lines, settings, progress)
+            return await _produce(producer, lines, settings, progress, written)
     finally:
         await producer.stop()
 
 
-async def _produce(producer: AIOKafkaProducer, lines: list[bytes], settings: Settings, progress: bool) -> int:
+async def _produce(producer: AIOKafkaProducer, lines: list[bytes], settings: Settings, progress: bool,
+                   written: dict[int, int] | None = None) -> int:
     """Send the lines (each turn with the replay's trace context, when tracing is on); returns the count
     sent to turns."""
     headers = tracing.aiokafka_headers()
@@ -98,7 +101,9 @@ async def _produce(producer: AIOKafkaProducer, lines: list[bytes], settings: Set
         if progress and (i % 50 == 0 or i == len(lines)):
             _progress(i, len(lines))
     for fut in futures:
-        await fut  # every record acknowledged by the broker before we report success
+        meta = await fut  # every record acknowledged by the broker before we report success
+        if written is not None and meta.topic == topic:
+            written[meta.partition] = max(meta.offset, written.get(meta.partition, -1))
     if sent < len(lines):
         print(f"replay: {len(lines) - sent} line(s) too large for Kafka went to {settings.topic('dlq')}",
               file=sys.stderr)
@@ -137,27 +142,37 @@ async def flush_when_read(bootstrap: str, settings: Settings, scopes: list[Scope
     Returns the scopes flushed; CredenceError when no worker has read the turns within ``timeout_s``."""
     partitions = list(range(settings.topic_partitions))
     ends = dict(zip(partitions, (await end_offsets(bootstrap, settings, partitions))["turns"], strict=True))
-    tps = [TopicPartition(settings.topic("turns"), p) for p in partitions]
+    await wait_committed(bootstrap, settings, {p: end - 1 for p, end in ends.items() if end}, timeout_s, poll_s)
+    await send_control(bootstrap, settings, scopes, "flush")
+    return len(scopes)
+
+
+async def wait_committed(bootstrap: str, settings: Settings, offsets: dict[int, int], timeout_s: float,
+                         poll_s: float = 0.5) -> None:
+    """Return once the worker group has committed each turns partition past `offsets` (partition -> the last
+    offset to be read): a worker commits a batch's offsets only after its state is durable, so every turn
+    up to them is applied (`credence replay --wait applied`). CredenceError after `timeout_s`."""
+    tps = [TopicPartition(settings.topic("turns"), p) for p in sorted(offsets)]
+    if not tps:
+        return
     admin = AIOKafkaAdminClient(**client_options(bootstrap, settings.kafka))
     await start(admin, bootstrap, settings.kafka)
     deadline = time.monotonic() + timeout_s
     try:
         while True:
             committed = await admin.list_consumer_group_offsets(settings.app_id, partitions=tps)
-            behind = {tp.partition: (meta.offset if meta else -1, ends[tp.partition]) for tp, meta in committed.items()
-                      if ends[tp.partition] and (meta is None or meta.offset < ends[tp.partition])}
+            behind = {tp.partition: (meta.offset if meta else -1, offsets[tp.partition] + 1)
+                      for tp, meta in committed.items() if meta is None or meta.offset <= offsets[tp.partition]}
             if not behind:
                 break
             if time.monotonic() > deadline:
                 raise CredenceError(
-                    f"no flush sent: the worker group {settings.app_id!r} has not read {settings.topic('turns')} to "
-                    f"its end within {timeout_s:.0f} s (partition: (committed, end) {behind}); is `credence worker` "
+                    f"the worker group {settings.app_id!r} has not read {settings.topic('turns')} that far "
+                    f"within {timeout_s:.0f} s (partition: (committed, needed) {behind}); is `credence worker` "
                     "running with the same CREDENCE_APP_ID and CREDENCE_TOPIC_PREFIX?")
             await asyncio.sleep(poll_s)
     finally:
         await admin.close()
-    await send_control(bootstrap, settings, scopes, "flush")
-    return len(scopes)
 
 
 async def send_forget(bootstrap: str, settings: Settings, tenant: str, user: str) -> int:
@@ -188,3 +203,52 @@ async def send_forget_at(bootstrap: str, settings: Settings, tenant: str, user: 
         return written
     finally:
         await producer.stop()
+
+
+def last_turns(path: Path) -> dict[Scope, str]:
+    """Each scope's last turn id in the file (a scope's turns are applied in order on its partition)."""
+    last: dict[Scope, str] = {}
+    for line in read_lines(path):
+        scope = scope_of(line)
+        turn_id = json.loads(line).get("turn_id") if scope is not None else None
+        if isinstance(turn_id, str):
+            last[scope] = turn_id
+    return last
+
+
+async def wait_extracted(url: str, key: str, last: dict[Scope, str], timeout_s: float) -> None:
+    """`credence replay --wait extracted`: ask each scope's owner (through the API) until each scope's last
+    turn is extracted; CredenceError naming the scopes still short after `timeout_s`."""
+    from credence.client import AsyncClient
+
+    deadline = time.monotonic() + timeout_s
+    waiting = dict(last)
+    clients: dict[str, AsyncClient] = {}
+    try:
+        while waiting:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise CredenceError(f"{len(waiting)} scope(s) not extracted within {timeout_s:.0f} s, e.g. "
+                                    f"{next(iter(waiting)).key}")
+            for scope, turn_id in list(waiting.items()):
+                api = clients.setdefault(scope.tenant, AsyncClient(url, key, scope.tenant, timeout=60.0))
+                status = await api.turn(scope.user, scope.character, turn_id, wait="extracted",
+                                        timeout=max(0.1, min(left, 10.0)))
+                if status.reached:
+                    del waiting[scope]
+    finally:
+        for api in clients.values():
+            await api.aclose()
+
+
+async def wait_replayed(args, bootstrap: str, settings: Settings, written: dict[int, int]) -> str:
+    """`credence replay --wait`: applied, the worker group committed past every turn written (it commits a
+    batch only once its state is durable); extracted, besides, the API says each scope's last turn is."""
+    await wait_committed(bootstrap, settings, written, args.wait_timeout)
+    if args.wait == "extracted":
+        from credence.streams.ops.mcp_stdio import read_key
+
+        if not args.key_file:
+            raise CredenceError("--wait extracted asks the API: give --key-file (and --url)")
+        await wait_extracted(args.url, read_key(args.key_file), last_turns(Path(args.file)), args.wait_timeout)
+    return f"every turn {args.wait} (token {','.join(f'{p}:{o}' for p, o in sorted(written.items()))})"

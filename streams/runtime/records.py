@@ -12,9 +12,10 @@ from datetime import datetime
 
 from credence.envelope import CONTROL_TYPES, DECISIONS, EARLIEST, LATEST, ROLES, decode, parse_utc, part
 from credence.envelope import encodable as _encodable
-from credence.errors import RecordError
+from credence.errors import DomainError, RecordError
 from credence.tables.clock import format_instant, parse_instant
 from credence.tables.scope import MAX_PART, Scope, scope_key, user_prefix
+from credence.tables.tags import check_tags
 
 __all__ = ["CONTROL_TYPES", "DECISIONS", "EARLIEST", "LATEST", "ROLES", "parse_utc", "scope_key"]  # read here by others
 
@@ -48,6 +49,7 @@ class TurnRecord:
     text: str
     ts: datetime
     surfaced_ids: tuple[str, ...] = field(default=())
+    tags: tuple[str, ...] = field(default=())  # metadata.tags: the tenant's (issue 33)
 
     @property
     def scope(self) -> str:
@@ -58,6 +60,8 @@ class TurnRecord:
              "turn_id": self.turn_id, "role": self.role, "text": self.text, "ts": format_instant(self.ts)}
         if self.surfaced_ids:
             d["surfaced_ids"] = list(self.surfaced_ids)
+        if self.tags:
+            d["metadata"] = {"tags": list(self.tags)}
         return d
 
     def encode(self) -> bytes:
@@ -89,8 +93,23 @@ def decode_turn(raw: bytes | None) -> TurnRecord:
     return TurnRecord(
         tenant=obj["tenant"], user=obj["user"], character=obj["character"],
         turn_id=turn_id, role=role, text=text, ts=parse_utc(obj.get("ts"), "ts"),
-        surfaced_ids=tuple(surfaced),
+        surfaced_ids=tuple(surfaced), tags=_tags(obj.get("metadata")),
     )
+
+
+def _tags(metadata) -> tuple[str, ...]:
+    """A turn's `metadata.tags` (issue 33); the rest of `metadata` is the tenant's and ignored."""
+    if metadata is None:
+        return ()
+    if not isinstance(metadata, dict):
+        raise RecordError(f"'metadata' must be an object, got {type(metadata).__name__}")
+    try:
+        tags = check_tags(metadata.get("tags", []))
+    except DomainError as exc:
+        raise RecordError(f"'metadata.tags': {exc}") from None
+    for tag in tags:
+        _encodable(tag, "metadata.tags")
+    return tags
 
 
 MAX_USAGE_IDS = 100  # entries one recall can return

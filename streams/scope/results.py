@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from credence.streams.llm.tasks import TaskName
-from credence.streams.scope import corrections, erase, quiet, recent, refine, requests, restate
+from credence.streams.scope import corrections, erase, quiet, recent, refine, requests, restate, turn_status
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import reflection_id
 from credence.streams.scope.state import ScopeState
@@ -26,6 +26,7 @@ from credence.tables.lifecycle import (
 )
 from credence.tables.origin import fact_origin
 from credence.tables.scope import Scope
+from credence.tables.tags import union
 from credence.tables.version_history import PROMOTION_MERGE
 
 FORGET_REQUEST = "forget_request"  # the journal cause of what a user's forget request took out (":<turn id>")
@@ -166,7 +167,8 @@ def _stage1(state: ScopeState, payload: dict, output: dict, ctx: StepContext) ->
         cited = fact_origin(fact.get("source_turn_ids", []), turns, settings=ctx.memory)
         fact = {**fact, "origin": "ai" if fact.get("origin") == "ai" else cited}
         user = fact["origin"] == "user"
-        state.facts[fact["id"]] = {
+        tags = union(*(turns[t].get("tags", ()) for t in fact.get("source_turn_ids", []) if t in turns))
+        state.facts[fact["id"]] = ({"tags": list(tags)} if tags else {}) | {
             "fact": fact,
             # AI-origin facts never enter Stage-2 or synthesis: model output never reinforces itself.
             "stage2": "pending" if user and ctx.powerful else "skipped",
@@ -189,6 +191,7 @@ def _stage2(state: ScopeState, payload: dict, output: dict, ctx: StepContext) ->
         if kind is None:
             continue
         ctx.put(state, record_signal(entry, kind, ctx.now, settings=ctx.memory), "signal", kind, entry)
+        _touched(state, [facts[c["fact_id"]]], entry.id)
         if kind != USER_FACT_NEGATE or facts[c["fact_id"]]["polarity"] != "positive":
             matched.add(c["fact_id"])  # a new value ("lives in Lisbon") that negates the old is both
     for fact_id in asked:
@@ -225,12 +228,14 @@ def _synthesis(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
         if twin is not None:
             # Never twice: an observation the scope already holds (or wrote from this same answer).
             _restated(state, twin, draft["text"], sources, ctx)
+            _touched(state, sources, twin.id)
             continue
         entry = new_reflection(
             entry_id, scope, draft["text"], ctx.now, subject=draft.get("subject", ""),
             importance=max(f["importance"] for f in sources),
             source_fact_ids=[f["id"] for f in sources],
             source_fact_importances=[f["importance"] for f in sources], settings=ctx.memory,
+            tags=_tags_of(state, sources),
         )
         similar = corrections.similar_entry(state, entry.text, ctx, reflections=True) if ctx.powerful else None
         if similar is not None:  # on a persona entry's topic: correction work decides it against that entry
@@ -238,9 +243,21 @@ def _synthesis(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
             continue
         cause = erase.REMEMBER_CAUSE if erase.remembered(state, [f["id"] for f in sources]) else "synthesis"
         ctx.put(state, entry, "created", cause)
+        _touched(state, sources, entry.id)
     for fact_id in facts:
         if fact_id in state.facts:
             state.facts[fact_id]["synthesis"] = "done"
+
+
+def _tags_of(state: ScopeState, facts: list[dict]) -> tuple[str, ...]:
+    """Issue 33: the tags of the turns these facts came from (kept beside each fact in the state)."""
+    return union(*(state.facts.get(f["id"], {}).get("tags", ()) for f in facts))
+
+
+def _touched(state: ScopeState, facts: list[dict], entry_id: str) -> None:
+    """Issue 33: the turns these facts came from touched the entry (the state's copy of a fact names them)."""
+    for fact in facts:
+        turn_status.touched(state, state.facts.get(fact["id"], {}).get("fact", fact), entry_id)
 
 
 def _restated(state: ScopeState, twin: Entry, text: str, sources: list[dict], ctx: StepContext) -> None:
@@ -251,7 +268,8 @@ def _restated(state: ScopeState, twin: Entry, text: str, sources: list[dict], ct
     if twin.kind != "reflection" or restate.richer(twin.text, text) == twin.text:
         return
     facts = tuple(f["id"] for f in sources if f["id"] not in twin.source_fact_ids)
-    updated = changed(twin, ctx.now, text=text, source_fact_ids=(*twin.source_fact_ids, *facts))
+    updated = changed(twin, ctx.now, text=text, source_fact_ids=(*twin.source_fact_ids, *facts),
+                      tags=union(twin.tags, _tags_of(state, sources)))
     ctx.put(state, updated, "merged", "synthesis_restated", twin)
 
 

@@ -103,6 +103,8 @@ class ScopeState:
     recent: RecentLog = field(default_factory=RecentLog)
     # The imports applied to this scope (streams/scope/imports.py), newest last: a re-sent one is a no-op.
     imports: list[str] = field(default_factory=list)
+    # Recent turn id -> the entries its facts created, restated or signalled (turn_status.py, bounded).
+    turn_entries: dict[str, list[str]] = field(default_factory=dict)
     # Not state: the reflections a score-transition pass found nothing to do for (step._quiet_marks), at
     # this instant or at any later one. Entries are immutable, so the same object gives the same answer;
     # a step re-checks only what changed and what time alone can move.
@@ -143,7 +145,8 @@ class ScopeState:
             if self.last_refine_at else {}) | (
             {"recent": self.recent.to_dict()} if not self.recent.empty else {}) | (
             {"imports": self.imports} if self.imports else {}) | (
-            {"erased": self.erased} if self.erased else {})
+            {"erased": self.erased} if self.erased else {}) | (
+            {"turn_entries": self.turn_entries} if self.turn_entries else {})
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ScopeState:
@@ -168,6 +171,7 @@ class ScopeState:
             recent=RecentLog.from_dict(d.get("recent")),
             imports=list(d.get("imports", [])),
             erased={k: dict(v) for k, v in d.get("erased", {}).items()},
+            turn_entries={k: list(v) for k, v in d.get("turn_entries", {}).items()},
         )
 
     def next_id(self, prefix: str) -> str:

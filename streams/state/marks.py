@@ -98,6 +98,15 @@ class Marks:
         self._pending[key] = (position, format_instant(mark_time(at, received)), self._partition_of(scope))
         return True
 
+    def position_of(self, kind: str, scope: str, ident: str) -> tuple[int, int] | None:
+        """(partition, offset) of the record that first carried `ident` in the scope, as written (a turn's
+        status reads it: issue 33); None when no mark is kept (never seen, or pruned past the horizon)."""
+        mark = codec.decode_mark(self._table.get(mark_key(kind, scope, ident)))
+        if not mark:
+            return None
+        _name, partition, offset = mark[0].rsplit(":", 2)
+        return int(partition), int(offset)
+
     def write(self, partition: int) -> None:
         """Write this batch's marks of `partition` (a record of it is the current event) and their place in
         the index, then delete the partition's marks that fell behind the horizon."""

@@ -93,6 +93,17 @@ def _turn_defects(i: int) -> list[tuple[str, bytes | None, str]]:
         ("turn_id_number", _enc(base | {"turn_id": 5}), r"'turn_id' must be a non-empty string"),
         ("surfaced_dict", _enc(base | {"surfaced_ids": {"a": 1}}), r"'surfaced_ids' must be a list"),
         ("surfaced_numbers", _enc(base | {"surfaced_ids": [1, 2]}), r"'surfaced_ids' must be a list"),
+        # issue 33: tenant tags, bounded and validated (a bad one refuses the turn whole)
+        ("metadata_string", _enc(base | {"metadata": "vip"}), r"'metadata' must be an object"),
+        ("tags_not_list", _enc(base | {"metadata": {"tags": {"a": 1}}}), r"'metadata.tags'.*must be a list"),
+        ("tags_numbers", _enc(base | {"metadata": {"tags": [1, 2]}}), r"'metadata.tags'.*non-empty string"),
+        ("tags_empty_tag", _enc(base | {"metadata": {"tags": [""]}}), r"'metadata.tags'.*non-empty string"),
+        ("tags_long", _enc(base | {"metadata": {"tags": ["t" * 65]}}), r"'metadata.tags'.*at most 64"),
+        ("tags_too_many", _enc(base | {"metadata": {"tags": [f"t{n}" for n in range(17)]}}),
+         r"'metadata.tags'.*at most 16"),
+        ("tags_control", _enc(base | {"metadata": {"tags": ["a\u0000b", "rtl\u202e"]}}), r"'metadata.tags'.*printable"),
+        ("tags_surrogate", _enc(base | {"metadata": {"tags": ["ok"]}}).replace(b'"ok"', b'"\\ud800"'),
+         r"'metadata.tags'.*printable|lone surrogate"),
     ]
     for name in ("tenant", "user", "character", "turn_id", "role", "text", "ts"):
         obj = dict(base)
@@ -235,6 +246,30 @@ def http_requests(tenant: str = "acme", other: str = "globex") -> list[dict]:
                          "".join(f"%{b:02X}" for b in c.encode()) for c in value)
         out.append({"kind": f"path_user_{kind}", "method": "GET", "path": f"{base}/users/{quoted}/characters/barista/prompt",
                     "auth": "own", "body": b"", "expect": 400})
+    token_of = "0:0"
+    for kind, query in (("wait_unknown", "wait=forever&token=0:0"), ("wait_no_token", "wait=applied"),
+                        ("token_alone", "token=0:0"), ("token_garbage", "wait=applied&token=..%2F.."),
+                        ("timeout_huge", f"wait=applied&token={token_of}&timeout=1e9"),
+                        ("timeout_nan", f"wait=applied&token={token_of}&timeout=nan"),
+                        ("timeout_negative", f"wait=applied&token={token_of}&timeout=-1"),
+                        ("tag_control", "tag=a%00b"), ("tag_long", "tag=" + "t" * 65)):
+        out.append({"kind": f"entries_{kind}", "method": "GET", "path": f"{scope}/entries?{query}", "auth": "own",
+                    "body": b"", "expect": 400})
+    out += [  # issue 33's routes and fields
+        {"kind": "turn_status_bad_wait", "method": "GET", "path": f"{scope}/turns/t-1?wait=done", "auth": "own",
+         "body": b"", "expect": 400, "reason": r"wait must be one of"},
+        {"kind": "turn_status_other_tenant", "method": "GET",
+         "path": f"/v1/tenants/{other}/users/alice/characters/barista/turns/t-1", "auth": "own", "body": b"",
+         "expect": 404},
+        {"kind": "turn_status_no_key", "method": "GET", "path": f"{scope}/turns/t-1", "auth": "none", "body": b"",
+         "expect": 401},
+        {"kind": "turns_wait_bad", "method": "POST", "path": f"{base}/turns?wait=extracted&timeout=0", "auth": "own",
+         "body": _enc(good), "expect": 400, "reason": r"timeout must be over 0"},
+        {"kind": "recall_tag_long", "method": "POST", "path": f"{scope}/recall", "auth": "own",
+         "body": _enc({"query": "tea", "tag": "t" * 65}), "expect": 422},
+        {"kind": "recall_tag_control", "method": "POST", "path": f"{scope}/recall", "auth": "own",
+         "body": _enc({"query": "tea", "tag": "a\nb"}), "expect": 422, "reason": r"tag"},
+    ]
     out.append({"kind": "path_user_encoded_slash", "method": "GET",
                 "path": f"{base}/users/ali%2Fce/characters/barista/prompt", "auth": "own", "body": b"",
                 "expect": (400, 404)})

@@ -171,7 +171,7 @@ def call_every_route(worker: WorkerProcess, headers: dict) -> dict[str, httpx.Re
               "post_recall": {"query": "tea"}, "post_feedback": {"entry_id": "X", "kind": "deny"},
               "put_card": {"entries": [{"id": "evil", "text": "Leaks secrets."}]},
               "post_entries": {"text": "The user likes tea."}, "put_entry_text": {"text": "The user likes tea."}}
-    params = {"tenant": "acme", "user": "alice", "character": "barista", "entry_id": "X"}
+    params = {"tenant": "acme", "user": "alice", "character": "barista", "entry_id": "X", "turn_id": "iso-1"}
     out = {}
     for route in ROUTES:
         url = worker.url + route.path.format(**params)

@@ -20,7 +20,7 @@ from tests.support.pipeline import flush_and_wait_idle, pipeline_settings, topic
 pytestmark = pytest.mark.integration
 
 TOOLS = {"add_turns", "get_prompt", "recall", "list_entries", "get_entry", "give_feedback", "get_recent",
-         "delete_entry", "remember", "edit_entry"}
+         "delete_entry", "remember", "edit_entry", "turn_status"}
 TEXTS = ["I love green tea.", "I am learning Rust.", "My cat is named Miso.", "I live in Lisbon."]
 SCOPE = "acme/alice/barista"
 
@@ -50,7 +50,9 @@ def served(kafka_bootstrap, tmp_path_factory):
     worker = WorkerProcess(settings, kafka_bootstrap, root / "worker.log").start()
     try:
         added = call(worker, keys["acme"], "add_turns", {"turns": turns("alice")})
-        assert not added.is_error and added.structured_content == {"accepted": len(TEXTS), "rejected": []}
+        answer = added.structured_content
+        assert not added.is_error and (answer["accepted"], answer["rejected"]) == (len(TEXTS), [])
+        assert [t["turn_id"] for t in answer["turns"]] == [t["turn_id"] for t in turns("alice")] and answer["token"]
         wait_until(lambda: turn_counts(worker).get(SCOPE) == len(TEXTS), 90, "the MCP turns to be applied")
         flush_and_wait_idle(worker, kafka_bootstrap, settings, [SCOPE])
         yield worker, settings, keys

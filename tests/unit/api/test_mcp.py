@@ -28,7 +28,7 @@ class FakeApi:
     def __init__(self, owner_answer=None) -> None:
         self.router, self.answered = FakeRouter(owner_answer), []
 
-    async def answer(self, route, caller, params, body, query):
+    async def answer(self, route, caller, params, body, query, authorization=""):
         self.answered.append((route.name, params, body, query))
         return 200, route.response.model_construct()
 
@@ -40,7 +40,7 @@ def run(api, name, arguments):
 def test_every_tool_is_a_v1_route_and_reads_are_gets():
     assert [t.name for t in mcp_tools.TOOLS] == ["add_turns", "get_prompt", "recall", "list_entries", "get_entry",
                                                   "give_feedback", "get_recent", "delete_entry", "remember",
-                                                  "edit_entry"]
+                                                  "edit_entry", "turn_status"]
     for tool in mcp_tools.TOOLS:
         assert tool.read_only == (tool.v1.method == "GET")
         assert tool.v1.scope == (tool.name != "add_turns")
