@@ -191,7 +191,7 @@ def _stage2(state: ScopeState, payload: dict, output: dict, ctx: StepContext) ->
         if kind is None:
             continue
         ctx.put(state, record_signal(entry, kind, ctx.now, settings=ctx.memory), "signal", kind, entry)
-        _touched(state, [facts[c["fact_id"]]], entry.id)
+        turn_status.touched_by(state, [facts[c["fact_id"]]], entry.id)
         if kind != USER_FACT_NEGATE or facts[c["fact_id"]]["polarity"] != "positive":
             matched.add(c["fact_id"])  # a new value ("lives in Lisbon") that negates the old is both
     for fact_id in asked:
@@ -228,14 +228,14 @@ def _synthesis(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
         if twin is not None:
             # Never twice: an observation the scope already holds (or wrote from this same answer).
             _restated(state, twin, draft["text"], sources, ctx)
-            _touched(state, sources, twin.id)
+            turn_status.touched_by(state, sources, twin.id)
             continue
         entry = new_reflection(
             entry_id, scope, draft["text"], ctx.now, subject=draft.get("subject", ""),
             importance=max(f["importance"] for f in sources),
             source_fact_ids=[f["id"] for f in sources],
             source_fact_importances=[f["importance"] for f in sources], settings=ctx.memory,
-            tags=_tags_of(state, sources),
+            tags=turn_status.tags_of(state, sources),
         )
         similar = corrections.similar_entry(state, entry.text, ctx, reflections=True) if ctx.powerful else None
         if similar is not None:  # on a persona entry's topic: correction work decides it against that entry
@@ -243,21 +243,10 @@ def _synthesis(state: ScopeState, payload: dict, output: dict, ctx: StepContext)
             continue
         cause = erase.REMEMBER_CAUSE if erase.remembered(state, [f["id"] for f in sources]) else "synthesis"
         ctx.put(state, entry, "created", cause)
-        _touched(state, sources, entry.id)
+        turn_status.touched_by(state, sources, entry.id)
     for fact_id in facts:
         if fact_id in state.facts:
             state.facts[fact_id]["synthesis"] = "done"
-
-
-def _tags_of(state: ScopeState, facts: list[dict]) -> tuple[str, ...]:
-    """Issue 33: the tags of the turns these facts came from (kept beside each fact in the state)."""
-    return union(*(state.facts.get(f["id"], {}).get("tags", ()) for f in facts))
-
-
-def _touched(state: ScopeState, facts: list[dict], entry_id: str) -> None:
-    """Issue 33: the turns these facts came from touched the entry (the state's copy of a fact names them)."""
-    for fact in facts:
-        turn_status.touched(state, state.facts.get(fact["id"], {}).get("fact", fact), entry_id)
 
 
 def _restated(state: ScopeState, twin: Entry, text: str, sources: list[dict], ctx: StepContext) -> None:
@@ -269,7 +258,7 @@ def _restated(state: ScopeState, twin: Entry, text: str, sources: list[dict], ct
         return
     facts = tuple(f["id"] for f in sources if f["id"] not in twin.source_fact_ids)
     updated = changed(twin, ctx.now, text=text, source_fact_ids=(*twin.source_fact_ids, *facts),
-                      tags=union(twin.tags, _tags_of(state, sources)))
+                      tags=union(twin.tags, turn_status.tags_of(state, sources)))
     ctx.put(state, updated, "merged", "synthesis_restated", twin)
 
 
@@ -378,18 +367,6 @@ def _merge_into_twin(state: ScopeState, reflection: Entry, decision: MergeOutcom
     return MergeOutcome("merge", twin.id, restate.richer(twin.text, text)), twin
 
 
-def _correction(state: ScopeState, payload: dict, output: dict, ctx: StepContext) -> None:
-    corrections.handle(state, payload, output, ctx)  # correction work lives in its own module
-
-
-def _refine(state: ScopeState, payload: dict, output: dict, ctx: StepContext) -> None:
-    refine.apply(state, payload, output, ctx)
-
-
-def _summarise(state: ScopeState, payload: dict, output: dict, ctx: StepContext) -> None:
-    recent.apply_answer(state, payload, output, ctx)
-
-
 Handler = Callable[[ScopeState, dict, dict, StepContext], None]  # (state, payload, output, ctx)
 
 
@@ -409,8 +386,8 @@ SCOPE_TASKS: dict[TaskName, ScopeTask] = {
     TaskName.FEEDBACK: ScopeTask(requests.feedback_payload, _feedback),
     TaskName.TARGET: ScopeTask(requests.target_payload, _target),
     TaskName.PROMOTION: ScopeTask(requests.promotion_payload, _promotion),
-    # -- correction work (issue 32 item 1) --
-    TaskName.CORRECTION: ScopeTask(requests.correction_payload, _correction),
-    TaskName.REFINE: ScopeTask(requests.refine_payload, _refine),
-    TaskName.SUMMARISE: ScopeTask(requests.summarise_payload, _summarise),
+    # The loops of issue 32 apply their answers in their own modules.
+    TaskName.CORRECTION: ScopeTask(requests.correction_payload, corrections.handle),
+    TaskName.REFINE: ScopeTask(requests.refine_payload, refine.apply),
+    TaskName.SUMMARISE: ScopeTask(requests.summarise_payload, recent.apply_answer),
 }

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from credence.streams.llm.tasks import TaskName
 from credence.streams.scope.state import ScopeState
+from credence.tables.tags import union
 
 ACCEPTED, APPLIED, EXTRACTED = "accepted", "applied", "extracted"
 STATES = (ACCEPTED, APPLIED, EXTRACTED)
@@ -35,6 +36,17 @@ def touched(state: ScopeState, fact: dict, entry_id: str) -> None:
                 del state.turn_entries[next(iter(state.turn_entries))]
         if entry_id not in ids and len(ids) < MAX_ENTRIES_PER_TURN:
             ids.append(entry_id)
+
+
+def touched_by(state: ScopeState, facts: list[dict], entry_id: str) -> None:
+    """The turns these facts came from touched the entry (the state's copy of a fact names them)."""
+    for fact in facts:
+        touched(state, state.facts.get(fact["id"], {}).get("fact", fact), entry_id)
+
+
+def tags_of(state: ScopeState, facts: list[dict]) -> tuple[str, ...]:
+    """The tags of the turns these facts came from (kept beside each fact in the state)."""
+    return union(*(state.facts.get(f["id"], {}).get("tags", ()) for f in facts))
 
 
 def queued_turn(state: ScopeState, turn_id: str | None = None) -> bool:
