@@ -139,6 +139,8 @@ class MemorySettings(BaseModel):
     # side's keywords with an active persona entry is queued against it (the origin's detector, 0.4), and one
     # correction call decides at most correction_batch_size queued items (PERSONA_CORRECTION_BATCH_LIMIT).
     correction_topic_overlap: float = Field(default=0.4, gt=0, le=1)
+    # Off only to reproduce a store written before correction work existed (twins an operator then dedupes).
+    correction_work_enabled: bool = True
     correction_batch_size: int = Field(default=10, ge=1, le=10)
 
     # Stage-1 fact origin: bare assents per language (tables.origin).

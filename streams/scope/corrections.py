@@ -60,6 +60,8 @@ def _target(entry: Entry | None, text: str | None = None) -> bool:
 def similar_entry(state: ScopeState, text: str, ctx: StepContext, reflections: bool = False) -> Entry | None:
     """The entry closest in topic to ``text``, at or over the threshold: an active, non-protected persona
     entry, or with ``reflections`` also an open reflection ``text`` contradicts."""
+    if not ctx.memory.correction_work_enabled:
+        return None
     best, best_overlap = None, ctx.memory.correction_topic_overlap
     for entry in sorted(state.entries.values(), key=lambda e: e.id):
         if not _target(entry, text if reflections else None):

@@ -169,6 +169,14 @@ def test_an_unrelated_promotion_is_not_queued(driver_factory):
     assert d.requests_of("correction") == []
 
 
+def test_with_correction_work_off_a_new_value_takes_the_seed_s_own_path(driver_factory, memory_factory):
+    d = driver_factory(memory=memory_factory(correction_work_enabled=False))
+    held_persona(d, "The user loves living in Berlin.")
+    d.turn("I live in Lisbon now.", T0)
+    d.flush()
+    assert d.requests_of("correction") == [] and reflection_id(SCOPE, "The user lives in Lisbon.") in d.state.entries
+
+
 def test_a_failing_call_backs_off_then_dead_letters_and_blocks_the_promotion(driver_factory, pipeline_factory):
     d = driver_factory(pipeline=pipeline_factory(max_request_failures=2))
     rid, req = queued(d)
