@@ -22,6 +22,7 @@ import httpx
 import pytest
 from aiokafka import AIOKafkaProducer
 
+from credence.config.memory import MemorySettings
 from credence.config.usage import BridgeSettings, TopicFilter, UsageSettings
 from credence.kafka import client_options
 from credence.streams.llm.embeddings import extra_installed
@@ -126,8 +127,11 @@ def run(kafka_bootstrap, tmp_path_factory):
     root = tmp_path_factory.mktemp("usage")
     bridge = BridgeSettings(bridge_enabled=True, ripe_min_age_days=1, ripe_min_reinforce_count=3,
                             topic_filters={"acme": TopicFilter(subjects=("home",))})
+    # Correction work would decide the Paris reflection against the Berlin entry (keep_new: a new id);
+    # this fixture follows the seed's own supersede, merge-on-promote.
     settings = pipeline_settings(kafka_bootstrap, root, f"u{uuid.uuid4().hex[:10]}",
                                  usage=UsageSettings(decay_enabled=True), bridge=bridge,
+                                 memory=MemorySettings(correction_work_enabled=False),
                                  pipeline=REPLAY_PIPELINE.model_copy(update={"recall_warm_up": True}))
     r = Run(settings, root, add_tenant(kafka_bootstrap, settings, "acme"))
     r.start()
