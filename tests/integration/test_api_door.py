@@ -92,7 +92,7 @@ def bearer(key: str | None) -> dict[str, str]:
 
 def port_routes() -> list[tuple[str, str, dict | None]]:
     """(method, path, JSON body) of every route on the port, /v1 on acme's scope and an entry of it."""
-    values = {"tenant": "acme", "user": "alice", "character": "barista", "entry_id": "e1"}
+    values = {"tenant": "acme", "user": "alice", "character": "barista", "entry_id": "e1", "turn_id": "t1"}
     bodies = {"post_turns": {"turns": []}, "post_recall": {"query": "tea"},
               "post_feedback": {"entry_id": "e1", "kind": "confirm"}, "post_restore": {"by": "door"},
               "post_nominate": {"by": "door"}, "put_consensus": {"score": 0.5, "by": "door"},

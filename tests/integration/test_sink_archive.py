@@ -55,6 +55,7 @@ def archive_record(i: int) -> dict:
                   "last_reinforced_at": f"2026-04-0{day}T09:00:00Z" if i % 4 else None,
                   "since": "2026-03-01T00:00:00Z", "reinforced_day": None, "reinforced_sources": [],
                   "soft_archived_from": None},
+        "tags": ["work", f"t{i % 3}"] if i % 2 else [],
     }
     return {"v": 1, "tenant": tenant, "user": user, "character": character, "entry_id": entry["id"],
             "entry_kind": entry["kind"], "archived_at": f"2026-04-0{day}T10:00:00Z", "reason": "sweep", "entry": entry}
