@@ -135,8 +135,16 @@ def test_worker_and_sink_killed_during_archiving_lose_and_duplicate_nothing(sett
     finally:
         sink.send_signal(signal.SIGKILL)
         sink.wait()
-    asyncio.run(drain(bootstrap, settings.topic("archive"), ARCHIVE, ArchiveSettings(root=archive_root,
-                      max_rows_per_shard=100), group_id=group))
+    # The sweep's last archive records are committed with its batch's transaction, which may still be open
+    # when the tables already show the entries gone: drain (read_committed) until each is somewhere.
+    def accounted() -> bool:
+        asyncio.run(drain(bootstrap, settings.topic("archive"), ARCHIVE, ArchiveSettings(root=archive_root,
+                          max_rows_per_shard=100), group_id=group))
+        shards = ds.dataset(f"{archive_root}/archive", format="parquet", partitioning="hive")
+        return set(shards.to_table(["entry_id"]).column("entry_id").to_pylist()) | set(all_entries(worker)) \
+            >= set(created)
+
+    wait_until(accounted, 120, "every swept entry to reach the archive")
     active = all_entries(worker)
     worker.stop()
 
