@@ -48,6 +48,7 @@ from mode import Service
 from credence.config import Settings
 from credence.kafka import client_options
 from credence.streams.state.freshness import Freshness
+from credence.streams.state.rocks import DeferredOffsets
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +123,8 @@ def _write_rocksdb(store, tp, records) -> None:
 
 
 def _holds_data(store, tp) -> bool:
+    if hasattr(store, "on_disk") and not store.on_disk(tp.partition):
+        return False  # nothing on disk: checking would create an empty database (rocks.py)
     return store.persisted_offset(tp) is not None or next(store._visible_keys(
         store._db_for_partition(tp.partition)), None) is not None
 
@@ -145,7 +148,7 @@ class RestoreStats:
     last: dict = field(default_factory=dict)  # the last restore: records, seconds, partitions, left
 
 
-class BulkRecovery(Recovery):
+class BulkRecovery(DeferredOffsets, Recovery):
     """Faust's recovery service, with the active partitions' changelog spans read in bulk first."""
 
     def __init__(self, app, tables, *, settings: Settings, bootstrap: str, freshness: Freshness | None = None,
@@ -160,13 +163,16 @@ class BulkRecovery(Recovery):
         self.on_assignment = on_assignment  # (partitions, group generation), before any restore step
         self.on_dead = on_dead  # told why, when Faust's recovery loop ended while the worker runs
         self._checked: set[int] = set()  # partitions whose stores this recovery checked (or discarded)
+        self._unread: dict = {}  # changelog partition -> the offsets its persisted offset is still due in
         self.restored = RestoreStats()
         self._applied = 0
 
     async def on_rebalance(self, assigned, revoked, newly_assigned, generation_id: int = 0) -> None:
         if self.on_assignment is not None and generation_id == self.app.consumer_generation_id:
             self.on_assignment({tp.partition for tp in assigned}, generation_id)  # the input partitions held
+        self._unread.clear()  # Faust adds every assigned changelog partition again (`_add`)
         await super().on_rebalance(assigned, revoked, newly_assigned, generation_id)
+        self.read_in_background()
 
     @Service.task
     async def _restart_recovery(self) -> None:
@@ -192,6 +198,7 @@ class BulkRecovery(Recovery):
         wait = float(self.app.conf.broker_request_timeout)  # Faust's wait for this whole step
         started = time.monotonic()
         if title == "active":
+            await self.read_persisted()  # what the background reading has not done yet
             self._discard_untrusted(tps, destination)
         await super()._build_offsets(consumer, tps, destination, title)
         if title != "active":

@@ -1,0 +1,94 @@
+"""Faust's RocksDB store, with no database opened while a rebalance hands partitions out.
+
+Faust's store opens the database of every newly assigned partition of its table inside
+`on_partitions_assigned` (and Faust's recovery then reads each one's persisted offset there, which opens it
+too). Opening one takes ~25-50 ms on a loaded host and holds the event loop and the GIL (rocksdict does
+not release it); and aiokafka sends no heartbeat until that callback has returned. A worker handed 32
+partitions of our 5 tables opened 160 databases there, 128 partitions 640 (16 s): longer than the group
+session (10 s), so the coordinator dropped the member, which rejoined and halted (issue 31).
+
+Here nothing is opened at assignment. A partition's database opens at its first use, as Faust's own
+`_db_for_partition` already does for a key it has not seen: the restore's writes, the recovery's read of
+its persisted offset (moved out of the callback: restore.py `BulkRecovery`), or the agent's first read or
+write. A partition with no database on disk has no persisted offset and holds nothing: it is answered so
+without creating one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from faust.stores import STORES
+from faust.stores.rocksdb import Store
+
+log = logging.getLogger(__name__)
+
+SCHEME = "credence-rocksdb"
+
+
+class LazyStore(Store):
+    async def assign_partitions(self, table, tps, generation_id: int = 0) -> None:
+        self.rebalance_ack = True  # what Faust's does besides opening (a later revocation reads it)
+
+    def revoke_partitions(self, table, tps) -> None:
+        """Close the revoked partitions' databases. Faust's drops them and runs a full `gc.collect()` per
+        table at every rebalance, revoked partitions or none, inside `on_partitions_assigned` too (0.1-0.6 s
+        each in a worker's heap): closed here at once, the next owner in this process finds them unlocked."""
+        topics = table.changelog_topic.topics
+        for tp in tps:
+            if tp.topic in topics:
+                db = self._dbs.pop(tp.partition, None)
+                if db is not None:
+                    db.close()
+
+    def persisted_offset(self, tp):
+        if not self.on_disk(tp.partition):
+            return None  # never written on this worker: no offset (opening would only create it, empty)
+        return super().persisted_offset(tp)
+
+    def on_disk(self, partition: int) -> bool:
+        """The partition's database is open or exists on disk (it may hold data)."""
+        return partition in self._dbs or self.partition_path(partition).exists()
+
+
+def store_url() -> str:
+    """The app's `store` URL for LazyStore (registered with Faust's stores under its own scheme)."""
+    STORES.aliases.setdefault(SCHEME, f"{__name__}:LazyStore")
+    return f"{SCHEME}://"
+
+
+class DeferredOffsets:
+    """For Faust's recovery service: each assigned partition's persisted offset, which Faust reads inside
+    `on_partitions_assigned` (`_add`; opening the partition's database), read after it instead: one
+    database per loop turn in the background from the assignment on (`read_in_background`), and whatever is
+    left before the restore's offsets are built (`read_persisted`)."""
+
+    _unread: dict  # changelog partition -> the offsets its persisted offset is still due in
+
+    def _add(self, table, tp, offsets) -> None:
+        self.tp_to_table[tp] = table
+        offsets.setdefault(tp, None)
+        self._unread[tp] = offsets
+
+    def read_in_background(self) -> None:
+        if self._unread:
+            asyncio.ensure_future(self.read_persisted()).add_done_callback(_quiet)
+
+    async def read_persisted(self) -> None:
+        while self._unread:
+            tp, offsets = self._unread.popitem()
+            try:
+                offset = self.tp_to_table[tp].persisted_offset(tp)
+            except Exception:
+                self._unread[tp] = offsets  # raised again where the restore reads it
+                raise
+            if offset is not None:
+                offsets[tp] = offset
+            await asyncio.sleep(0)
+
+
+def _quiet(future: asyncio.Future) -> None:
+    """A background read's failure is raised again by the restore's own read: not reported twice."""
+    if not future.cancelled():
+        future.exception()
