@@ -7,11 +7,12 @@ not release it); and aiokafka sends no heartbeat until that callback has returne
 partitions of our 5 tables opened 160 databases there, 128 partitions 640 (16 s): longer than the group
 session (10 s), so the coordinator dropped the member, which rejoined and halted (issue 31).
 
-Here nothing is opened at assignment. A partition's database opens at its first use, as Faust's own
+Here nothing is opened or closed inside it. A partition's database opens at its first use, as Faust's own
 `_db_for_partition` already does for a key it has not seen: the restore's writes, the recovery's read of
 its persisted offset (moved out of the callback: restore.py `BulkRecovery`), or the agent's first read or
 write. A partition with no database on disk has no persisted offset and holds nothing: it is answered so
-without creating one.
+without creating one. A revoked partition's database is closed in the background, one per loop turn (a
+close flushes it: 60-150 ms), or handed back as it is when the partition is assigned again first.
 """
 
 from __future__ import annotations
@@ -28,19 +29,41 @@ SCHEME = "credence-rocksdb"
 
 
 class LazyStore(Store):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._parked: dict = {}  # partition -> its revoked database, open until the closer gets to it
+        self._closer: asyncio.Future | None = None
+
     async def assign_partitions(self, table, tps, generation_id: int = 0) -> None:
         self.rebalance_ack = True  # what Faust's does besides opening (a later revocation reads it)
 
     def revoke_partitions(self, table, tps) -> None:
-        """Close the revoked partitions' databases. Faust's drops them and runs a full `gc.collect()` per
-        table at every rebalance, revoked partitions or none, inside `on_partitions_assigned` too (0.1-0.6 s
-        each in a worker's heap): closed here at once, the next owner in this process finds them unlocked."""
+        """Set the revoked partitions' databases aside, closed one per loop turn in the background. Faust's
+        drops them inside `on_partitions_assigned` (a close flushes: 60-150 ms each, 160 of them took 10 s)
+        and runs a full `gc.collect()` per table at every rebalance, revoked partitions or none."""
         topics = table.changelog_topic.topics
         for tp in tps:
-            if tp.topic in topics:
-                db = self._dbs.pop(tp.partition, None)
-                if db is not None:
-                    db.close()
+            if tp.topic in topics and tp.partition in self._dbs:
+                self._parked[tp.partition] = self._dbs.pop(tp.partition)
+        if self._parked and (self._closer is None or self._closer.done()):
+            self._closer = asyncio.ensure_future(self._close_parked())
+
+    def _db_for_partition(self, partition: int):
+        if partition not in self._dbs and partition in self._parked:
+            # assigned back before its close: the same handle (reopening would find it locked)
+            self._dbs[partition] = self._parked.pop(partition)
+        return super()._db_for_partition(partition)
+
+    async def _close_parked(self) -> None:
+        await asyncio.sleep(0)  # after the rebalance callback that revoked them
+        while self._parked:
+            _, db = self._parked.popitem()
+            db.close()
+            await asyncio.sleep(0)
+
+    async def stop(self) -> None:
+        self._parked.clear()
+        await super().stop()
 
     def persisted_offset(self, tp):
         if not self.on_disk(tp.partition):
@@ -49,7 +72,7 @@ class LazyStore(Store):
 
     def on_disk(self, partition: int) -> bool:
         """The partition's database is open or exists on disk (it may hold data)."""
-        return partition in self._dbs or self.partition_path(partition).exists()
+        return partition in self._dbs or partition in self._parked or self.partition_path(partition).exists()
 
 
 def store_url() -> str:
