@@ -164,6 +164,7 @@ class BulkRecovery(DeferredOffsets, Recovery):
         self.on_dead = on_dead  # told why, when Faust's recovery loop ended while the worker runs
         self._checked: set[int] = set()  # partitions whose stores this recovery checked (or discarded)
         self._unread: dict = {}  # changelog partition -> the offsets its persisted offset is still due in
+        self._cold: list = []  # changelog partitions whose stores are not opened yet
         self.restored = RestoreStats()
         self._applied = 0
 
@@ -171,6 +172,7 @@ class BulkRecovery(DeferredOffsets, Recovery):
         if self.on_assignment is not None and generation_id == self.app.consumer_generation_id:
             self.on_assignment({tp.partition for tp in assigned}, generation_id)  # the input partitions held
         self._unread.clear()  # Faust adds every assigned changelog partition again (`_add`)
+        self._cold.clear()
         await super().on_rebalance(assigned, revoked, newly_assigned, generation_id)
         self.read_in_background()
 

@@ -84,19 +84,22 @@ def store_url() -> str:
 class DeferredOffsets:
     """For Faust's recovery service: each assigned partition's persisted offset, which Faust reads inside
     `on_partitions_assigned` (`_add`; opening the partition's database), read after it instead: one
-    database per loop turn in the background from the assignment on (`read_in_background`), and whatever is
-    left before the restore's offsets are built (`read_persisted`)."""
+    database per loop turn in the background from the assignment on (`read_in_background`, which then opens
+    the other assigned partitions' stores too, ahead of the first batch), and whatever is left before the
+    restore's offsets are built (`read_persisted`)."""
 
     _unread: dict  # changelog partition -> the offsets its persisted offset is still due in
+    _cold: list  # changelog partitions whose stores are not opened yet
 
     def _add(self, table, tp, offsets) -> None:
         self.tp_to_table[tp] = table
         offsets.setdefault(tp, None)
         self._unread[tp] = offsets
+        self._cold.append(tp)
 
     def read_in_background(self) -> None:
         if self._unread:
-            asyncio.ensure_future(self.read_persisted()).add_done_callback(_quiet)
+            asyncio.ensure_future(self._read_and_open()).add_done_callback(_quiet)
 
     async def read_persisted(self) -> None:
         while self._unread:
@@ -109,6 +112,15 @@ class DeferredOffsets:
             if offset is not None:
                 offsets[tp] = offset
             await asyncio.sleep(0)
+
+    async def _read_and_open(self) -> None:
+        await self.read_persisted()
+        while self._cold:
+            tp = self._cold.pop()
+            store = getattr(self.tp_to_table.get(tp), "data", None)
+            if tp in self.active_tps and isinstance(store, LazyStore):  # still assigned (a rebalance clears it)
+                store._db_for_partition(tp.partition)
+                await asyncio.sleep(0)
 
 
 def _quiet(future: asyncio.Future) -> None:

@@ -3,7 +3,7 @@ while `on_partitions_assigned` runs, and Faust's store opened every assigned par
 (and its recovery opened each again for the persisted offset), ~25-50 ms each with the loop and the GIL
 held: 640 opens outlived the group session and the member was dropped. Here the whole assignment chain
 of 5 tables x 64 partitions opens nothing and runs no full garbage collection; the persisted offsets are
-read afterwards, revoked stores are closed in the background, and what a store held is found again."""
+read and the stores opened afterwards, revoked stores are closed in the background, and what a store held is found again."""
 
 from __future__ import annotations
 
@@ -61,9 +61,9 @@ def test_an_assignment_of_every_partition_opens_no_database_and_collects_no_garb
         assert all(not t.data._dbs for t in tables)
         assert collections == [], "a full garbage collection ran inside on_partitions_assigned"
         await recovery.read_persisted()  # before the restore's offsets are built
-        # nothing on disk: no offset, and no empty database created to say so
-        assert all(recovery.active_offsets[tp] is None for tp in tps)
-        assert databases(tmp_path) == []
+        assert all(recovery.active_offsets[tp] is None for tp in tps)  # nothing on disk: no offset
+        # after the callback the assigned stores are opened in the background, ahead of the first batch
+        await asyncio.wait_for(_until(lambda: any(t.data._dbs for t in tables)), 60)
 
     asyncio.run(run())
 
@@ -90,7 +90,6 @@ def test_the_persisted_offsets_are_read_after_the_assignment_and_a_store_is_foun
         await asyncio.wait_for(_until(lambda: recovery.active_offsets[kept] == 41), 60)  # read in the background
         await recovery.read_persisted()
         assert entries.data._dbs[3] is not handle
-        assert [p.name for p in databases(tmp_path)] == ["entries-3.db"]  # only the one ever written
 
     asyncio.run(run())
 
