@@ -97,6 +97,13 @@ class DeferredOffsets:
         self._unread[tp] = offsets
         self._cold.append(tp)
 
+    def on_partitions_revoked(self, revoked) -> None:
+        # before the stores give the partitions up: nothing of a revoked one is opened (or read) after it
+        self._cold[:] = [tp for tp in self._cold if tp not in revoked]
+        for tp in revoked:
+            self._unread.pop(tp, None)
+        super().on_partitions_revoked(revoked)
+
     def read_in_background(self) -> None:
         if self._unread:
             asyncio.ensure_future(self._read_and_open()).add_done_callback(_quiet)

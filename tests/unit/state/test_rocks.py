@@ -94,6 +94,21 @@ def test_the_persisted_offsets_are_read_after_the_assignment_and_a_store_is_foun
     asyncio.run(run())
 
 
+def test_nothing_of_a_revoked_partition_is_opened_in_the_background_after_its_revocation(tmp_path):
+    app, recovery, tables = worker_app(tmp_path)
+    tps = changelog_tps(tables, range(PARTITIONS))
+
+    async def run() -> None:
+        await assign(app, recovery, tables, tps, set(), 1)
+        recovery.on_partitions_revoked(tps)  # the next rebalance starts before the background opens
+        await recovery.read_persisted()  # the background task then goes on to open the stores
+        for _ in range(50):
+            await asyncio.sleep(0)
+        assert databases(tmp_path) == [] and all(not t.data._dbs for t in tables)
+
+    asyncio.run(run())
+
+
 async def _until(condition) -> None:
     while not condition():
         await asyncio.sleep(0.01)
