@@ -242,6 +242,7 @@ class BulkRecovery(DeferredOffsets, Recovery):
             max_partition_fetch_bytes=PARTITION_FETCH_BYTES))
 
     async def on_recovery_completed(self, generation_id: int = 0) -> None:
+        await self.open_cold()  # Faust's wait for this step is unbounded
         await super().on_recovery_completed(generation_id)  # the tables' callbacks replay the redo records
         if self.freshness is not None:  # restored and whole: in step with their changelogs now
             self.freshness.touch(self._checked, force=True)

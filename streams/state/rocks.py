@@ -86,7 +86,7 @@ class DeferredOffsets:
     `on_partitions_assigned` (`_add`; opening the partition's database), read after it instead: one
     database per loop turn in the background from the assignment on (`read_in_background`, which then opens
     the other assigned partitions' stores too, ahead of the first batch), and whatever is left before the
-    restore's offsets are built (`read_persisted`)."""
+    restore's offsets are built (`read_persisted`) and before the streams resume (`open_cold`)."""
 
     _unread: dict  # changelog partition -> the offsets its persisted offset is still due in
     _cold: list  # changelog partitions whose stores are not opened yet
@@ -122,6 +122,11 @@ class DeferredOffsets:
 
     async def _read_and_open(self) -> None:
         await self.read_persisted()
+        await self.open_cold()
+
+    async def open_cold(self) -> None:
+        """Open the assigned partitions' stores not opened yet, one per loop turn (before the streams
+        resume: a batch would otherwise open each store it touches first, all in one loop turn)."""
         while self._cold:
             tp = self._cold.pop()
             store = getattr(self.tp_to_table.get(tp), "data", None)

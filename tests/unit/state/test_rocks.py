@@ -22,12 +22,12 @@ PARTITIONS = 64
 TABLES = ("scopes", "entries", "lists", "history", "seen")
 
 
-def worker_app(tmp_path):
+def worker_app(tmp_path, partitions: int = PARTITIONS):
     settings = load_settings(kafka_bootstrap="127.0.0.1:1", data_dir=tmp_path / "data", table_store="rocksdb")
     app = faust.App("rocks-test", **faust_options("127.0.0.1:1", settings.kafka), store=store_url(settings),
                     autodiscover=False, datadir=str(tmp_path / "worker"))
     recovery = restore.install_bulk_recovery(app, settings, "127.0.0.1:1")
-    tables = [app.Table(name, partitions=PARTITIONS) for name in TABLES]
+    tables = [app.Table(name, partitions=partitions) for name in TABLES]
     return app, recovery, tables
 
 
@@ -105,6 +105,19 @@ def test_nothing_of_a_revoked_partition_is_opened_in_the_background_after_its_re
         for _ in range(50):
             await asyncio.sleep(0)
         assert databases(tmp_path) == [] and all(not t.data._dbs for t in tables)
+
+    asyncio.run(run())
+
+
+def test_every_assigned_store_is_open_before_the_streams_resume(tmp_path):
+    """Opened after the callback, before the first batch (which would open every store it touches first in
+    one loop turn): the recovery's completion, whose wait Faust does not bound, opens what is left."""
+    app, recovery, tables = worker_app(tmp_path, partitions=2)
+
+    async def run() -> None:
+        await assign(app, recovery, tables, changelog_tps(tables, range(2)), set(), 1)
+        await recovery.open_cold()  # what BulkRecovery.on_recovery_completed awaits first
+        assert all(sorted(t.data._dbs) == [0, 1] for t in tables)
 
     asyncio.run(run())
 
