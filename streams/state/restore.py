@@ -197,11 +197,12 @@ class BulkRecovery(DeferredOffsets, Recovery):
         await super()._build_highwaters(consumer, tps, destination, title)
 
     async def _build_offsets(self, consumer, tps, destination, title: str) -> None:
-        wait = float(self.app.conf.broker_request_timeout)  # Faust's wait for this whole step
-        started = time.monotonic()
+        wait, begun = float(self.app.conf.broker_request_timeout), time.monotonic()  # Faust's wait for the step
         if title == "active":
             await self.read_persisted()  # what the background reading has not done yet
             self._discard_untrusted(tps, destination)
+        started = time.monotonic()  # the shares below are of what is left of Faust's wait
+        wait = max(0.0, wait - (started - begun))
         await super()._build_offsets(consumer, tps, destination, title)
         if title != "active":
             return

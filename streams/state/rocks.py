@@ -11,8 +11,8 @@ Here nothing is opened or closed inside it. A partition's database opens at its 
 `_db_for_partition` already does for a key it has not seen: the restore's writes, the recovery's read of
 its persisted offset (moved out of the callback: restore.py `BulkRecovery`), or the agent's first read or
 write. A partition with no database on disk has no persisted offset and holds nothing: it is answered so
-without creating one. A revoked partition's database is closed in the background, one per loop turn (a
-close flushes it: 60-150 ms), or handed back as it is when the partition is assigned again first.
+without creating one. A revoked partition's database is set aside open (a close flushes it: 60-150 ms), and
+handed back as it is when the partition is assigned again.
 """
 
 from __future__ import annotations
@@ -31,35 +31,26 @@ SCHEME = "credence-rocksdb"
 class LazyStore(Store):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self._parked: dict = {}  # partition -> its revoked database, open until the closer gets to it
-        self._closer: asyncio.Future | None = None
+        self._parked: dict = {}  # partition -> its revoked database, kept open until assigned again or stop
 
     async def assign_partitions(self, table, tps, generation_id: int = 0) -> None:
         self.rebalance_ack = True  # what Faust's does besides opening (a later revocation reads it)
 
     def revoke_partitions(self, table, tps) -> None:
-        """Set the revoked partitions' databases aside, closed one per loop turn in the background. Faust's
-        drops them inside `on_partitions_assigned` (a close flushes: 60-150 ms each, 160 of them took 10 s)
-        and runs a full `gc.collect()` per table at every rebalance, revoked partitions or none."""
+        """Set the revoked partitions' databases aside, open, until assigned again (handed back as they are)
+        or the store stops. Faust's drops them inside `on_partitions_assigned` (a close flushes: 60-150 ms
+        each, 160 of them took 10.7 s) and runs a full `gc.collect()` per table at every rebalance; closed
+        later they would be opened again when assigned back, inside the restore's bounded step."""
         topics = table.changelog_topic.topics
         for tp in tps:
             if tp.topic in topics and tp.partition in self._dbs:
                 self._parked[tp.partition] = self._dbs.pop(tp.partition)
-        if self._parked and (self._closer is None or self._closer.done()):
-            self._closer = asyncio.ensure_future(self._close_parked())
 
     def _db_for_partition(self, partition: int):
         if partition not in self._dbs and partition in self._parked:
-            # assigned back before its close: the same handle (reopening would find it locked)
+            # assigned back: the same handle (reopening would cost the open, and find it locked)
             self._dbs[partition] = self._parked.pop(partition)
         return super()._db_for_partition(partition)
-
-    async def _close_parked(self) -> None:
-        await asyncio.sleep(0)  # after the rebalance callback that revoked them
-        while self._parked:
-            _, db = self._parked.popitem()
-            db.close()
-            await asyncio.sleep(0)
 
     async def stop(self) -> None:
         self._parked.clear()
