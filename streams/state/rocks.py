@@ -7,12 +7,13 @@ not release it); and aiokafka sends no heartbeat until that callback has returne
 partitions of our 5 tables opened 160 databases there, 128 partitions 640 (16 s): longer than the group
 session (10 s), so the coordinator dropped the member, which rejoined and halted (issue 31).
 
-Here nothing is opened or closed inside it. A partition's database opens at its first use, as Faust's own
-`_db_for_partition` already does for a key it has not seen: the restore's writes, the recovery's read of
-its persisted offset (moved out of the callback: restore.py `BulkRecovery`), or the agent's first read or
-write. A partition with no database on disk has no persisted offset and holds nothing: it is answered so
-without creating one. A revoked partition's database is set aside open (a close flushes it: 60-150 ms), and
-handed back as it is when the partition is assigned again.
+Here nothing is opened or closed inside it. After it, the recovery (`DeferredOffsets`, mixed into
+restore.py's `BulkRecovery`) reads the persisted offsets and opens the assigned partitions' databases one
+per loop turn in the background, and whatever is left before the streams resume; any other use opens a
+database at once, as Faust's own `_db_for_partition` already does for a key it has not seen. A partition
+with no database on disk has no persisted offset and holds nothing: it is answered so without creating one.
+A revoked partition's database is set aside open (a close flushes it: 60-150 ms), and handed back as it is
+when the partition is assigned again.
 """
 
 from __future__ import annotations
