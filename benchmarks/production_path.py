@@ -12,7 +12,7 @@ Reported: turns/s and the ratio to `rules`, LLM calls per 100 turns by task, pro
 per user turn, the server's max concurrent requests, and (live) turn → journal-event p50/p99, where a
 turn's journal event is the first evidence event of an entry that cites a fact extracted from it.
 
-    python benchmarks/production_path.py [--quick] [--delay 0.2,0.4]
+    python benchmarks/production_path.py [--quick] [--delay 0.2,0.4] [--rules-only]
 
 The Stage-1 window table (calls against time to memory) is benchmarks/window_table.py.
 """
@@ -302,11 +302,14 @@ def pair(bootstrap: str, work: Path, lines: list[bytes], delay: tuple[float, flo
     return {"rules": rules, "openai": ours}
 
 
+def inputs(quick: bool) -> dict[str, list[bytes]]:
+    return {"replay": dialogue_lines(60 if quick else 240, 2, 7, "replay"),
+            "long": dialogue_lines(10, 4 if quick else 24, 8, "long")}
+
+
 def measure(bootstrap: str, work: Path, quick: bool, delay: tuple[float, float]) -> dict:
-    inputs = {"replay": dialogue_lines(60 if quick else 240, 2, 7, "replay"),
-              "long": dialogue_lines(10, 4 if quick else 24, 8, "long")}
     report = {"delay_s": delay, "inputs": {}}
-    for name, lines in inputs.items():
+    for name, lines in inputs(quick).items():
         report["inputs"][name] = pair(bootstrap, work, lines, delay)
         r = report["inputs"][name]
         print(name, {k: (v["turns"] / v["seconds"], v["llm"], v.get("by_task")) for k, v in r.items()}, flush=True)
@@ -361,9 +364,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--delay", default=",".join(map(str, DEFAULT_DELAY)), help="answer delay range, s")
+    parser.add_argument("--rules-only", action="store_true",
+                        help="only the in-process `rules` replays (turns/s per input), e.g. to pair two trees")
     args = parser.parse_args()
     settings = load_settings()
     with kafka_and_folder(settings, prefix="credence-prod-") as (bootstrap, work):
+        if args.rules_only:
+            for name, lines in inputs(args.quick).items():
+                rules = run_replay(bootstrap, work, lines, LLMSettings())
+                print(json.dumps({"input": name, "turns": rules["turns"], "rules_turns_per_s":
+                                  round(rules["turns"] / rules["seconds"], 1)}), flush=True)
+            return 0
         delay = tuple(float(x) for x in args.delay.split(","))
         for row in rows_from(measure(bootstrap, work, args.quick, delay)):
             print(row)

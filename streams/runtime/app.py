@@ -24,6 +24,7 @@ from credence.streams.runtime.switch import PowerSwitch
 from credence.streams.runtime.tenancy import NoTenants, TenantMemory, TenantRecords, TenantSwitch
 from credence.streams.runtime.topics import TABLES, Topics, changelog_configs, declare_topics
 from credence.streams.runtime.transport import read_committed
+from credence.streams.state import rocks
 from credence.streams.state.fence import Fence
 from credence.streams.state.forgets import Forgets
 from credence.streams.state.freshness import Freshness
@@ -123,7 +124,8 @@ class Credence:
 
 
 def store_url(settings: Settings) -> str:
-    return "rocksdb://" if settings.table_store == "rocksdb" else "memory://"
+    # RocksDB that opens no database while a rebalance hands partitions out (state/rocks.py)
+    return rocks.store_url() if settings.table_store == "rocksdb" else "memory://"
 
 
 def faust_app(settings: Settings, bootstrap: str) -> faust.App:

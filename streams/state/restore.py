@@ -48,6 +48,7 @@ from mode import Service
 from credence.config import Settings
 from credence.kafka import client_options
 from credence.streams.state.freshness import Freshness
+from credence.streams.state.rocks import DeferredOffsets
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +123,8 @@ def _write_rocksdb(store, tp, records) -> None:
 
 
 def _holds_data(store, tp) -> bool:
+    if hasattr(store, "on_disk") and not store.on_disk(tp.partition):
+        return False  # nothing on disk: checking would create an empty database (rocks.py)
     return store.persisted_offset(tp) is not None or next(store._visible_keys(
         store._db_for_partition(tp.partition)), None) is not None
 
@@ -145,7 +148,7 @@ class RestoreStats:
     last: dict = field(default_factory=dict)  # the last restore: records, seconds, partitions, left
 
 
-class BulkRecovery(Recovery):
+class BulkRecovery(DeferredOffsets, Recovery):
     """Faust's recovery service, with the active partitions' changelog spans read in bulk first."""
 
     def __init__(self, app, tables, *, settings: Settings, bootstrap: str, freshness: Freshness | None = None,
@@ -160,6 +163,8 @@ class BulkRecovery(Recovery):
         self.on_assignment = on_assignment  # (partitions, group generation), before any restore step
         self.on_dead = on_dead  # told why, when Faust's recovery loop ended while the worker runs
         self._checked: set[int] = set()  # partitions whose stores this recovery checked (or discarded)
+        self._unread: dict = {}  # changelog partition -> the offsets its persisted offset is still due in
+        self._cold: list = []  # changelog partitions whose stores are not opened yet
         self.restored = RestoreStats()
         self._applied = 0
 
@@ -170,7 +175,10 @@ class BulkRecovery(Recovery):
             # holding input partition 0, which halted at its next write.
             leader = f"{self.app.conf.id}-__assignor-__leader"
             self.on_assignment({tp.partition for tp in assigned if tp.topic != leader}, generation_id)
+        self._unread.clear()  # Faust adds every assigned changelog partition again (`_add`)
+        self._cold.clear()
         await super().on_rebalance(assigned, revoked, newly_assigned, generation_id)
+        self.read_in_background()
 
     @Service.task
     async def _restart_recovery(self) -> None:
@@ -193,10 +201,12 @@ class BulkRecovery(Recovery):
         await super()._build_highwaters(consumer, tps, destination, title)
 
     async def _build_offsets(self, consumer, tps, destination, title: str) -> None:
-        wait = float(self.app.conf.broker_request_timeout)  # Faust's wait for this whole step
-        started = time.monotonic()
+        wait, begun = float(self.app.conf.broker_request_timeout), time.monotonic()  # Faust's wait for the step
         if title == "active":
+            await self.read_persisted()  # what the background reading has not done yet
             self._discard_untrusted(tps, destination)
+        started = time.monotonic()  # the shares below are of what is left of Faust's wait
+        wait = max(0.0, wait - (started - begun))
         await super()._build_offsets(consumer, tps, destination, title)
         if title != "active":
             return
@@ -237,6 +247,7 @@ class BulkRecovery(Recovery):
             max_partition_fetch_bytes=PARTITION_FETCH_BYTES))
 
     async def on_recovery_completed(self, generation_id: int = 0) -> None:
+        await self.open_cold()  # Faust's wait for this step is unbounded
         await super().on_recovery_completed(generation_id)  # the tables' callbacks replay the redo records
         if self.freshness is not None:  # restored and whole: in step with their changelogs now
             self.freshness.touch(self._checked, force=True)

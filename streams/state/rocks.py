@@ -1,0 +1,133 @@
+"""Faust's RocksDB store, with no database opened while a rebalance hands partitions out.
+
+Faust's store opens the database of every newly assigned partition of its table inside
+`on_partitions_assigned` (and Faust's recovery then reads each one's persisted offset there, which opens it
+too). Opening one takes ~25-50 ms on a loaded host and holds the event loop and the GIL (rocksdict does
+not release it); and aiokafka sends no heartbeat until that callback has returned. A worker handed 32
+partitions of our 5 tables opened 160 databases there, 128 partitions 640 (16 s): longer than the group
+session (10 s), so the coordinator dropped the member, which rejoined and halted (issue 31).
+
+Here nothing is opened or closed inside it. After it, the recovery (`DeferredOffsets`, mixed into
+restore.py's `BulkRecovery`) reads the persisted offsets and opens the assigned partitions' databases one
+per loop turn in the background, and whatever is left before the streams resume; any other use opens a
+database at once, as Faust's own `_db_for_partition` already does for a key it has not seen. A partition
+with no database on disk has no persisted offset and holds nothing: it is answered so without creating one.
+A revoked partition's database is set aside open (a close flushes it: 60-150 ms), and handed back as it is
+when the partition is assigned again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from faust.stores import STORES
+from faust.stores.rocksdb import Store
+
+log = logging.getLogger(__name__)
+
+SCHEME = "credence-rocksdb"
+
+
+class LazyStore(Store):
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._parked: dict = {}  # partition -> its revoked database, kept open until assigned again or stop
+
+    async def assign_partitions(self, table, tps, generation_id: int = 0) -> None:
+        self.rebalance_ack = True  # what Faust's does besides opening (a later revocation reads it)
+
+    def revoke_partitions(self, table, tps) -> None:
+        """Set the revoked partitions' databases aside, open, until assigned again (handed back as they are)
+        or the store stops. Faust's drops them inside `on_partitions_assigned` (a close flushes: 60-150 ms
+        each, 160 of them took 10.7 s) and runs a full `gc.collect()` per table at every rebalance; closed
+        later they would be opened again when assigned back, inside the restore's bounded step."""
+        topics = table.changelog_topic.topics
+        for tp in tps:
+            if tp.topic in topics and tp.partition in self._dbs:
+                self._parked[tp.partition] = self._dbs.pop(tp.partition)
+
+    def _db_for_partition(self, partition: int):
+        if partition not in self._dbs and partition in self._parked:
+            # assigned back: the same handle (reopening would cost the open, and find it locked)
+            self._dbs[partition] = self._parked.pop(partition)
+        return super()._db_for_partition(partition)
+
+    async def stop(self) -> None:
+        self._parked.clear()
+        await super().stop()
+
+    def persisted_offset(self, tp):
+        if not self.on_disk(tp.partition):
+            return None  # never written on this worker: no offset (opening would only create it, empty)
+        return super().persisted_offset(tp)
+
+    def on_disk(self, partition: int) -> bool:
+        """The partition's database is open or exists on disk (it may hold data)."""
+        return partition in self._dbs or partition in self._parked or self.partition_path(partition).exists()
+
+
+def store_url() -> str:
+    """The app's `store` URL for LazyStore (registered with Faust's stores under its own scheme)."""
+    STORES.aliases.setdefault(SCHEME, f"{__name__}:LazyStore")
+    return f"{SCHEME}://"
+
+
+class DeferredOffsets:
+    """For Faust's recovery service: each assigned partition's persisted offset, which Faust reads inside
+    `on_partitions_assigned` (`_add`; opening the partition's database), read after it instead: one
+    database per loop turn in the background from the assignment on (`read_in_background`, which then opens
+    the other assigned partitions' stores too, ahead of the first batch), and whatever is left before the
+    restore's offsets are built (`read_persisted`) and before the streams resume (`open_cold`)."""
+
+    _unread: dict  # changelog partition -> the offsets its persisted offset is still due in
+    _cold: list  # changelog partitions whose stores are not opened yet
+
+    def _add(self, table, tp, offsets) -> None:
+        self.tp_to_table[tp] = table
+        offsets.setdefault(tp, None)
+        self._unread[tp] = offsets
+        self._cold.append(tp)
+
+    def on_partitions_revoked(self, revoked) -> None:
+        # before the stores give the partitions up: nothing of a revoked one is opened (or read) after it
+        self._cold[:] = [tp for tp in self._cold if tp not in revoked]
+        for tp in revoked:
+            self._unread.pop(tp, None)
+        super().on_partitions_revoked(revoked)
+
+    def read_in_background(self) -> None:
+        if self._unread:
+            asyncio.ensure_future(self._read_and_open()).add_done_callback(_quiet)
+
+    async def read_persisted(self) -> None:
+        while self._unread:
+            tp, offsets = self._unread.popitem()
+            try:
+                offset = self.tp_to_table[tp].persisted_offset(tp)
+            except Exception:
+                self._unread[tp] = offsets  # raised again where the restore reads it
+                raise
+            if offset is not None:
+                offsets[tp] = offset
+            await asyncio.sleep(0)
+
+    async def _read_and_open(self) -> None:
+        await self.read_persisted()
+        await self.open_cold()
+
+    async def open_cold(self) -> None:
+        """Open the assigned partitions' stores not opened yet, one per loop turn (before the streams
+        resume: a batch would otherwise open each store it touches first, all in one loop turn)."""
+        while self._cold:
+            tp = self._cold.pop()
+            store = getattr(self.tp_to_table.get(tp), "data", None)
+            if tp in self.active_tps and isinstance(store, LazyStore):  # still assigned (a rebalance clears it)
+                store._db_for_partition(tp.partition)
+                await asyncio.sleep(0)
+
+
+def _quiet(future: asyncio.Future) -> None:
+    """A background read's failure is raised again by the restore's own read: not reported twice."""
+    if not future.cancelled():
+        future.exception()
