@@ -28,7 +28,7 @@ from credence.config.archive import ArchiveSettings
 from credence.errors import ArchiveError
 from credence.sinks.forget import ForgetReport, Forgotten, forgotten_markers
 from credence.sinks.schema import TABLES
-from credence.sinks.shards import Archive, list_shards, open_archive, parquet_bytes, publish, read_shard, remove_shard
+from credence.sinks.shards import Archive, drop_rows, list_shards, open_archive, publish, read_shard
 from credence.tables.scope import Scope
 
 ERASED_DIR = "_erased"
@@ -150,12 +150,6 @@ def erase_entry(root: str, scope: Scope, entry_id: str, incarnation: int, below:
             gone = erased.drop(shard, scope.tenant, shard.column("topic_partition")[0].as_py())
             if gone is None or not pc.any(gone).as_py():
                 continue
-            kept = shard.filter(pc.invert(gone))
-            removed += shard.num_rows - kept.num_rows
-            if kept.num_rows == 0:
-                remove_shard(archive, path)
-                deleted += 1
-            else:
-                publish(archive, path, parquet_bytes(kept, settings))
-                rewritten += 1
+            n, done = drop_rows(archive, path, shard, gone, settings)
+            removed, deleted, rewritten = removed + n, deleted + (done == "deleted"), rewritten + (done == "rewritten")
     return ErasureReport(removed, rewritten, deleted)

@@ -45,9 +45,9 @@ from credence.errors import ArchiveError
 from credence.sinks.schema import TABLES, tenant_segment
 from credence.sinks.shards import (
     Archive,
+    drop_rows,
     list_shards,
     open_archive,
-    parquet_bytes,
     publish,
     read_shard,
     remove_shard,
@@ -122,16 +122,8 @@ def forget_user(root: str, tenant: str, user: str, settings: ArchiveSettings | N
             partition = shard.column("topic_partition")[0].as_py()  # a shard holds one topic partition
             gone = forgotten.drop(shard.select(["user"] + [c for c in ("incarnation",) if c in shard.column_names]),
                                   tenant, partition)
-            kept = shard if gone is None else shard.filter(pc.invert(gone))
-            if shard.num_rows == kept.num_rows:
-                continue
-            removed += shard.num_rows - kept.num_rows
-            if kept.num_rows == 0:
-                remove_shard(archive, path)
-                deleted += 1
-            else:
-                publish(archive, path, parquet_bytes(kept, settings))
-                rewritten += 1
+            n, done = drop_rows(archive, path, shard, gone, settings)
+            removed, deleted, rewritten = removed + n, deleted + (done == "deleted"), rewritten + (done == "rewritten")
     return ForgetReport(removed, rewritten, deleted)
 
 

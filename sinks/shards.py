@@ -264,6 +264,20 @@ def publish(archive: Archive, path: str, data: bytes) -> None:
         raise ArchiveError(f"cannot publish shard {path}: {exc}; check the archive root's permissions and space") from exc
 
 
+def drop_rows(archive: Archive, path: str, shard: pa.Table, gone, settings: ArchiveSettings) -> tuple[int, str]:
+    """The shard at ``path`` without the rows the boolean mask ``gone`` marks (None: none): removed when
+    nothing is left, rewritten otherwise. Returns (rows removed, "deleted" | "rewritten" | "")."""
+    kept = shard if gone is None else shard.filter(pc.invert(gone))
+    removed = shard.num_rows - kept.num_rows
+    if removed == 0:
+        return 0, ""
+    if kept.num_rows == 0:
+        remove_shard(archive, path)
+        return removed, "deleted"
+    publish(archive, path, parquet_bytes(kept, settings))
+    return removed, "rewritten"
+
+
 def remove_shard(archive: Archive, path: str, missing_ok: bool = False) -> None:
     try:
         if missing_ok and archive.fs.get_file_info(path).type == pafs.FileType.NotFound:
