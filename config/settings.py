@@ -54,7 +54,7 @@ class Settings(BaseSettings):
     # Worker.
     app_id: str = "credence"
     data_dir: Path = Path(".credence")
-    table_store: Literal["rocksdb", "memory"] = "rocksdb"  # rocksdict or memory; see README for the measurement
+    table_store: Literal["rocksdb", "memory"] = "rocksdb"  # rocksdict or memory; docs/operations/table-store.md
     web_port: int = Field(default=6066, ge=0, le=65535)
     web_host: str = "127.0.0.1"
     # The URL the other workers reach this one's web port at (owner routing of /v1 reads). Empty: the
