@@ -80,9 +80,9 @@ def test_the_limit_settles_near_what_the_server_can_take_and_every_request_is_an
     results, limits, stats = asyncio.run(go())
     assert all(len(facts) == 1 for facts in results)  # every request answered
     assert stats.failures == 0
-    # Settled: over the run's second half the limit's median is within [room / 2, 2 x room] (README). How
-    # far the sawtooth's teeth reach past the room depends on how many requests the server counts at once,
-    # which a loaded host (client and server share it) lowers: teeth up to 17 were seen with room for 6,
+    # Settled: over the run's second half the limit's median is within [room / 2, 2 x room] (the AIMD limit of
+    # docs/pipeline.md). How far the sawtooth's teeth reach past the room depends on how many requests the server
+    # counts at once, which a loaded host (client and server share it) lowers: teeth up to 17 were seen with room for 6,
     # medians 6 to 9. A limit that halved once or twice and froze (24, 12 from 48) is outside the band or
     # does not move: after its first decrease the limit must still go both up and down (a sawtooth).
     settled = sorted(limits[len(limits) // 2:])

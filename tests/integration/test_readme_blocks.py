@@ -1,7 +1,8 @@
-"""The README's copy-paste starts run as written: every block marked `<!-- runnable -->` is run, in document
-order, in a shell whose PATH starts with this venv (an activated venv, as the README asks), in a fresh folder
-holding the checkout's `streams/` (the shipped sample's path), against one worker on the suite's broker. An
-archive query runs against an archive drained from that worker's journal. A wrong example fails here.
+"""The copy-paste starts of the README and the docs site run as written: every block marked `<!-- runnable -->`
+is run, in reading order (the README, then the pages in mkdocs.yml's nav order), in a shell whose PATH starts
+with this venv (an activated venv, as the docs ask), in a fresh folder holding the checkout's `streams/` (the
+shipped sample's path), against one worker on the suite's broker. An archive query runs against an archive
+drained from that worker's journal. A wrong example fails here.
 
 bash/sh blocks run with `bash -e`; a sql block goes to `credence archive query`; a python block to `python -`."""
 
@@ -20,7 +21,7 @@ from credence.sinks.consumer import drain
 from credence.sinks.schema import ARCHIVE, EVIDENCE
 from credence.streams.ops.process import WorkerProcess, settings_env, wait_until
 from tests.support.pipeline import idle_status, pipeline_settings, sample_lines, scopes_of
-from tests.support.readme_blocks import Block, reads_the_archive, runnable_blocks
+from tests.support.readme_blocks import Block, all_runnable_blocks, reads_the_archive
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,9 +51,9 @@ def run(block: Block, env: dict, cwd: Path) -> subprocess.CompletedProcess:
                           timeout=BLOCK_TIMEOUT_S, stdin=None if stdin is not None else subprocess.DEVNULL)
 
 
-def test_every_runnable_readme_block_runs_as_written(worker, kafka_bootstrap):
+def test_every_runnable_block_of_the_docs_runs_as_written(worker, kafka_bootstrap):
     process, settings, root = worker
-    blocks = runnable_blocks(ROOT / "README.md")
+    blocks = all_runnable_blocks(ROOT)
     assert blocks, "no block is marked runnable"
     cwd = root / "checkout"
     cwd.mkdir()

@@ -14,7 +14,7 @@ INSTALL = re.compile(r"pip install ([^`\n\"#]+)")
 
 
 def install_lines() -> list[tuple[str, str]]:
-    files = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), ROOT / "Dockerfile", ROOT / ".ci" / "run"]
+    files = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md")), ROOT / "Dockerfile", ROOT / ".ci" / "run"]
     files += [p for folder in SOURCES for p in sorted((ROOT / folder).rglob("*.py"))]
     return [(str(p.relative_to(ROOT)), m.group(1)) for p in files for m in INSTALL.finditer(p.read_text())]
 

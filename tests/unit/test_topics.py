@@ -1,11 +1,10 @@
 """The topic registry (config/topics.py) is the one place topic properties live: creation, the worker's
-declarations, the settings, the sinks and the README's table all agree with it."""
+declarations, the settings, the sinks and the docs' table all agree with it."""
 
 from __future__ import annotations
 
 import dataclasses
 import re
-from pathlib import Path
 
 import pytest
 
@@ -17,13 +16,16 @@ from credence.sinks.schema import TABLES as ARCHIVE_TABLES
 from credence.streams.ops.admin import topic_configs
 from credence.streams.runtime.agent import INPUTS
 from credence.streams.runtime.topics import Topics
+from tests.support.readme_blocks import documentation
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+TABLE = "**Topics credence creates**"
+# The page that holds the table (the README's section moved to the docs site: operations/kafka.md).
+PAGE = next(text for text in (p.read_text() for p in documentation()) if TABLE in text)
 
 
-def readme_topic_rows() -> dict[str, tuple[str, str]]:
-    """logical topic -> (cleanup, retention cell) from the README's table of the topics credence creates."""
-    section = README[README.index("**Topics credence creates**"):]
+def documented_topic_rows() -> dict[str, tuple[str, str]]:
+    """logical topic -> (cleanup, retention cell) from the docs' table of the topics credence creates."""
+    section = PAGE[PAGE.index(TABLE):]
     rows = {}
     for line in section.splitlines():
         if not line.startswith("| `<prefix>."):
@@ -36,8 +38,8 @@ def readme_topic_rows() -> dict[str, tuple[str, str]]:
     return rows
 
 
-def test_readme_topic_table_matches_the_registry():
-    rows = readme_topic_rows()
+def test_the_documented_topic_table_matches_the_registry():
+    rows = documented_topic_rows()
     assert set(rows) == set(TOPICS)
     for name, spec in TOPICS.items():
         cleanup, retention = rows[name]
