@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,13 +76,26 @@ def walk(model: type[BaseModel], prefix: str = "CREDENCE_") -> list[Setting]:
 
 
 def hand_written_rows() -> list[str]:
-    """The rows of the hand-written tables that document variables (first cell names a CREDENCE_ variable)."""
+    """The rows of the hand-written tables that document variables (first cell names a CREDENCE_ variable), their
+    links rebased onto the reference page."""
     rows = []
     for page in HAND_WRITTEN:
         path = DOCS / page
         if path.exists():
-            rows += [line for line in path.read_text().splitlines() if line.startswith("| `CREDENCE_")]
+            rows += [_rebase(line, page) for line in path.read_text().splitlines() if line.startswith("| `CREDENCE_")]
     return rows
+
+
+def _rebase(text: str, page: str) -> str:
+    """Relative links written on `page`, made to work from the reference page."""
+    def rebased(match: re.Match) -> str:
+        target, _, anchor = match.group(1).partition("#")
+        if not target or "://" in target:
+            return match.group(0)
+        moved = os.path.relpath(os.path.normpath(os.path.join(os.path.dirname(page), target)),
+                                os.path.dirname(SETTINGS_PAGE))
+        return f"]({moved}{'#' + anchor if anchor else ''})"
+    return re.sub(r"\]\(([^)]+)\)", rebased, text)
 
 
 def documented_in(env: str, rows: list[str]) -> str | None:
