@@ -9,7 +9,7 @@ class PipelineSettings(BaseModel):
     # Stage-1 window per scope (streams/scope/window.py), in event time: extract when this many user turns
     # wait, when the conversation was quiet this long (between two turns, or since the last one when a tick
     # moves the clock), or when the window is this old.
-    # Defaults from the measured table of calls per 100 turns against time to memory (README): a window per
+    # Defaults from the measured table of calls per 100 turns against time to memory (docs/benchmarks.md): a window per
     # conversation, not per minute.
     stage1_max_batch: int = Field(default=16, ge=1)
     stage1_quiet_seconds: float = Field(default=600.0, ge=0)

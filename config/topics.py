@@ -1,6 +1,7 @@
 """The topics credence declares, one spec each: topic creation (streams/ops/admin.py, the worker's Faust
-declarations in streams/runtime/topics.py), the settings (retention, full names), the sinks and the README's
-topic table all read this registry. Adding a topic: docs/architecture.md lists the files to touch.
+declarations in streams/runtime/topics.py), the settings (retention, full names), the sinks and the docs'
+topic table (docs/operations/kafka.md) all read this registry. Adding a topic: docs/architecture.md
+lists the files to touch.
 
 Every topic has CREDENCE_TOPIC_PARTITIONS partitions: a scope's records must land on the partition that
 holds its state, whichever topic they come from, so no topic gets a count of its own.

@@ -5,9 +5,9 @@ split / merge / modify / discard (or nothing). Its ids are salted with the wall 
 the counters (a reflection's split or merge even drops disputation). Here every function is pure, time is a
 parameter, ids derive from the inputs, and the evidence rules are these:
 
-- **merge** keeps the merge rule every merge in credence follows (tables.lifecycle.merge_evidence, the
-  README's "Merged evidence keeps its age"): per counter the larger read-time side, never the sum, never
-  younger; lifetime tallies the larger. Folded over the sources one at a time, in the cluster's order;
+- **merge** keeps the merge rule every merge in credence follows (tables.lifecycle.merge_evidence,
+  docs/pipeline.md's "Merged evidence keeps its age"): per counter the larger read-time side, never the sum,
+  never younger; lifetime tallies the larger. Folded over the sources one at a time, in the cluster's order;
   the rule is commutative, so the order does not change the result.
 - **split** gives every piece the source's evidence whole (counters, clocks and lifetime tallies): the user's
   signals were about everything the entry said, so each part stands exactly as supported and as disputed as

@@ -10,7 +10,7 @@ round trip would only hold the scope.
 Results go out through their own producer (`ResultSender`). A producer has one produce request in flight
 per broker, and the agent's batches (emits, redo record, table writes: three acknowledged requests each)
 keep Faust's busy: a result queued behind them waited for all of it, while its scope waited for the
-result. On one broker that was ~1.4x on long scopes' throughput (README, Throughput).
+result. On one broker that was ~1.4x on long scopes' throughput (docs/benchmarks.md, Throughput).
 """
 
 from __future__ import annotations

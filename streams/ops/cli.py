@@ -248,7 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="credence",
         description="User-steered evidence memory for AI chat characters, on Kafka. Settings come from "
-                    "CREDENCE_* environment variables (see README).",
+                    "CREDENCE_* environment variables (see docs/configuration.md).",
     )
     parser.add_argument("--version", action="version", version=f"credence {__version__}")
     parser.add_argument("--log-level", choices=LOG_LEVELS,
