@@ -113,14 +113,26 @@ def documented_in(env: str, rows: list[str]) -> str | None:
     return None
 
 
+def _describe(setting: Setting, rows: list[str]) -> str:
+    """The hand-written row's meaning where one names this variable (written for operators), else the code's
+    comment (a bare group heading such as `# Worker.` says nothing of the field), else the group's row."""
+    explained = _explained(setting.env, rows)
+    if explained and not explained.endswith("(see [Configuration](../configuration.md))"):
+        return explained
+    comment = "" if re.fullmatch(r"[\w ,()/-]{0,40}\.", setting.description) else setting.description
+    return comment or explained
+
+
 def _explained(env: str, rows: list[str]) -> str:
     """A field the code leaves uncommented: its own hand-written row's meaning, or a link to a section's row."""
     row = documented_in(env, rows)
     if row is None:
         return ""
     cells = [c.strip() for c in re.split(r"(?<!\\)\|", row.strip().strip("|"))]
-    if "__*`" in cells[0]:
-        return "see [Configuration](../configuration.md)"
+    if "__*`" in cells[0]:  # a group's row: the clause that names the field, e.g. "thresholds `PROMOTED_…` 2.0, …"
+        leaf = env.rpartition("__")[2]
+        clause = next((c.strip() for c in cells[-1].split("; ") if f"`{leaf}`" in c), "")
+        return f"{clause} (see [Configuration](../configuration.md))".lstrip()
     return cells[-1]
 
 
@@ -138,8 +150,8 @@ def settings_reference() -> str:
            "none, the hand-written row of [Configuration](../configuration.md) that explains it is linked.", "",
            "| variable | type | default | description |", "|---|---|---|---|"]
     for s in walk(Settings):
-        default = f"`{_cell(s.default)}`" if s.default else "*(empty)*"
-        out.append(f"| `{s.env}` | `{_cell(s.type)}` | {default} | {_cell(s.description or _explained(s.env, rows))} |")
+        default = {"": "*(empty)*", "None": "*(none)*"}.get(s.default, f"`{_cell(s.default)}`")
+        out.append(f"| `{s.env}` | `{_cell(s.type)}` | {default} | {_cell(_describe(s, rows))} |")
     return "\n".join(out) + "\n"
 
 
