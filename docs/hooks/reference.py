@@ -155,6 +155,21 @@ def settings_reference() -> str:
     return "\n".join(out) + "\n"
 
 
+def _type_of(spec: dict) -> str:
+    """A JSON schema's type in a few words: `string | null`, `array of EntryView` (linked), `object`."""
+    if "$ref" in spec:
+        name = _schema_name(spec)
+        return f"[{name}](#{name.lower()})"
+    if "anyOf" in spec:
+        return " \\| ".join(_type_of(option) for option in spec["anyOf"])
+    kind = spec.get("type", "any")
+    if kind == "array" and isinstance(spec.get("items"), dict):
+        return f"array of {_type_of(spec['items'])}"
+    if "enum" in spec:
+        return " \\| ".join(f"`{json.dumps(value)}`" for value in spec["enum"])
+    return kind + (f" ({spec['format']})" if "format" in spec else "")
+
+
 def _schema_name(node: dict) -> str:
     if "$ref" in node:
         return node["$ref"].rsplit("/", 1)[1]
@@ -186,14 +201,15 @@ def http_reference() -> str:
                     ", ".join(c for c in op["responses"] if not c.startswith("2")) + ".", ""]
     out += ["## Schemas", ""]
     for name, schema in doc["components"]["schemas"].items():
-        out += [f"### {name}", "", schema.get("description", "").strip(), ""]
+        out += [f"### {name}", ""]
+        if schema.get("description", "").strip():
+            out += [schema["description"].strip(), ""]
         props = schema.get("properties", {})
         if props:
             required = set(schema.get("required", []))
             out += ["| field | type | required | description |", "|---|---|---|---|"]
             for field, spec in props.items():
-                kind = _schema_name(spec) if "$ref" in spec or "type" in spec else "any"
-                out.append(f"| `{field}` | {_cell(str(kind))} | {'yes' if field in required else ''} | "
+                out.append(f"| `{field}` | {_cell(_type_of(spec))} | {'yes' if field in required else ''} | "
                            f"{_cell(spec.get('description', ''))} |")
             out.append("")
     return "\n".join(out) + "\n"
