@@ -67,3 +67,13 @@ def test_pages_are_read_in_nav_order(tmp_path):
     (tmp_path / "mkdocs.yml").write_text("nav:\n  - B: ops/b.md\n  - Ref: reference/generated.md\n  - A: a.md\n")
     assert [b.code for b in all_runnable_blocks(tmp_path)] == ["echo readme\n", "echo ops/b.md\n", "echo a.md\n"]
     assert Path(all_runnable_blocks(tmp_path)[1].source).name == "b.md"
+
+
+def test_the_readme_stays_short_and_opens_with_the_two_commands():
+    """A newcomer reads it in five minutes (issue 34): at most 200 lines, everything else on the site, and its
+    first code block is the two commands, exactly."""
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 200, "the README grew past 200 lines: move the detail into docs/"
+    first_block = text[text.index("```"):].split("```", 2)[1]
+    assert first_block == ("bash\npython3 -m venv .venv && .venv/bin/pip install -e . && .venv/bin/credence demo\n"
+                           "bash .ci/run\n")
