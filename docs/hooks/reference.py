@@ -146,10 +146,15 @@ def settings_reference() -> str:
     rows = hand_written_rows()
     out = ["# Configuration reference", "",
            "Generated from the settings model (`config/`) when the site is built: every field, the environment",
-           "variable that sets it, its type and default, and the comment beside it in the code. Where the code has",
-           "none, the hand-written row of [Configuration](../configuration.md) that explains it is linked.", "",
-           "| variable | type | default | description |", "|---|---|---|---|"]
+           "variable that sets it, its type and default, and what it does: the hand-written row of",
+           "[Configuration](../configuration.md) that names it, else the comment beside it in the code.", ""]
+    section = None
     for s in walk(Settings):
+        group = s.env.rpartition("__")[0]
+        if group != section:
+            section = group
+            title = f"`{group}__*`" if group else "Top level"
+            out += ["", f"## {title}", "", "| variable | type | default | description |", "|---|---|---|---|"]
         default = {"": "*(empty)*", "None": "*(none)*"}.get(s.default, f"`{_cell(s.default)}`")
         out.append(f"| `{s.env}` | `{_cell(s.type)}` | {default} | {_cell(_describe(s, rows))} |")
     return "\n".join(out) + "\n"
