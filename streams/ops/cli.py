@@ -314,7 +314,7 @@ def _runtime_parsers(sub) -> None:
 
     p = sub.add_parser("mcp", help="a running worker's MCP tools over stdio, for local MCP clients",
                        description="Proxies MCP over stdin/stdout to the worker's POST /mcp (streamable HTTP), "
-                                   "with the tenant key as the bearer: the same six memory tools.")
+                                   "with the tenant key as the bearer: the same memory tools the worker serves.")
     p.add_argument("--url", required=True, help="the worker's web URL, e.g. http://127.0.0.1:6066")
     p.add_argument("--key-file", required=True, help="a file holding the tenant's API key (`credence tenants add`)")
     p.add_argument("--log-level", dest="command_log_level", choices=LOG_LEVELS,
