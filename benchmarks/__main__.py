@@ -27,7 +27,7 @@ from benchmarks.report import Row, kafka_and_folder, write  # noqa: E402
 
 # Run first to last; modules found later (with report_rows) run after these.
 ORDER = ("throughput", "pipeline_throughput", "stage2_efficiency", "latency", "serving", "api_prompt",
-         "prompt_eval", "corrections", "archive_funnel")
+         "prompt_eval", "corrections", "corrections_wall", "archive_funnel")
 NOT_BENCHMARKS = {"__main__", "__init__", "report", "state_costs", "throughput_report"}  # parts of throughput
 
 
