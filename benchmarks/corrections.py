@@ -17,7 +17,7 @@ then the memory block each scope's owner serves is read. Per kind:
 
 A correction counts only where the old value was in the block before it (`established`).
 
-    python benchmarks/corrections.py [--openai] [--inprocess] [--samples 10]
+    python benchmarks/corrections.py [--openai] [--inprocess] [--sample 10]
 """
 
 from __future__ import annotations
@@ -309,7 +309,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--inprocess", action="store_true", help="the scope step in this process, no broker")
     parser.add_argument("--openai", action="store_true", help="also the openai backend against the test server")
-    parser.add_argument("--samples", type=int, default=0, help="print this many before/after memory blocks")
+    parser.add_argument("--sample", "--samples", dest="samples", type=int, default=0,
+                        help="print this many corrections' memory blocks before and after (of different kinds first)")
     parser.add_argument("--only", help="comma-separated dialogue ids or kinds")
     args = parser.parse_args(argv)
     dialogues = load()

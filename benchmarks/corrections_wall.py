@@ -236,8 +236,12 @@ def main(argv: list[str] | None = None) -> int:
         got = run(dialogues, bootstrap, work, delay, args.every, args.gap, args.deadline)
     stats = tally(dialogues, got)
     print(table(stats, f"openai backend (test server, {args.delay} s answers), corrections live, wall time"))
-    for r in rows(stats, delay):
-        print(f"{r.metric}: {r.ours:.1f} s")
+    for d in dialogues:
+        before = got["before"][d["id"]]
+        if not d["control"] and d["old"] not in bench.split_block(before)[0]:
+            print(f"  NOT ESTABLISHED {d['id']}: before: {' | '.join(before.splitlines())}")
+        elif not d["control"] and got["seconds"].get(d["id"]) is None:
+            print(f"  NOT CHANGED within the deadline {d['id']}")
     return 0
 
 
