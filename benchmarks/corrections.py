@@ -47,6 +47,7 @@ SESSION_GAP = timedelta(days=3)
 TURN_GAP = timedelta(minutes=1)
 TENANT, CHARACTER = "bench", "guide"
 REPLY = "I see."  # the character's neutral answer after each user turn the dialogue does not answer itself
+GREETING = "Welcome back!"  # the character's line opening the correction session (turns_of says why)
 
 
 def load(path: Path = DATA) -> list[dict]:
@@ -57,11 +58,20 @@ def scope_of(d: dict) -> str:
     return Scope(TENANT, d["id"], CHARACTER).key
 
 
-def turns_of(d: dict) -> tuple[list[dict], datetime]:
-    """The dialogue as turn records, and the instant its last session (the correction) starts."""
+def turns_of(d: dict, greet: bool = True) -> tuple[list[dict], datetime]:
+    """The dialogue as turn records, and the instant its last session (the correction) starts.
+
+    The last session opens with the character's GREETING a minute before it: that turn closes the earlier
+    session's Stage-1 window, so what that session's facts did is applied before `start` and is in the
+    block the correction is measured against (without it, the window closed at the correction's own turn
+    and `established` read the block from before the earlier session's extraction)."""
     out, scope, last_start = [], Scope(TENANT, d["id"], CHARACTER), T0
+    last = len(d["sessions"]) - 1
     for i, session in enumerate(d["sessions"]):
         at = last_start = T0 + i * SESSION_GAP
+        if greet and i == last and i > 0:
+            out.append({"v": 1, **scope.fields(), "turn_id": f"{d['id']}-{len(out)}", "role": "ai",
+                        "text": GREETING, "ts": format_instant(at - TURN_GAP)})
         for j, said in enumerate(session):
             role, text = ("ai", said[4:]) if said.startswith("AI: ") else ("user", said)
             out.append({"v": 1, **scope.fields(), "turn_id": f"{d['id']}-{len(out)}", "role": role, "text": text,

@@ -53,7 +53,7 @@ def _records(d: dict, sessions: list[list[str]], start: datetime) -> list[dict]:
     """Turn records of `sessions` (the dialogue's earlier ones) dated back from `start`, SESSION_GAP apart."""
     n = len(d["sessions"]) - 1
     shifted = dict(d, sessions=sessions)
-    turns, _ = bench.turns_of(shifted)
+    turns, _ = bench.turns_of(shifted, greet=False)  # phase 1 ends with a flush instead
     offset = (start - n * bench.SESSION_GAP) - bench.T0
     return [t | {"ts": format_instant(datetime.fromisoformat(t["ts"].replace("Z", "+00:00")) + offset)}
             for t in turns]
