@@ -307,11 +307,15 @@ def report_rows(quick: bool, bootstrap: str, work: Path) -> list[Row]:
     from tests.support.openai_server import OpenAICompatibleServer
 
     dialogues = load()
-    rows = _rows(tally(run_worker(dialogues, bootstrap, work / "rules")), "rules")
+    runs = Runs(10)  # each table (and the rules run's sample of ten) printed as in a run by itself
+    runs.append(("rules (offline default), one worker", run_worker(dialogues, bootstrap, work / "rules")))
+    rows = _rows(tally(runs[-1][1]), "rules")
     if not quick:
         with OpenAICompatibleServer(model="bench-model") as server:
             llm = LLMSettings(backend="openai", base_url=server.base_url, model="bench-model", timeout_s=10.0)
-            rows += _rows(tally(run_worker(dialogues, bootstrap, work / "openai", llm)), "openai (test server)")
+            runs.append(("openai backend (test server), one worker",
+                         run_worker(dialogues, bootstrap, work / "openai", llm)))
+            rows += _rows(tally(runs[-1][1]), "openai (test server)")
     return rows
 
 
