@@ -23,11 +23,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # tests.support (the OpenAI-compatible test server, pipeline helpers)
 
-from benchmarks.report import Row, kafka_and_folder, write  # noqa: E402
+from benchmarks.report import Row, committed, kafka_and_folder, merged, write  # noqa: E402
 
 # Run first to last; modules found later (with report_rows) run after these.
 ORDER = ("throughput", "pipeline_throughput", "stage2_efficiency", "latency", "serving", "api_prompt",
-         "prompt_eval", "corrections", "archive_funnel")
+         "prompt_eval", "corrections", "corrections_wall", "archive_funnel")
 NOT_BENCHMARKS = {"__main__", "__init__", "report", "state_costs", "throughput_report"}  # parts of throughput
 
 
@@ -159,12 +159,30 @@ def _header(quick: bool, started: float, settings, partial: bool = False) -> str
             "Ratio = ours / baseline.")
 
 
+class Merge:
+    """--merge: the committed report (read once, before anything is written) with this run's rows merged
+    in (report.merged), and a line in its header saying which rows and when."""
+
+    def __init__(self, out: Path, names: list[str], quick: bool) -> None:
+        self.out, self.names, self.quick = out, names, quick
+        self.rows, self.header = committed(out)
+
+    def write(self, rows: list[Row], failures: dict[str, str]) -> Path:
+        when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+        header = self.header + (
+            f"\n\nThe {', '.join(dict.fromkeys(r.benchmark for r in rows))} rows: `python -m benchmarks --only "
+            f"{','.join(self.names)}{' --quick' if self.quick else ''} --merge`, {when}." if rows else "")
+        return write(merged(self.rows, rows), header, failures, self.out, plotted={r.benchmark for r in rows})
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run of a few minutes")
     parser.add_argument("--only", help="comma-separated benchmark names (default: all)")
     parser.add_argument("--out", default=str(HERE / "results"), help="where REPORT.md and the plots go")
+    parser.add_argument("--merge", action="store_true",
+                        help="keep the report's other rows: replace only the rows this run measured (with --only)")
     args = parser.parse_args(argv)
 
     from credence.config import load_settings
@@ -177,6 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     failures: dict[str, str] = {}
     started = time.monotonic()
     settings = load_settings()
+    merge = Merge(Path(args.out), names, args.quick) if args.merge else None
     with kafka_and_folder(settings) as (bootstrap, work):
         for name in names:
             run = runner_for(name)
@@ -196,8 +215,14 @@ def main(argv: list[str] | None = None) -> int:
             rows.extend(got)
             print(f"   {len(got)} rows in {time.monotonic() - t0:.0f} s", flush=True)
             # written after each benchmark, so a run stopped half-way still leaves its rows
-            write(rows, _header(args.quick, started, settings, partial=True), failures, Path(args.out))
-    report = write(rows, _header(args.quick, started, settings), failures, Path(args.out))
+            if merge is not None:
+                merge.write(rows, failures)
+            else:
+                write(rows, _header(args.quick, started, settings, partial=True), failures, Path(args.out))
+    if merge is not None:
+        report = merge.write(rows, failures)
+    else:
+        report = write(rows, _header(args.quick, started, settings), failures, Path(args.out))
     print(report.read_text())
     print(f"wrote {report}")
     return 0 if not failures else 1

@@ -17,7 +17,7 @@ then the memory block each scope's owner serves is read. Per kind:
 
 A correction counts only where the old value was in the block before it (`established`).
 
-    python benchmarks/corrections.py [--openai] [--inprocess] [--samples 10]
+    python benchmarks/corrections.py [--openai] [--inprocess] [--sample 10]
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ SESSION_GAP = timedelta(days=3)
 TURN_GAP = timedelta(minutes=1)
 TENANT, CHARACTER = "bench", "guide"
 REPLY = "I see."  # the character's neutral answer after each user turn the dialogue does not answer itself
+GREETING = "Welcome back!"  # the character's line opening the correction session (turns_of says why)
 
 
 def load(path: Path = DATA) -> list[dict]:
@@ -57,11 +58,20 @@ def scope_of(d: dict) -> str:
     return Scope(TENANT, d["id"], CHARACTER).key
 
 
-def turns_of(d: dict) -> tuple[list[dict], datetime]:
-    """The dialogue as turn records, and the instant its last session (the correction) starts."""
+def turns_of(d: dict, greet: bool = True) -> tuple[list[dict], datetime]:
+    """The dialogue as turn records, and the instant its last session (the correction) starts.
+
+    The last session opens with the character's GREETING a minute before it: that turn closes the earlier
+    session's Stage-1 window, so what that session's facts did is applied before `start` and is in the
+    block the correction is measured against (without it, the window closed at the correction's own turn
+    and `established` read the block from before the earlier session's extraction)."""
     out, scope, last_start = [], Scope(TENANT, d["id"], CHARACTER), T0
+    last = len(d["sessions"]) - 1
     for i, session in enumerate(d["sessions"]):
         at = last_start = T0 + i * SESSION_GAP
+        if greet and i == last and i > 0:
+            out.append({"v": 1, **scope.fields(), "turn_id": f"{d['id']}-{len(out)}", "role": "ai",
+                        "text": GREETING, "ts": format_instant(at - TURN_GAP)})
         for j, said in enumerate(session):
             role, text = ("ai", said[4:]) if said.startswith("AI: ") else ("user", said)
             out.append({"v": 1, **scope.fields(), "turn_id": f"{d['id']}-{len(out)}", "role": role, "text": text,
@@ -297,11 +307,15 @@ def report_rows(quick: bool, bootstrap: str, work: Path) -> list[Row]:
     from tests.support.openai_server import OpenAICompatibleServer
 
     dialogues = load()
-    rows = _rows(tally(run_worker(dialogues, bootstrap, work / "rules")), "rules")
+    runs = Runs(10)  # each table (and the rules run's sample of ten) printed as in a run by itself
+    runs.append(("rules (offline default), one worker", run_worker(dialogues, bootstrap, work / "rules")))
+    rows = _rows(tally(runs[-1][1]), "rules")
     if not quick:
         with OpenAICompatibleServer(model="bench-model") as server:
             llm = LLMSettings(backend="openai", base_url=server.base_url, model="bench-model", timeout_s=10.0)
-            rows += _rows(tally(run_worker(dialogues, bootstrap, work / "openai", llm)), "openai (test server)")
+            runs.append(("openai backend (test server), one worker",
+                         run_worker(dialogues, bootstrap, work / "openai", llm)))
+            rows += _rows(tally(runs[-1][1]), "openai (test server)")
     return rows
 
 
@@ -309,7 +323,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--inprocess", action="store_true", help="the scope step in this process, no broker")
     parser.add_argument("--openai", action="store_true", help="also the openai backend against the test server")
-    parser.add_argument("--samples", type=int, default=0, help="print this many before/after memory blocks")
+    parser.add_argument("--sample", "--samples", dest="samples", type=int, default=0,
+                        help="print this many corrections' memory blocks before and after (of different kinds first)")
     parser.add_argument("--only", help="comma-separated dialogue ids or kinds")
     args = parser.parse_args(argv)
     dialogues = load()

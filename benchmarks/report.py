@@ -132,17 +132,52 @@ def plot(rows: list[Row], out_dir: Path) -> list[Path]:
             ax.tick_params(labelsize=7)
         fig.suptitle(name, fontsize=10)
         fig.tight_layout()
-        path = out_dir / f"{name.replace(' ', '_').replace('/', '_')}.png"
+        path = out_dir / _png(name)
         fig.savefig(path, dpi=110)
         plt.close(fig)
         paths.append(path)
     return paths
 
 
-def write(rows: list[Row], header: str, failures: dict[str, str], out_dir: Path = RESULTS) -> Path:
+def _png(name: str) -> str:
+    return f"{name.replace(' ', '_').replace('/', '_')}.png"
+
+
+def committed(out_dir: Path = RESULTS) -> tuple[list[Row], str]:
+    """The report's rows (REPORT.json) and its header text (REPORT.md, between the title and the table)."""
+    path, md = out_dir / "REPORT.json", out_dir / "REPORT.md"
+    if not path.exists():
+        raise FileNotFoundError(f"no report to merge into: {path} does not exist")
+    rows = [Row(**{k: v for k, v in r.items() if k != "met"}) for r in json.loads(path.read_text())]
+    header = md.read_text().split("\n| benchmark |")[0].partition("# credence benchmark report\n\n")[2].rstrip() \
+        if md.exists() else ""
+    return rows, header
+
+
+def merged(old: list[Row], new: list[Row]) -> list[Row]:
+    """`old` with `new` merged in: a row measured again (same benchmark and metric) replaces the old one
+    where it stands; a new row goes after the last row of its benchmark (or at the end). So one benchmark
+    re-run (`python -m benchmarks --only NAME --merge`) updates its rows without re-running every other
+    benchmark and without dropping their rows."""
+    rows = list(old)
+    for r in new:
+        keys = [(o.benchmark, o.metric) for o in rows]
+        if (r.benchmark, r.metric) in keys:
+            rows[keys.index((r.benchmark, r.metric))] = r
+            continue
+        same = [i for i, o in enumerate(rows) if o.benchmark == r.benchmark]
+        rows.insert(same[-1] + 1 if same else len(rows), r)
+    return rows
+
+
+def write(rows: list[Row], header: str, failures: dict[str, str], out_dir: Path = RESULTS,
+          plotted: set[str] | None = None) -> Path:
+    """REPORT.md, REPORT.json and the plots; `plotted` (benchmark names) redraws only those, keeping the
+    other benchmarks' PNGs as they are."""
     out_dir.mkdir(parents=True, exist_ok=True)
     report = out_dir / "REPORT.md"
-    images = plot(rows, out_dir) if rows else []
+    plot(rows if plotted is None else [r for r in rows if r.benchmark in plotted], out_dir) if rows else []
+    images = [out_dir / _png(n) for n in dict.fromkeys(r.benchmark for r in rows) if (out_dir / _png(n)).exists()]
     text = markdown(rows, header, failures)
     if images:
         text += "\n## Plots\n\n" + "\n".join(f"![{p.stem}]({p.name})" for p in images) + "\n"

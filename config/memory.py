@@ -157,6 +157,10 @@ class MemorySettings(BaseModel):
     refine_clusters_per_pass: int = Field(default=3, ge=0)
     refine_cluster_size_max: int = Field(default=6, ge=2)
     refine_revisit_after_days: float = Field(default=30.0, ge=0)
+    # With embeddings on (CREDENCE_PIPELINE__EMBEDDINGS), two live entries of the same polarity also share a
+    # cluster when their sentence embeddings' cosine similarity reaches this (all-MiniLM-L6-v2: paraphrases
+    # with few words in common ~0.7-0.8, "lives in Berlin" / "lives in Lisbon" 0.6, unrelated < 0.35).
+    refine_cluster_cosine: float = Field(default=0.7, gt=0, le=1)
 
     # Recent conversation memo (issue 32 item 3; the origin's recent.json, NEKO_LOOPS.md §3 and §4, under
     # its names): each scope keeps its newest turns; past the threshold the older ones (all but the newest

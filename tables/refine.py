@@ -50,7 +50,8 @@ REFINE_MODIFY = "refine_modify"
 
 
 def clusters(entries: Sequence[Entry], related: Callable[[Entry, Entry], bool], *, size_max: int,
-             keys: Callable[[Entry], Iterable[str]] | None = None, share: float = 0.0) -> list[list[Entry]]:
+             keys: Callable[[Entry], Iterable[str]] | None = None, share: float = 0.0,
+             pairs: Iterable[tuple[str, str]] = ()) -> list[list[Entry]]:
     """Connected components of ``related`` among ``entries`` with two members or more, each cut to the
     ``size_max`` members with the most relations inside it (then by id), members ordered by id and the
     clusters by their first member's id: the same entries give the same clusters in any order.
@@ -59,7 +60,7 @@ def clusters(entries: Sequence[Entry], related: Callable[[Entry, Entry], bool], 
     side's keys (content stems: the restatement rule's Jaccard threshold, or 0 for "one"). Then only
     candidate pairs are compared (prefix filtering: each entry probes with its rarest keys, enough that a
     pair sharing that much always meets in one), so a scope of thousands of entries is not compared pair
-    by pair."""
+    by pair. ``pairs`` (ids) are compared besides them: candidates found another way (embeddings)."""
     ordered = sorted(entries, key=lambda e: e.id)
     parent = {e.id: e.id for e in ordered}
     degree = dict.fromkeys(parent, 0)
@@ -70,7 +71,7 @@ def clusters(entries: Sequence[Entry], related: Callable[[Entry, Entry], bool], 
             i = parent[i]
         return i
 
-    for a, b in _candidate_pairs(ordered, keys, share):
+    for a, b in _candidate_pairs(ordered, keys, share, pairs):
         if related(a, b):
             degree[a.id] += 1
             degree[b.id] += 1
@@ -89,18 +90,27 @@ def clusters(entries: Sequence[Entry], related: Callable[[Entry, Entry], bool], 
     return sorted(out, key=lambda c: c[0].id)
 
 
-def _candidate_pairs(ordered: list[Entry], keys: Callable[[Entry], Iterable[str]] | None, share: float):
+def _candidate_pairs(ordered: list[Entry], keys: Callable[[Entry], Iterable[str]] | None, share: float,
+                     extra: Iterable[tuple[str, str]] = ()):
+    at = {e.id: n for n, e in enumerate(ordered)}
+    seen: set[tuple[int, int]] = set()
+    for x, y in extra:
+        if x in at and y in at and x != y:
+            pair = (min(at[x], at[y]), max(at[x], at[y]))
+            if pair not in seen:
+                seen.add(pair)
+                yield ordered[pair[0]], ordered[pair[1]]
     if keys is None:
         for i, a in enumerate(ordered):
-            for b in ordered[i + 1:]:
-                yield a, b
+            for j in range(i + 1, len(ordered)):
+                if (i, j) not in seen:
+                    yield a, ordered[j]
         return
     sets = [frozenset(keys(e)) for e in ordered]
     index: dict[str, list[int]] = {}
     for i, ks in enumerate(sets):
         for k in ks:
             index.setdefault(k, []).append(i)
-    seen: set[tuple[int, int]] = set()
     for i, ks in enumerate(sets):
         # Two sets sharing at least `share` of the smaller one's keys (at least one key): the smaller set
         # misses at most floor(n * (1 - share)) of its keys in the other, so its rarest that-many-plus-one

@@ -11,6 +11,7 @@ import importlib.util
 import logging
 import os
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
 from credence.errors import ConfigError
@@ -56,6 +57,44 @@ def load_encoder(model_path: str = "") -> Encode:
 
             _models[model_path] = encode
         return _models[model_path]
+
+
+class TextVectors:
+    """texts -> one unit vector each, for the scope step (refine clusters), the newest `kept` cached per
+    text so a refine pass embeds only the texts that changed since the last one (~1.5 kB each at 384
+    dimensions). Each text is embedded alone: a batch pads its texts to the longest, which moves the
+    vectors by ~1e-7, so a vector that depended on its batch-mates could put a pair on the other side of
+    a threshold in a re-run step. Alone, it is a function of the text and the model only."""
+
+    def __init__(self, encode: Encode, kept: int = 20_000) -> None:
+        self.encode, self.kept = encode, kept
+        self._cache: OrderedDict[str, Sequence[float]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __call__(self, texts: Sequence[str]) -> list[Sequence[float]]:
+        with self._lock:
+            missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        fresh = {t: self.encode([t])[0] for t in missing}
+        with self._lock:
+            self._cache.update(fresh)
+            out = []
+            for t in texts:
+                self._cache.move_to_end(t)
+                out.append(self._cache[t])
+            while len(self._cache) > self.kept:
+                self._cache.popitem(last=False)
+        return out
+
+
+_text_vectors: dict[Encode, TextVectors] = {}
+
+
+def text_vectors(encode: Encode | None) -> TextVectors | None:
+    """The process's TextVectors of `encode` (one cache per encoder), None without one."""
+    if encode is None:
+        return None
+    with _models_lock:
+        return _text_vectors.setdefault(encode, TextVectors(encode))
 
 
 def extra_installed() -> bool:

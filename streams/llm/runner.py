@@ -31,7 +31,7 @@ from credence.config import Settings
 from credence.errors import CredenceError, LLMUnavailable
 from credence.kafka import client_options, producer_max_request_size, start
 from credence.streams.llm.backend import LLMBackend
-from credence.streams.llm.embeddings import mark_similar, rank_by_similarity
+from credence.streams.llm.embeddings import mark_similar, rank_by_similarity, text_vectors
 from credence.streams.llm.tasks import TASKS, TaskName
 from credence.tables.scope import Scope
 
@@ -107,6 +107,7 @@ class Runner:
         self.backend = backend
         self.max_record_bytes = max_record_bytes  # a larger result is reported as a failure, never sent
         self.encode = encode
+        self.vectors = text_vectors(encode)  # the scope step's (refine clusters): one text at a time, cached
         self.send = send
         self.slots = asyncio.Semaphore(max_inflight)
         self.tasks: set[asyncio.Task] = set()

@@ -126,7 +126,8 @@ class ScopeAgent:
 
     def context(self, scope: str, now: datetime, powerful: bool) -> StepContext:
         return StepContext(now=now, powerful=powerful, boot=self.boot, memory=self.memory_for(scope),
-                           pipeline=self.settings.pipeline, usage=self.settings.usage)
+                           pipeline=self.settings.pipeline, usage=self.settings.usage,
+                           vectors=self.runner.vectors if self.runner is not None else None)
 
     # -- a batch ------------------------------------------------------------------------------------
     async def run(self, stream) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
@@ -52,6 +53,9 @@ class StepContext:
     usage: UsageSettings = DEFAULT_USAGE_SETTINGS
     refused: dict[str, int] = field(default_factory=dict)  # "<stage>:<reason>" -> texts refused (/metrics)
     incarnation: int = 0  # the stepped scope's (ScopeState.incarnation), journalled with every record
+    # texts -> one unit vector each, a function of the text alone (embeddings.TextVectors), when embeddings
+    # are on (refine clusters); None otherwise
+    vectors: Callable[[list[str]], Sequence[Sequence[float]]] | None = None
 
     def refuse(self, stage: str, reason: str, text: str) -> None:
         """A text that never became a fact or an entry: counted by stage and reason, and logged."""

@@ -6,7 +6,9 @@ event time, clusters of near-duplicate or overlapping live entries go to the ref
   result that arrives after it went off (results.SWITCHED_TASKS).
 - Clusters are the restatement rule `memory dedupe` and synthesis use (restate.same_statement: the
   predicate kind and content stems, Jaccard or containment), over live, unprotected entries no promotion is
-  deciding; protected card entries are never in a cluster and never touched.
+  deciding; protected card entries are never in a cluster and never touched. With embeddings on
+  (CREDENCE_PIPELINE__EMBEDDINGS) a pair of the same polarity whose cosine similarity reaches
+  memory.refine_cluster_cosine is related too (paraphrases sharing few words).
 - A refine request holds the scope like every evidence request (ScopeState.blocked): inputs arriving
   meanwhile wait in the state, so the answer is applied to the entries as they were asked about.
 - The request carries the cluster (its hash and each member's version): the answer is a result record on
@@ -22,7 +24,9 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from credence.streams.llm.rules.text import restatement_stems
+import numpy as np
+
+from credence.streams.llm.rules.text import polarity_of, restatement_stems
 from credence.streams.llm.tasks import TaskName
 from credence.streams.scope import restate
 from credence.streams.scope.context import StepContext
@@ -51,12 +55,35 @@ def _keys(entry: Entry) -> frozenset[str]:
 
 
 def clusters(state: ScopeState, ctx: StepContext) -> list[list[Entry]]:
-    """The scope's clusters of near-duplicate or overlapping live entries, deterministic in the entries."""
-    related = lambda a, b: restate.same_statement(a.text, b.text, ctx.memory)  # noqa: E731
+    """The scope's clusters of near-duplicate or overlapping live entries, deterministic in the entries:
+    the restatement rule, and with embeddings on (ctx.vectors) also cosine-similar pairs (_similar)."""
+    entries = pool(state)
+    similar = _similar(entries, ctx) if ctx.vectors is not None else set()
+    related = lambda a, b: (  # noqa: E731
+        (a.id, b.id) in similar or restate.same_statement(a.text, b.text, ctx.memory))
     # Two restatements share all of the smaller side's stems (containment) or a Jaccard share of the
     # union, which is at least that share of the smaller side: the least of the two bounds the probe.
-    return rules.clusters(pool(state), related, size_max=ctx.memory.refine_cluster_size_max, keys=_keys,
-                          share=ctx.memory.restatement_jaccard)
+    return rules.clusters(entries, related, size_max=ctx.memory.refine_cluster_size_max, keys=_keys,
+                          share=ctx.memory.restatement_jaccard, pairs=similar)
+
+
+def _similar(entries: list[Entry], ctx: StepContext) -> set[tuple[str, str]]:
+    """Pairs (both orders) of the same polarity whose embeddings' cosine similarity reaches
+    refine_cluster_cosine: paraphrases with few words in common, which the lexical rule misses.
+
+    Replay: the vectors are a function of the text and the model alone (embeddings.TextVectors embeds each
+    text by itself), so a re-run step finds the same pairs; what a pass asked is kept in the request (its
+    cluster's hash and versions) and the answer is applied from its result record, never recomputed."""
+    if len(entries) < 2:
+        return set()
+    vectors = np.asarray(ctx.vectors([e.text for e in entries]), dtype=np.float64)
+    sims = vectors @ vectors.T
+    polarity = [polarity_of(e.text) for e in entries]
+    out = set()
+    for i, j in zip(*np.nonzero(np.triu(sims >= ctx.memory.refine_cluster_cosine, k=1))):
+        if polarity[i] == polarity[j]:
+            out |= {(entries[i].id, entries[j].id), (entries[j].id, entries[i].id)}
+    return out
 
 
 def due(state: ScopeState, now: datetime, ctx: StepContext) -> bool:

@@ -60,3 +60,23 @@ def test_the_prompt_eval_rows_fail_when_the_wire_path_judges_a_case_otherwise():
     assert met(rows(["a", "c"]))[wire] is False  # same accuracy, one verdict swapped
     assert met(rows(["a", "b"], failed=["b"]))[wire] is False  # wrong either way, but the call failed
     assert "not model quality" in next(r.note for r in prompt_eval_rows(rows(["a", "b"])) if r.metric.startswith(wire))
+
+
+def test_a_merge_replaces_the_rows_measured_again_and_keeps_the_rest(tmp_path):
+    from benchmarks.__main__ import Merge
+
+    first = [Row("latency", "p50", 120.0, unit="ms"), Row("corrections", "rules: stick rate", 0.5),
+             Row("serving", "p99", 3.0, unit="ms")]
+    write(first, "Full run, day 1.\n\nA hand-written line.", {}, tmp_path)
+    (tmp_path / "latency.png").write_bytes(b"kept as drawn")
+    merge = Merge(tmp_path, ["corrections"], quick=False)
+    again = [Row("corrections", "rules: stick rate", 1.0), Row("corrections", "openai: wall p50", 2.5, unit="s")]
+    text = merge.write(again, {}).read_text()
+    rows = json.loads((tmp_path / "REPORT.json").read_text())
+    assert [(r["benchmark"], r["metric"], r["ours"]) for r in rows] == [
+        ("latency", "p50", 120.0), ("corrections", "rules: stick rate", 1.0),
+        ("corrections", "openai: wall p50", 2.5), ("serving", "p99", 3.0)]
+    assert "Full run, day 1.\n\nA hand-written line.\n\nThe corrections rows: `python -m benchmarks --only " \
+           "corrections --merge`" in text
+    assert (tmp_path / "latency.png").read_bytes() == b"kept as drawn"  # only the merged benchmark redrawn
+    assert "![latency](latency.png)" in text and "![corrections](corrections.png)" in text

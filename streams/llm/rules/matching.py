@@ -55,11 +55,19 @@ def _value_stems(fact: Fact) -> set[str]:
     return content_stems(fact.text) - {"user", "name", "say", "they", "longer"}
 
 
+def _said_again(fact: Fact, obs: Observation) -> bool:
+    """The fact says everything the observation does, and more: the same value with detail, not another."""
+    said = content_stems(obs.text) - {"user", "name", "say", "they", "longer"}
+    return bool(said) and said <= _value_stems(fact)
+
+
 def relation(fact: Fact, obs: Observation) -> str | None:
     if not shares_subject(fact, obs) or _names_differ(fact, obs):
         return None
     same_direction = polarity_of(obs.text) == fact.polarity
     if fact.subject in EXCLUSIVE_SUBJECTS and not _value_stems(fact) <= content_stems(obs.text):
+        if fact.polarity == "positive" and same_direction and _said_again(fact, obs):
+            return "reinforce"  # "works as a nurse at the hospital" restates "works as a nurse"
         # "lives in Paris" contradicts "lives in Berlin"; "no longer lives in Berlin" says nothing of Paris.
         return "negate" if fact.polarity == "positive" and same_direction else None
     return "reinforce" if same_direction else "negate"

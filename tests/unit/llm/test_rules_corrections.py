@@ -64,6 +64,15 @@ def test_correction_phrasing(turn_factory, said, expected):
     (("The user no longer drinks coffee.", "coffee", "negative"), ("The user loves coffee.", "coffee"), "negate"),
     # A positive fact never takes back an occupation it does not name.
     (("The user is learning nursing.", "nursing", "positive"), ("The user works as a nurse.", "occupation"), None),
+    # The same value said with more detail restates it ("I work as a nurse." three days before "I work as a
+    # nurse at the hospital." left the user's own job disputed); another value still contradicts it.
+    (("The user works as a nurse at the hospital.", "occupation", "positive"), ("The user works as a nurse.", "occupation"),
+     "reinforce"),
+    (("The user lives in Berlin near the river.", "home", "positive"), ("The user lives in Berlin.", "home"), "reinforce"),
+    (("The user works as a teacher at the hospital.", "occupation", "positive"),
+     ("The user works as a nurse at the hospital.", "occupation"), "negate"),
+    (("The user works as a teacher at the hospital.", "occupation", "positive"), ("The user works as a nurse.", "occupation"),
+     "negate"),
 ])
 def test_correction_classification(fact_factory, observation_factory, fact, observation, expected):
     result = classify([fact_factory(*fact)], [observation_factory(*observation)])

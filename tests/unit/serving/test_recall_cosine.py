@@ -177,3 +177,16 @@ def test_a_deleted_entry_leaves_no_vector_behind(corpus, now):
     assert gone not in service.index(SCOPE.key, 2, rest).vector_versions
     service.forget(SCOPE.key)
     assert service._cache == {}
+
+
+@needs_model
+def test_the_real_model_clusters_a_paraphrase_for_refine_the_lexical_rule_cannot_see(model_encoder):
+    """Refine clusters with embeddings on (issue 32 item 2), here to share this module's loaded model."""
+    from credence.config.pipeline import PipelineSettings
+    from credence.streams.scope.state import ScopeState
+    from tests.unit.scope.conftest import Driver
+    from tests.unit.scope.test_refine_embeddings import ENTRIES, S, _ids, _state
+
+    d = _state(lambda: Driver(state=ScopeState(scope=S.key), memory=MEMORY, pipeline=PipelineSettings()), ENTRIES)
+    assert _ids(d, None) == []  # "works as a nurse" / "employed in a hospital caring for patients": no shared stem
+    assert _ids(d, model_encoder) == [["a-nurse", "b-hospital"]]  # cosine ~0.80; hiking / Rex ~0.26
