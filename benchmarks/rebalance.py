@@ -112,6 +112,18 @@ def open_stores(worker: WorkerProcess) -> int | None:
     return locks
 
 
+def steady_stores(worker: WorkerProcess, still_s: float = 5.0, within_s: float = 120.0) -> int | None:
+    """The open stores once the count has not changed for `still_s` (the revoked ones set aside may be
+    closing in the background, CREDENCE_STATE__REVOKED_STORE_KEEP_SECONDS after the rebalance)."""
+    count, since, end = open_stores(worker), time.time(), time.time() + within_s
+    while time.time() < end and time.time() - since < still_s:
+        time.sleep(0.5)
+        now = open_stores(worker)
+        if now != count:
+            count, since = now, time.time()
+    return count
+
+
 def held(worker: WorkerProcess) -> set[int]:
     try:
         return set(worker.get("/status")["state"]["held_partitions"])
@@ -163,7 +175,7 @@ def run(bootstrap: str, partitions: int, work: Path) -> dict:
         b.start(ready_timeout_s=DEADLINE_S)
         wait_until(lambda: held(b) and settled_after(a, a_events, joined, everything - held(b)), DEADLINE_S,
                    f"the group to settle with B (logs: {a.log_path}, {b.log_path})")
-        out["join"] = summarize(events(a_events, joined, time.time())) | {"open_stores": open_stores(a)}
+        out["join"] = summarize(events(a_events, joined, time.time())) | {"open_stores": steady_stores(a)}
         left = time.time()
         b.stop()
         wait_until(lambda: settled_after(a, a_events, left, everything), DEADLINE_S,
