@@ -16,7 +16,8 @@ A revoked partition's database is set aside open (a close flushes it: 60-150 ms)
 when the partition is assigned again within `revoked_store_keep_seconds`; after that it is closed in the
 background, one per loop turn, and only while no rebalance is under way (Faust's callbacks, its bounded
 restore steps and the paused streams all fall between a revocation and the streams resuming). Kept until
-the worker stopped, they were 1,280 open stores at 256 partitions x 5 tables.
+the worker stopped, they were 1,280 open stores at 256 partitions x 5 tables. A closed one's persisted
+offset is remembered, so that assigned back it is not opened inside Faust's bounded offset-building step.
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ class LazyStore(Store):
         super().__init__(*args, **kwargs)
         self._parked: dict = {}  # partition -> its revoked database, kept open until assigned again or closed
         self._parked_at: dict[int, float] = {}  # partition -> when it was set aside (time.monotonic)
+        # partition -> the persisted offset of a database closed here, unchanged on disk until opened again
+        self._closed_offsets: dict[int, int | None] = {}
 
     async def assign_partitions(self, table, tps, generation_id: int = 0) -> None:
         self.rebalance_ack = True  # what Faust's does besides opening (a later revocation reads it)
@@ -61,6 +64,8 @@ class LazyStore(Store):
             # assigned back: the same handle (reopening would cost the open, and find it locked)
             self._dbs[partition] = self._parked.pop(partition)
             del self._parked_at[partition]
+        elif partition not in self._dbs:
+            self._closed_offsets.pop(partition, None)  # opened (again): the database answers from now on
         return super()._db_for_partition(partition)
 
     def close_one_set_aside(self, before: float) -> bool:
@@ -72,7 +77,12 @@ class LazyStore(Store):
         if self._parked_at[partition] > before:
             return False
         del self._parked_at[partition]
-        self._parked.pop(partition).close()
+        db = self._parked.pop(partition)
+        # Remembered: assigned back, its persisted offset is read inside Faust's bounded offset-building step,
+        # where opening 640 databases again (~50 s at 256 partitions) outlived the wait and halted the worker.
+        offset = db.get(self.offset_key)
+        self._closed_offsets[partition] = None if offset is None else int(offset)
+        db.close()
         return True
 
     async def stop(self) -> None:
@@ -81,6 +91,8 @@ class LazyStore(Store):
         await super().stop()
 
     def persisted_offset(self, tp):
+        if tp.partition in self._closed_offsets and tp.partition not in self._dbs:
+            return self._closed_offsets[tp.partition]  # closed here, unchanged since: no need to open it
         if not self.on_disk(tp.partition):
             return None  # never written on this worker: no offset (opening would only create it, empty)
         return super().persisted_offset(tp)

@@ -168,10 +168,18 @@ def test_a_revoked_store_is_closed_after_its_bound_outside_any_rebalance_unless_
         with pytest.raises(rocksdict.DbClosedError):
             handle.get(b"k")  # closed (its lock released), not merely dropped
         second.get(b"k")
-        # assigned back after its close: opened again, and what it held is found again
+        # its persisted offset is remembered at the close: assigned back, Faust's bounded offset-building step
+        # reads it without opening the database (640 opens there outlived the step's wait at 256 partitions)
+        opened: list[int] = []
+        open_db = entries.data._open_for_partition
+        entries.data._open_for_partition = lambda partition: opened.append(partition) or open_db(partition)
+        assert entries.data.persisted_offset(third) == 41 and opened == []
+        # assigned back after its close: opened again (after the bounded step), and what it held is found again
         await assign(app, recovery, tables, every, set(), 4)
         await asyncio.wait_for(_until(lambda: recovery.active_offsets[third] == 41), 60)
-        assert entries.data._dbs[3] is not handle
+        await recovery.open_cold()
+        assert entries.data._dbs[3] is not handle and opened == [3]
+        assert entries.data.persisted_offset(third) == 41  # read from the database opened again
 
     asyncio.run(run())
 
