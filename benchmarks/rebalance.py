@@ -8,7 +8,9 @@ methods, the same on any version of the code):
   assigned_s   — time in Faust's on_partitions_assigned;
   highwaters_s — the restore's first step, inside Faust's bounded offset-building wait (15 s, whose overrun
                  halts the worker): the changelog writers' fencing runs there;
-  pause_s      — from the first revocation to the worker processing again (recovery completed).
+  pause_s      — from the first revocation to the worker processing again (recovery completed);
+  open_stores  — RocksDB databases A holds open when the round has settled (its open LOCK files; each open
+                 one holds ~6 file descriptors): its assigned partitions' and the revoked ones set aside.
 Summed per round (B joining can cause more than one rebalance). Against the broker at
 CREDENCE_KAFKA_BOOTSTRAP (the topics are deleted afterwards), or one of its own (`--own-broker`: 256
 partitions are ~4,000 partitions of topics, which on a small shared broker overran its controller
@@ -96,6 +98,32 @@ def summarize(rows: list[dict]) -> dict:
             "pause_s": pause, "rebalances": len(revoked)}
 
 
+def open_stores(worker: WorkerProcess) -> int | None:
+    """The RocksDB databases the worker holds open: each open one holds its LOCK file."""
+    locks = 0
+    try:
+        for fd in Path(f"/proc/{worker.proc.pid}/fd").iterdir():
+            try:
+                locks += os.readlink(fd).endswith("/LOCK")
+            except OSError:  # closed meanwhile
+                pass
+    except OSError:  # not Linux, or the worker is gone
+        return None
+    return locks
+
+
+def steady_stores(worker: WorkerProcess, still_s: float = 5.0, within_s: float = 120.0) -> int | None:
+    """The open stores once the count has not changed for `still_s` (the revoked ones set aside may be
+    closing in the background, CREDENCE_STATE__REVOKED_STORE_KEEP_SECONDS after the rebalance)."""
+    count, since, end = open_stores(worker), time.time(), time.time() + within_s
+    while time.time() < end and time.time() - since < still_s:
+        time.sleep(0.5)
+        now = open_stores(worker)
+        if now != count:
+            count, since = now, time.time()
+    return count
+
+
 def held(worker: WorkerProcess) -> set[int]:
     try:
         return set(worker.get("/status")["state"]["held_partitions"])
@@ -142,17 +170,17 @@ def run(bootstrap: str, partitions: int, work: Path) -> dict:
         a.start(ready_timeout_s=DEADLINE_S)
         wait_until(lambda: a.get("/status")["stats"]["turns_accepted"] >= len(turns), DEADLINE_S,
                    f"A to apply every turn (log: {a.log_path})")
-        out["start"] = summarize(events(a_events, start, time.time()))
+        out["start"] = summarize(events(a_events, start, time.time())) | {"open_stores": open_stores(a)}
         joined = time.time()
         b.start(ready_timeout_s=DEADLINE_S)
         wait_until(lambda: held(b) and settled_after(a, a_events, joined, everything - held(b)), DEADLINE_S,
                    f"the group to settle with B (logs: {a.log_path}, {b.log_path})")
-        out["join"] = summarize(events(a_events, joined, time.time()))
+        out["join"] = summarize(events(a_events, joined, time.time())) | {"open_stores": steady_stores(a)}
         left = time.time()
         b.stop()
         wait_until(lambda: settled_after(a, a_events, left, everything), DEADLINE_S,
                    f"A to take every partition back (log: {a.log_path})")
-        out["leave"] = summarize(events(a_events, left, time.time()))
+        out["leave"] = summarize(events(a_events, left, time.time())) | {"open_stores": open_stores(a)}
     except Exception as exc:  # noqa: BLE001 - a halted worker is a result too
         out["error"] = f"{type(exc).__name__}: {exc}"
     finally:

@@ -37,6 +37,12 @@ class StateSettings(BaseModel):
     # timeout is this less 60 s for the commit: a broker outage shorter than that is waited out. Kafka's
     # default `transaction.max.timeout.ms` (900,000) caps it; raising it needs the brokers' raised too.
     transaction_timeout_s: float = Field(default=900.0, ge=120.0)
+    # A revoked partition's RocksDB stores are kept open this long (streams/state/rocks.py): one assigned back
+    # within it (a member restarting, or dropped and back) is handed back as it is, not opened again in the
+    # restore; then they are closed (a close flushes: 60-150 ms) in the background, one per loop turn, never
+    # while a rebalance is under way. Until then a worker holds one open store per table for every partition
+    # it held meanwhile (256 partitions x 5 tables: 1,280 stores, their file handles and block caches).
+    revoked_store_keep_seconds: float = Field(default=300.0, ge=0)
     # Tombstones (deleted keys) are kept this long in the table changelogs (their delete.retention.ms, set
     # when they are created; changing it does not alter existing changelogs, so never raise it above
     # theirs). A worker's local store that was last in step with its changelog longer ago than half of it

@@ -13,51 +13,86 @@ per loop turn in the background, and whatever is left before the streams resume;
 database at once, as Faust's own `_db_for_partition` already does for a key it has not seen. A partition
 with no database on disk has no persisted offset and holds nothing: it is answered so without creating one.
 A revoked partition's database is set aside open (a close flushes it: 60-150 ms), and handed back as it is
-when the partition is assigned again.
+when the partition is assigned again within `revoked_store_keep_seconds`; after that it is closed in the
+background, one per loop turn, and only while no rebalance is under way (Faust's callbacks, its bounded
+restore steps and the paused streams all fall between a revocation and the streams resuming). Kept until
+the worker stopped, they were 1,280 open stores at 256 partitions x 5 tables. A closed one's persisted
+offset is remembered, so that assigned back it is not opened inside Faust's bounded offset-building step.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 
 from faust.stores import STORES
 from faust.stores.rocksdb import Store
+from mode import Service
 
 log = logging.getLogger(__name__)
 
 SCHEME = "credence-rocksdb"
+SWEEP_SECONDS = 1.0  # how often the set-aside databases are looked at (a look is a few dict scans)
 
 
 class LazyStore(Store):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self._parked: dict = {}  # partition -> its revoked database, kept open until assigned again or stop
+        self._parked: dict = {}  # partition -> its revoked database, kept open until assigned again or closed
+        self._parked_at: dict[int, float] = {}  # partition -> when it was set aside (time.monotonic)
+        # partition -> the persisted offset of a database closed here, unchanged on disk until opened again
+        self._closed_offsets: dict[int, int | None] = {}
 
     async def assign_partitions(self, table, tps, generation_id: int = 0) -> None:
         self.rebalance_ack = True  # what Faust's does besides opening (a later revocation reads it)
 
     def revoke_partitions(self, table, tps) -> None:
         """Set the revoked partitions' databases aside, open, until assigned again (handed back as they are)
-        or the store stops. Faust's drops them inside `on_partitions_assigned` (a close flushes: 60-150 ms
-        each, 160 of them took 10.7 s) and runs a full `gc.collect()` per table at every rebalance; closed
-        later they would be opened again when assigned back, inside the restore's bounded step."""
+        or closed after `revoked_store_keep_seconds` outside any rebalance (`close_one_set_aside`). Faust's
+        drops them inside `on_partitions_assigned` (a close flushes: 60-150 ms each, 160 of them took 10.7 s)
+        and runs a full `gc.collect()` per table at every rebalance; closed at once, those assigned back soon
+        (a member restarting) would be opened again, inside the restore's bounded step."""
         topics = table.changelog_topic.topics
         for tp in tps:
             if tp.topic in topics and tp.partition in self._dbs:
                 self._parked[tp.partition] = self._dbs.pop(tp.partition)
+                self._parked_at[tp.partition] = time.monotonic()
 
     def _db_for_partition(self, partition: int):
         if partition not in self._dbs and partition in self._parked:
             # assigned back: the same handle (reopening would cost the open, and find it locked)
             self._dbs[partition] = self._parked.pop(partition)
+            del self._parked_at[partition]
+        elif partition not in self._dbs:
+            self._closed_offsets.pop(partition, None)  # opened (again): the database answers from now on
         return super()._db_for_partition(partition)
 
+    def close_one_set_aside(self, before: float) -> bool:
+        """Close the database set aside longest, if that was before `before` (time.monotonic); say whether
+        one was. Never from a rebalance callback: a close flushes (60-150 ms, the loop and the GIL held)."""
+        if not self._parked_at:
+            return False
+        partition = min(self._parked_at, key=self._parked_at.__getitem__)
+        if self._parked_at[partition] > before:
+            return False
+        del self._parked_at[partition]
+        db = self._parked.pop(partition)
+        # Remembered: assigned back, its persisted offset is read inside Faust's bounded offset-building step,
+        # where opening 640 databases again (~50 s at 256 partitions) outlived the wait and halted the worker.
+        offset = db.get(self.offset_key)
+        self._closed_offsets[partition] = None if offset is None else int(offset)
+        db.close()
+        return True
+
     async def stop(self) -> None:
-        self._parked.clear()
+        self._parked.clear()  # dropped: rocksdict closes each as it goes, like Faust's own stop
+        self._parked_at.clear()
         await super().stop()
 
     def persisted_offset(self, tp):
+        if tp.partition in self._closed_offsets and tp.partition not in self._dbs:
+            return self._closed_offsets[tp.partition]  # closed here, unchanged since: no need to open it
         if not self.on_disk(tp.partition):
             return None  # never written on this worker: no offset (opening would only create it, empty)
         return super().persisted_offset(tp)
@@ -78,7 +113,8 @@ class DeferredOffsets:
     `on_partitions_assigned` (`_add`; opening the partition's database), read after it instead: one
     database per loop turn in the background from the assignment on (`read_in_background`, which then opens
     the other assigned partitions' stores too, ahead of the first batch), and whatever is left before the
-    restore's offsets are built (`read_persisted`) and before the streams resume (`open_cold`)."""
+    restore's offsets are built (`read_persisted`) and before the streams resume (`open_cold`). Closes the
+    revoked partitions' databases set aside too long (`close_set_aside`), in its own background task."""
 
     _unread: dict  # changelog partition -> the offsets its persisted offset is still due in
     _cold: list  # changelog partitions whose stores are not opened yet
@@ -125,6 +161,27 @@ class DeferredOffsets:
             if tp in self.active_tps and isinstance(store, LazyStore):  # still assigned (a rebalance clears it)
                 store._db_for_partition(tp.partition)
                 await asyncio.sleep(0)
+
+    async def close_set_aside(self, now: float | None = None) -> int:
+        """Close the revoked partitions' databases set aside longer than `revoked_store_keep_seconds`, one
+        per loop turn, and none while a rebalance is under way (`app.rebalancing`: from the revocation until
+        the streams resume, which covers Faust's callbacks and its bounded restore steps). Returns how many."""
+        before = (time.monotonic() if now is None else now) - self.settings.state.revoked_store_keep_seconds
+        closed = 0
+        for store in [table.data for table in self.tables.values() if isinstance(table.data, LazyStore)]:
+            while not self.app.rebalancing and store.close_one_set_aside(before):
+                closed += 1
+                await asyncio.sleep(0)
+        return closed
+
+    @Service.task
+    async def _close_set_aside_stores(self) -> None:
+        while not self.should_stop:
+            await self.sleep(SWEEP_SECONDS)
+            try:
+                await self.close_set_aside()
+            except Exception:  # noqa: BLE001 - a failed close has dropped the handle (rocksdict frees it)
+                log.exception("closing a revoked partition's store failed")
 
 
 def _quiet(future: asyncio.Future) -> None:
