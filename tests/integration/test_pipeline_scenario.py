@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -14,6 +15,7 @@ from credence.config.pipeline import PipelineSettings
 from credence.kafka import client_options
 from credence.streams.ops.admin import ensure_topics
 from credence.streams.ops.process import WorkerProcess, wait_until
+from tests.support.pipeline import pipeline_settings
 
 pytestmark = pytest.mark.integration
 
@@ -126,15 +128,23 @@ def run_script(settings, bootstrap, tmp_path, copies: int):
         worker.stop()
 
 
+SCENARIO_PIPELINE = PipelineSettings(stage1_max_batch=1, ticks_advance_clock=False, tick_interval_seconds=1.0)
+
+
 @pytest.fixture
 def scenario_settings(settings_factory):
     def make(**kw):
-        return settings_factory(
-            topic_partitions=2,
-            pipeline=PipelineSettings(stage1_max_batch=1, ticks_advance_clock=False, tick_interval_seconds=1.0),
-            **kw,
-        )
+        return settings_factory(topic_partitions=2, pipeline=SCENARIO_PIPELINE, **kw)
     return make
+
+
+@pytest.fixture(scope="module")
+def delivered_once(kafka_bootstrap, tmp_path_factory):
+    """The script delivered once (u1's entries, u2's, the archive): what the hand-computed state is checked
+    against, and what a twice-delivered run must equal. One run for the module: both tests read it."""
+    root = tmp_path_factory.mktemp("once")
+    settings = pipeline_settings(kafka_bootstrap, root, f"s{uuid.uuid4().hex[:10]}", pipeline=SCENARIO_PIPELINE)
+    return run_script(settings, kafka_bootstrap, root, copies=1)
 
 
 def assert_expected_end_state(u1: dict, u2: dict, archived: list[dict]) -> None:
@@ -184,16 +194,13 @@ def assert_expected_end_state(u1: dict, u2: dict, archived: list[dict]) -> None:
     assert set(u2) == {f"reflection:{tea}"}
 
 
-def test_scripted_conversation_reaches_the_hand_computed_state(scenario_settings, kafka_bootstrap, tmp_path):
-    u1, u2, archived = run_script(scenario_settings(), kafka_bootstrap, tmp_path, copies=1)
-    assert_expected_end_state(u1, u2, archived)
+def test_scripted_conversation_reaches_the_hand_computed_state(delivered_once):
+    assert_expected_end_state(*delivered_once)
 
 
-def test_duplicate_deliveries_give_the_same_state(scenario_settings, kafka_bootstrap, tmp_path):
-    once = run_script(scenario_settings(), kafka_bootstrap, tmp_path / "a", copies=1)
-    again = scenario_settings()
-    twice = run_script(scenario_settings(topic_prefix="dup-" + again.topic_prefix, app_id="dup-" + again.app_id,
-                                         data_dir=tmp_path / "dup-data"), kafka_bootstrap, tmp_path / "b", copies=2)
+def test_duplicate_deliveries_give_the_same_state(delivered_once, scenario_settings, kafka_bootstrap, tmp_path):
+    once = delivered_once
+    twice = run_script(scenario_settings(), kafka_bootstrap, tmp_path, copies=2)
     assert_expected_end_state(*twice)
     strip = lambda d: {k: (v["status"], v["snapshot"]["evidence"], v["version"]) for k, v in d.items()}  # noqa: E731
     assert strip(once[0]) == strip(twice[0]) and strip(once[1]) == strip(twice[1])
