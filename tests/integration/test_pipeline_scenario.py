@@ -9,13 +9,14 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaProducer
 
 from credence.config.pipeline import PipelineSettings
 from credence.kafka import client_options
 from credence.streams.ops.admin import ensure_topics
 from credence.streams.ops.process import WorkerProcess, wait_until
-from tests.support.pipeline import pipeline_settings
+from tests.support.pipeline import discard, pipeline_settings
+from tests.support.turns import read_topic
 
 pytestmark = pytest.mark.integration
 
@@ -83,19 +84,11 @@ async def produce(bootstrap: str, topic: str, batch: list[tuple[bytes, bytes]], 
         await producer.stop()
 
 
-async def consume_all(bootstrap: str, topic: str) -> list[dict]:
-    consumer = AIOKafkaConsumer(topic, **client_options(bootstrap, auto_offset_reset="earliest",
-                                enable_auto_commit=False, isolation_level="read_committed"))
-    await consumer.start()
-    try:
-        out = []
-        while True:
-            batch = await consumer.getmany(timeout_ms=1500)
-            if not batch:
-                return out
-            out += [json.loads(m.value) for msgs in batch.values() for m in msgs]
-    finally:
-        await consumer.stop()
+def consume_all(bootstrap: str, settings, name: str) -> list[dict]:
+    """Every committed record of a credence topic, decoded: read up to the partitions' ends (once no
+    transaction is open), not until a poll comes back empty."""
+    records = asyncio.run(read_topic(bootstrap, settings.topic(name), settings.topic_partitions, settings.kafka))
+    return [json.loads(r.value) for r in records]
 
 
 def idle(worker: WorkerProcess, turns: int):
@@ -123,9 +116,9 @@ def run_script(settings, bootstrap, tmp_path, copies: int):
             ids = {e["text"]: e["id"] for e in worker.get(f"/scope/{scope('u1')}")["entries"]}
         assert status["stats"]["turns_duplicate"] == (copies - 1) * sent
         return entries_by_text(worker, "u1"), entries_by_text(worker, "u2"), \
-            asyncio.run(consume_all(bootstrap, settings.topic("archive")))
+            consume_all(bootstrap, settings, "archive")
     finally:
-        worker.stop()
+        discard(worker)
 
 
 SCENARIO_PIPELINE = PipelineSettings(stage1_max_batch=1, ticks_advance_clock=False, tick_interval_seconds=1.0)
@@ -242,9 +235,9 @@ def run_race(settings, bootstrap, tmp_path, server=None):
                 assert idle(worker, sent) is None  # the promotion is still in flight
                 server.release_delayed()
             wait_until(lambda: idle(worker, sent), 60, f"{sent} turns to settle")
-        return entries_by_text(worker, "u1"), asyncio.run(consume_all(bootstrap, settings.topic("evidence")))
+        return entries_by_text(worker, "u1"), consume_all(bootstrap, settings, "evidence")
     finally:
-        worker.stop()
+        discard(worker)
 
 
 def assert_denial_won(u1: dict, journal: list[dict]) -> None:
