@@ -15,7 +15,7 @@ import pytest
 
 from credence.streams.ops.process import WorkerProcess, wait_until
 from tests.support.api import add_tenant, client, mcp_session
-from tests.support.pipeline import flush_and_wait_idle, pipeline_settings, topic_values, turn_counts
+from tests.support.pipeline import discard, flush_and_wait_idle, pipeline_settings, topic_values, turn_counts
 
 pytestmark = pytest.mark.integration
 
@@ -57,7 +57,7 @@ def served(kafka_bootstrap, tmp_path_factory):
         flush_and_wait_idle(worker, kafka_bootstrap, settings, [SCOPE])
         yield worker, settings, keys
     finally:
-        worker.stop()
+        discard(worker)
 
 
 def test_lists_the_tools_with_schemas(served):
@@ -238,4 +238,4 @@ def test_tools_are_answered_by_the_scopes_owner(kafka_bootstrap, tmp_path):
                    .structured_content["entry"]["version"] > target["version"], 30, "the owner to apply it")
     finally:
         for worker in workers:
-            worker.stop()
+            discard(worker)
