@@ -28,6 +28,7 @@ from credence.tables.rendering import DISPUTED_HEADING
 from tests.support.pipeline import (
     DEADLINE_S,
     FAST_GROUP_ENV,
+    discard,
     flush_and_wait_idle,
     pipeline_settings,
     scope_views,
@@ -107,7 +108,7 @@ def run(kafka_bootstrap, tmp_path_factory):
         print((root / "worker.log").read_text(errors="replace")[-4000:])
         raise
     finally:
-        worker.stop()
+        discard(worker)
 
 
 def test_a_rebuttal_beside_a_surfaced_reflection_disputes_the_persona_entry_it_names(run):
