@@ -15,7 +15,7 @@ from credence.tables.entries import Entry
 from credence.tables.rendering import render_memory_block
 from credence.tables.scope import Scope
 from tests.support.api import add_tenant, client
-from tests.support.pipeline import pipeline_settings
+from tests.support.pipeline import discard, pipeline_settings
 
 pytestmark = pytest.mark.integration
 
@@ -73,7 +73,7 @@ def test_reads_and_feedback_reach_the_scopes_owner(kafka_bootstrap, tmp_path):
             assert api.entry(user, character, target.id).entry.version == result.entry.version
     finally:
         for worker in workers:
-            worker.stop()
+            discard(worker)
 
 
 def _clock(view: dict):
