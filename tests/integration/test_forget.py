@@ -18,6 +18,7 @@ from credence.streams.ops.cli import main as cli
 from credence.streams.ops.process import WorkerProcess, wait_until
 from credence.streams.ops.replay import replay, send_control
 from credence.streams.state import redo
+from tests.support.pipeline import discard
 
 pytestmark = pytest.mark.integration
 
@@ -121,7 +122,7 @@ def test_forget_removes_the_user_everywhere_and_only_them(settings_factory, kafk
         markers = [p.name for p in (root / "_forgotten").rglob("*") if p.is_file()]
         assert len(markers) == 1 and "ann" not in markers[0] and "acme" not in str(markers)
     finally:
-        worker.stop()
+        discard(worker)
 
 
 def settings_env_items(settings) -> dict[str, str]:
@@ -227,5 +228,5 @@ def test_a_forgotten_user_never_comes_back_from_the_journal(settings_factory, ka
         assert entries(on=replayed, as_of=AS_OF_FIRST) == {}
     finally:
         if replayed is not None:
-            replayed.stop()
-        worker.stop()
+            discard(replayed)
+        discard(worker)
