@@ -26,7 +26,7 @@ from credence.sinks.consumer import drain
 from credence.sinks.schema import ARCHIVE
 from credence.streams.ops.admin import ensure_topics
 from credence.streams.ops.process import WorkerProcess, wait_until
-from tests.support.pipeline import FAST_GROUP_ENV
+from tests.support.pipeline import FAST_GROUP_ENV, discard
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
@@ -149,7 +149,7 @@ def test_worker_and_sink_killed_during_archiving_lose_and_duplicate_nothing(sett
 
     wait_until(accounted, 120, "every swept entry to reach the archive")
     active = all_entries(worker)
-    worker.stop()
+    discard(worker)
 
     parquet = ds.dataset(f"{archive_root}/archive", format="parquet", partitioning="hive").to_table(
         ["entry_id", "status", "sub_zero_days"])
