@@ -19,6 +19,7 @@ from tests.support.pipeline import (
     REPLAY_PIPELINE,
     RunResult,
     collect,
+    discard,
     entry_diff,
     flush_and_wait_idle,
     invalid_lines,
@@ -83,7 +84,7 @@ def test_sigkill_mid_replay_then_restart_gives_the_clean_state(clean_run, settin
         status = flush_and_wait_idle(worker, kafka_bootstrap, settings, SCOPES)
         run = collect(worker, kafka_bootstrap, settings, SCOPES, status)
     finally:
-        worker.stop()
+        discard(worker)
 
     assert journal_mismatch(run) == {}
     assert entry_diff(run.entries, clean_run.entries) == {}
