@@ -268,6 +268,18 @@ def entry_digest(entries: dict[str, Entry]) -> dict[str, dict]:
     return {eid: e.to_dict() for eid, e in sorted(entries.items())}
 
 
+def start_together(workers: list[WorkerProcess], ready_timeout_s: float = 60.0) -> list[WorkerProcess]:
+    """Start workers of one group at once and wait until each is ready: one start's time (and one
+    rebalance) instead of one per worker, where the test needs them running side by side, not joining in
+    turn."""
+    for worker in workers:
+        worker.launch()
+    for worker in workers:
+        wait_until(lambda w=worker: w.get("/status").get("ready"), ready_timeout_s,
+                   f"the worker to be ready (log: {worker.log_path})")
+    return workers
+
+
 def discard(worker: WorkerProcess) -> None:
     """End a worker the test is done with, store, group and topics all: SIGKILL, not the graceful stop. A
     graceful stop closes every table's stores (a flush each) and leaves the group: ~5 s of a loaded 2-core
