@@ -35,21 +35,23 @@ def turns() -> list[dict]:
 
 
 async def read_changelog(bootstrap: str, topic: str) -> dict[str, bytes | None]:
-    from aiokafka import AIOKafkaConsumer
+    """Each key's latest committed value in a changelog (None: a tombstone), read up to the partitions'
+    ends (tests.support.turns.read_topic), not until a poll comes back empty (1.5 s of nothing a read)."""
+    from aiokafka.admin import AIOKafkaAdminClient
 
     from credence.kafka import client_options
+    from tests.support.turns import read_topic
 
-    consumer = AIOKafkaConsumer(topic, **client_options(bootstrap, auto_offset_reset="earliest",
-                                                        enable_auto_commit=False, isolation_level="read_committed"))
-    await consumer.start()
-    latest: dict[str, bytes | None] = {}
+    admin = AIOKafkaAdminClient(**client_options(bootstrap))
+    await admin.start()
     try:
-        while batch := await consumer.getmany(timeout_ms=1500):
-            for msgs in batch.values():
-                for m in msgs:
-                    latest[json.loads(m.key) if m.key.startswith(b'"') else m.key.decode()] = m.value
+        (described,) = await admin.describe_topics([topic])
+        partitions = len(described["partitions"])
     finally:
-        await consumer.stop()
+        await admin.close()
+    latest: dict[str, bytes | None] = {}
+    for m in await read_topic(bootstrap, topic, partitions):
+        latest[json.loads(m.key) if m.key.startswith(b'"') else m.key.decode()] = m.value
     return latest
 
 
