@@ -313,8 +313,9 @@ def collect(worker: WorkerProcess, bootstrap: str, settings: Settings, scopes: l
 
 def run_pipeline(settings: Settings, bootstrap: str, lines: list[bytes], log_path: Path, *,
                  expected_turns: dict[str, int] | None = None, extra_env: dict | None = None,
-                 deadline_s: float = DEADLINE_S, read_topics: bool = True) -> RunResult:
-    """Start a worker, produce `lines`, wait until every turn is in, flush, wait idle, collect, stop."""
+                 deadline_s: float = DEADLINE_S, read_topics: bool = True, then_discard: bool = False) -> RunResult:
+    """Start a worker, produce `lines`, wait until every turn is in, flush, wait idle, collect, stop (with
+    `then_discard`, SIGKILL: for a caller that reads nothing of the run but what was collected)."""
     scopes = scopes_of(lines)
     expected = expected_turns if expected_turns is not None else valid_turn_counts(lines)
     worker = WorkerProcess(settings, bootstrap, log_path, extra_env=extra_env)
@@ -329,7 +330,10 @@ def run_pipeline(settings: Settings, bootstrap: str, lines: list[bytes], log_pat
         print(f"--- worker log tail ({log_path}) ---\n{tail}")
         raise
     finally:
-        worker.stop()
+        if then_discard:
+            discard(worker)
+        else:
+            worker.stop()
 
 
 def entry_diff(a: dict[str, Entry], b: dict[str, Entry]) -> dict[str, object]:
