@@ -268,10 +268,10 @@ def entry_digest(entries: dict[str, Entry]) -> dict[str, dict]:
     return {eid: e.to_dict() for eid, e in sorted(entries.items())}
 
 
-def start_together(workers: list[WorkerProcess], ready_timeout_s: float = 60.0) -> list[WorkerProcess]:
+def start_together(workers: list[WorkerProcess], ready_timeout_s: float = 120.0) -> list[WorkerProcess]:
     """Start workers of one group at once and wait until each is ready: one start's time (and one
     rebalance) instead of one per worker, where the test needs them running side by side, not joining in
-    turn."""
+    turn. The deadline is for them all, importing side by side on a loaded machine: twice `start`'s."""
     for worker in workers:
         worker.launch()
     for worker in workers:
