@@ -104,7 +104,7 @@ def entries_by_text(worker: WorkerProcess, user: str) -> dict[str, dict]:
 
 def run_script(settings, bootstrap, tmp_path, copies: int):
     asyncio.run(ensure_topics(bootstrap, settings))
-    worker = WorkerProcess(settings, bootstrap, tmp_path / f"worker-{copies}.log").start()
+    worker = WorkerProcess(settings, bootstrap, tmp_path / f"worker-{copies}.log").start(ready_timeout_s=120)
     try:
         topic, sent, ids = settings.topic("turns"), 0, {}
         for phase in (PHASE_ONE, PHASE_TWO, PHASE_THREE):
@@ -221,7 +221,7 @@ def run_race(settings, bootstrap, tmp_path, server=None):
 
     asyncio.run(ensure_topics(bootstrap, settings))
     ids = {TEA: reflection_id(scope("u1"), TEA)}
-    worker = WorkerProcess(settings, bootstrap, tmp_path / "worker-race.log").start()
+    worker = WorkerProcess(settings, bootstrap, tmp_path / "worker-race.log").start(ready_timeout_s=120)
     try:
         topic, sent = settings.topic("turns"), 0
         for phase in RACE:
