@@ -25,6 +25,7 @@ from tests.support.pipeline import (
     CLUSTER_LINES,
     FAST_GROUP_ENV,
     collect,
+    discard,
     entry_diff,
     entry_digest,
     flush_and_wait_idle,
@@ -112,7 +113,7 @@ def test_losing_the_busiest_broker_mid_replay_loses_nothing(cluster, reference, 
         print((tmp_path / "worker.log").read_text(errors="replace")[-4000:])
         raise
     finally:
-        worker.stop()
+        discard(worker)
     assert run.entries and entry_digest(run.entries) == entry_digest(reference.entries), \
         entry_diff(run.entries, reference.entries)
     assert journal_mismatch(run) == {}

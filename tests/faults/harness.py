@@ -21,6 +21,7 @@ from tests.support.pipeline import (
     FAST_GROUP_ENV,
     RunResult,
     collect,
+    discard,
     entry_diff,
     entry_digest,
     flush_and_wait_idle,
@@ -65,7 +66,7 @@ def reference_run(bootstrap: str, root: Path, lines: list[bytes], deadline_s: fl
         print(f"--- reference log tail ({log}) ---\n{log.read_text(errors='replace')[-4000:] if log.exists() else ''}")
         raise
     finally:
-        worker.stop()
+        discard(worker)  # collected: nothing reads it again
 
 
 def pieces(lines: list[bytes], cuts: tuple[int, ...]) -> list[tuple[int, list[bytes]]]:
@@ -217,7 +218,7 @@ def run_with_kills(settings: Settings, bootstrap: str, lines: list[bytes], log: 
         print(f"--- worker log tail ({log}) ---\n{log.read_text(errors='replace')[-4000:] if log.exists() else ''}")
         raise
     finally:
-        worker.stop()
+        discard(worker)  # collected: nothing reads it again
 
 
 def wait_turns_or_explain(worker: WorkerProcess, expected: dict[str, int], deadline_s: float,

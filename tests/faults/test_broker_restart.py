@@ -25,6 +25,7 @@ from tests.faults.harness import (
 from tests.support.pipeline import (
     FAST_GROUP_ENV,
     collect,
+    discard,
     flush_and_wait_idle,
     produce_lines,
     scopes_of,
@@ -74,7 +75,7 @@ def test_broker_restart_mid_replay_ends_in_the_uninterrupted_state(own_broker, r
         print(f"--- worker log tail ({log}) ---\n{log.read_text(errors='replace')[-4000:] if log.exists() else ''}")
         raise
     finally:
-        worker.stop()
+        discard(worker)
 
     assert end_state_differences(run, ref) == {}
     assert version_order_violations(run.journal) == {}

@@ -15,7 +15,7 @@ import pytest
 from credence.streams.ops.process import WorkerProcess
 from tests.faults.hostile import http_requests, turn_batch
 from tests.support.api import add_tenant
-from tests.support.pipeline import flush_and_wait_idle, pipeline_settings, turn_counts
+from tests.support.pipeline import discard, flush_and_wait_idle, pipeline_settings, turn_counts
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 CASES = http_requests()
@@ -30,7 +30,7 @@ def served(kafka_bootstrap, tmp_path_factory):
     try:
         yield worker, settings, keys
     finally:
-        worker.stop()
+        discard(worker)
 
 
 def call(worker, keys, case) -> httpx.Response:

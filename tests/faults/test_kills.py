@@ -1,4 +1,4 @@
-"""SIGKILL the worker at seeded random points of a long replay (small (CI): 10,000 turns / 50 scopes / 10 kills;
+"""SIGKILL the worker at seeded random points of a long replay (small (CI): 5,000 turns / 50 scopes / 10 kills;
 large: 50,000 turns / 200 scopes / 20 kills): the end state equals an uninterrupted run's — every entry's
 snapshot, the turns per scope, the journal's distinct events — and the journal folds to the tables.
 

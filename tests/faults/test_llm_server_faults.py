@@ -1,5 +1,5 @@
 """The whole pipeline against an OpenAI-compatible server that fails 30% of its calls (stalls past the
-client timeout, HTTP 500/429, malformed and schema-invalid JSON; seeded) and answers late (0-1 s,
+client timeout, HTTP 500/429, malformed and schema-invalid JSON; seeded) and answers late (0-0.5 s,
 seeded): every fact is processed exactly once, so the final entries are exactly those of the
 deterministic offline `rules` backend on the same input.
 
@@ -37,10 +37,11 @@ FAILURE_KINDS = ("timeout", "http_500", "http_429", "bad_json", "schema_invalid"
 
 @pytest.fixture
 def flaky_server():
-    # Late answers (up to 1 s) stay inside the client's 1.5 s timeout; a stall (2 s) does not. Lateness is
-    # the same path at any size: a second is enough, and the run's calls follow one another per scope.
-    server = OpenAICompatibleServer(failure_rate=0.3, failure_kinds=FAILURE_KINDS, seed=11, stall_s=2.0,
-                                    delay_s=(0.0, 1.0))
+    # Late answers (up to 0.5 s) stay inside the client's 1 s timeout; a stall (1.5 s) does not. Lateness
+    # is the same path at any size: any delay puts answers behind later input, and the run's calls follow
+    # one another per scope, so every half second of it is paid dozens of times over.
+    server = OpenAICompatibleServer(failure_rate=0.3, failure_kinds=FAILURE_KINDS, seed=11, stall_s=1.5,
+                                    delay_s=(0.0, 0.5))
     server.start()
     yield server
     server.stop()
@@ -54,7 +55,7 @@ def test_flaky_llm_server_gives_the_same_entries_as_rules(flaky_server, settings
                                                          kafka_bootstrap, tmp_path):
     lines = sample_lines(SCOPES)
     llm = LLMSettings(backend="openai", base_url=flaky_server.base_url, model=flaky_server.model,
-                      timeout_s=1.5, max_retries=2, max_concurrency=8, backoff_base_s=0.01, backoff_max_s=0.05)
+                      timeout_s=1.0, max_retries=2, max_concurrency=8, backoff_base_s=0.01, backoff_max_s=0.05)
     flaky = settings_factory(topic_partitions=PARTITIONS, pipeline=REPLAY_PIPELINE, llm=llm)
     rules = settings_factory(topic_partitions=PARTITIONS, pipeline=REPLAY_PIPELINE,
                              topic_prefix=f"{topic_prefix}r", app_id=f"{topic_prefix}r-app",
@@ -65,7 +66,7 @@ def test_flaky_llm_server_gives_the_same_entries_as_rules(flaky_server, settings
 
     # The two workers share nothing but the broker: run them side by side.
     with ThreadPoolExecutor(2) as pool:
-        # Answers up to 1 s late, one scope's calls one after another: minutes, not the default 90 s.
+        # Answers up to 0.5 s late, one scope's calls one after another: minutes, not the default 90 s.
         flaky_f = pool.submit(run_pipeline, flaky, kafka_bootstrap, lines, tmp_path / "openai.log",
                               deadline_s=400.0)
         rules_f = pool.submit(run_pipeline, rules, kafka_bootstrap, lines, tmp_path / "rules.log")

@@ -42,6 +42,7 @@ from tests.faults.harness import (
 from tests.support.pipeline import (
     FAST_GROUP_ENV,
     collect,
+    discard,
     flush_and_wait_idle,
     produce_lines,
     scopes_of,
@@ -96,7 +97,7 @@ def test_two_workers_a_third_joins_one_is_killed_same_state_as_one(restart_lines
         raise
     finally:
         for w in workers:
-            w.stop()
+            discard(w)
 
     print(f"the join's rebalance ended at {joined}, SIGKILL at {killed}")
     assert joined.mid_replay, f"the third member joined once every input record was applied: {joined}"

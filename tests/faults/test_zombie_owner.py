@@ -31,7 +31,7 @@ from tests.faults.harness import (
     taken_in,
     wait_turns_or_explain,
 )
-from tests.support.pipeline import collect, flush_and_wait_idle, produce_lines, scopes_of, valid_turn_counts
+from tests.support.pipeline import collect, discard, flush_and_wait_idle, produce_lines, scopes_of, valid_turn_counts
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(1800)]
 
@@ -89,7 +89,7 @@ def test_a_zombie_owner_cannot_write_after_its_partitions_were_restored_elsewher
             for w in workers:
                 if w.proc is not None and w.proc.poll() is None:
                     os.kill(w.proc.pid, signal.SIGCONT)
-                w.stop()
+                discard(w)
         ref = ref_f.result()
 
     assert end_state_differences(run, ref) == {}

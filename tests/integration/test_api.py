@@ -21,6 +21,7 @@ from credence.tables.scope import Scope
 from tests.support.api import add_tenant, client, turn_bodies
 from tests.support.cli import CliResult, in_process
 from tests.support.pipeline import (
+    discard,
     invalid_lines,
     pipeline_settings,
     sample_lines,
@@ -59,7 +60,7 @@ def served(kafka_bootstrap, tmp_path_factory):
         flush_and_wait_idle(worker, kafka_bootstrap, settings, scopes_of(lines))
         yield worker, settings, keys
     finally:
-        worker.stop()
+        discard(worker)
 
 
 def scope_args(scope: str) -> tuple[str, str, str]:

@@ -20,6 +20,7 @@ from credence.streams.api.routes import ROUTES
 from credence.streams.ops.process import WorkerProcess, wait_until
 from tests.support.api import add_tenant
 from tests.support.pipeline import (
+    discard,
     flush_and_wait_idle,
     pipeline_settings,
     produce_lines,
@@ -83,7 +84,7 @@ def door(kafka_bootstrap, tmp_path_factory):
         yield worker, keys, gate, texts
     finally:
         gate.touch()
-        worker.stop()
+        discard(worker)
 
 
 def bearer(key: str | None) -> dict[str, str]:

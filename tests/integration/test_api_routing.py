@@ -15,7 +15,7 @@ from credence.tables.entries import Entry
 from credence.tables.rendering import render_memory_block
 from credence.tables.scope import Scope
 from tests.support.api import add_tenant, client
-from tests.support.pipeline import pipeline_settings
+from tests.support.pipeline import discard, pipeline_settings, start_together
 
 pytestmark = pytest.mark.integration
 
@@ -36,8 +36,8 @@ def test_reads_and_feedback_reach_the_scopes_owner(kafka_bootstrap, tmp_path):
     settings = pipeline_settings(kafka_bootstrap, tmp_path, f"rt{uuid.uuid4().hex[:8]}", topic_partitions=4)
     key = add_tenant(kafka_bootstrap, settings, "acme")
     second = settings.model_copy(update={"web_port": free_port(), "data_dir": tmp_path / "data2"})
-    workers = [WorkerProcess(settings, kafka_bootstrap, tmp_path / "w1.log").start(),
-               WorkerProcess(second, kafka_bootstrap, tmp_path / "w2.log").start()]
+    workers = start_together([WorkerProcess(settings, kafka_bootstrap, tmp_path / "w1.log"),
+                              WorkerProcess(second, kafka_bootstrap, tmp_path / "w2.log")])
     scopes = [f"acme/{u}/barista" for u in USERS]
     try:
         with client(workers[0], key, "acme") as api:
@@ -73,7 +73,7 @@ def test_reads_and_feedback_reach_the_scopes_owner(kafka_bootstrap, tmp_path):
             assert api.entry(user, character, target.id).entry.version == result.entry.version
     finally:
         for worker in workers:
-            worker.stop()
+            discard(worker)
 
 
 def _clock(view: dict):

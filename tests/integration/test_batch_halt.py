@@ -15,6 +15,7 @@ from credence.kafka import client_options
 from credence.streams.ops.admin import changelog_topic, ensure_topics
 from credence.streams.ops.process import WorkerProcess, wait_until
 from credence.streams.state.ownership import Ownership
+from tests.support.pipeline import discard
 from tests.support.turns import Outgoing, produce, turn
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
@@ -58,4 +59,4 @@ def test_a_batch_that_raises_outside_a_step_stops_the_worker_and_is_read_again(s
         wait_until(lambda: worker.get("/scopes")["turn_counts"] == {SCOPE: 1}, DEADLINE_S,
                    "the turn of the halted batch to be applied after the restart")
     finally:
-        worker.stop()
+        discard(worker)

@@ -22,6 +22,7 @@ from credence.streams.ops.process import WorkerProcess, wait_until
 from credence.streams.state import codec, redo
 from credence.streams.state.redo import Write
 from credence.tables.clock import format_instant
+from tests.support.pipeline import FAST_GROUP_ENV
 from tests.support.promoting import promoting_scope
 from tests.support.turns import read_topic
 
@@ -74,7 +75,8 @@ def test_thousands_of_promotions_at_once_halt_nothing_and_each_is_decided(settin
     asyncio.run(write_redo(kafka_bootstrap, settings,
                            [(0, part, raw) for part, raw in enumerate(redo.encode(starting_state()))]))
     log = tmp_path / "worker.log"
-    worker = WorkerProcess(settings, kafka_bootstrap, log).start()
+    # It is SIGKILLed below: its restart waits out the dead member's session, the shortest the broker allows.
+    worker = WorkerProcess(settings, kafka_bootstrap, log, extra_env=FAST_GROUP_ENV).start()
     try:
         wait_until(lambda: statuses(worker) == {"confirmed": REFLECTIONS}, 30, "the starting state")
         asyncio.run(tick(kafka_bootstrap, settings, T0 + timedelta(minutes=1)))

@@ -20,6 +20,7 @@ import pytest
 
 from credence.streams.ops.process import WorkerProcess, wait_until
 from tests.support.pipeline import (
+    discard,
     flush_and_wait_idle,
     pipeline_settings,
     sample_lines,
@@ -98,7 +99,7 @@ def served(kafka_bootstrap, tmp_path_factory):
         flush_and_wait_idle(worker, kafka_bootstrap, settings, scopes_of(lines))
         yield worker, key
     finally:
-        worker.stop()
+        discard(worker)
 
 
 def url(worker: WorkerProcess, key: str, entry: str = "") -> str:

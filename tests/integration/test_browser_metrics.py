@@ -4,6 +4,7 @@ worker itself reports elsewhere (/scopes, /scope views, the journal topic), and 
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections import Counter
 
 import httpx
@@ -14,6 +15,7 @@ from credence.errors import CredenceError
 from credence.streams.llm.embeddings import extra_installed
 from credence.streams.ops.process import WorkerProcess, wait_until
 from tests.support.pipeline import (
+    discard,
     flush_and_wait_idle,
     pipeline_settings,
     produce_lines,
@@ -41,20 +43,23 @@ def by_labels(samples, name: str, *labels: str) -> dict:
     return {tuple(s.labels[label] for label in labels): s.value for s in samples if s.name == name}
 
 
-@pytest.fixture
-def worker(kafka_bootstrap, tmp_path, topic_prefix):
+@pytest.fixture(scope="module")
+def worker(kafka_bootstrap, tmp_path_factory):
+    """One worker for the module, idle after the sample: the tests only read it (no recall, no input)."""
     # Series per tenant, as an operator asks for them (CREDENCE_API__METRICS_TENANT_LABELS; off by default,
     # tests/integration/test_api_door.py).
-    settings = pipeline_settings(kafka_bootstrap, tmp_path, topic_prefix, api={"metrics_tenant_labels": True})
+    root = tmp_path_factory.mktemp("metrics")
+    settings = pipeline_settings(kafka_bootstrap, root, f"m{uuid.uuid4().hex[:10]}",
+                                 api={"metrics_tenant_labels": True})
     lines = sample_lines(SCOPES)
     asyncio.run(produce_lines(kafka_bootstrap, settings, lines))
-    process = WorkerProcess(settings, kafka_bootstrap, tmp_path / "worker.log").start()
+    process = WorkerProcess(settings, kafka_bootstrap, root / "worker.log").start()
     try:
         wait_turns(process, valid_turn_counts(lines))
         flush_and_wait_idle(process, kafka_bootstrap, settings, scopes_of(lines))
         yield process, settings, lines
     finally:
-        process.stop()
+        discard(process)
 
 
 def test_metrics_agree_with_the_worker_and_the_journal(worker, kafka_bootstrap):

@@ -32,6 +32,7 @@ from credence.streams.scope.requests import reflection_id
 from tests.support.pipeline import (
     DEADLINE_S,
     collect,
+    discard,
     flush_and_wait_idle,
     journal_mismatch,
     pipeline_settings,
@@ -121,7 +122,7 @@ def run(kafka_bootstrap, tmp_path_factory):
             print((root / "worker.log").read_text(errors="replace")[-4000:])
             raise
         finally:
-            worker.stop()
+            discard(worker)
 
 
 def detail(worker: WorkerProcess, key: str, scope: str, entry_id: str):

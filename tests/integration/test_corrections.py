@@ -25,7 +25,15 @@ from credence.kafka import client_options
 from credence.streams.ops.process import WorkerProcess, wait_until
 from credence.streams.scope.requests import reflection_id
 from credence.tables.rendering import DISPUTED_HEADING
-from tests.support.pipeline import DEADLINE_S, flush_and_wait_idle, pipeline_settings, scope_views, topic_values
+from tests.support.pipeline import (
+    DEADLINE_S,
+    FAST_GROUP_ENV,
+    discard,
+    flush_and_wait_idle,
+    pipeline_settings,
+    scope_views,
+    topic_values,
+)
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
 
@@ -77,7 +85,8 @@ def run(kafka_bootstrap, tmp_path_factory):
     """Both scopes established (the nurse observation confirmed into a persona entry), then corrected."""
     root = tmp_path_factory.mktemp("corrections")
     settings = pipeline_settings(kafka_bootstrap, root, f"c{uuid.uuid4().hex[:10]}")
-    worker = WorkerProcess(settings, kafka_bootstrap, root / "worker.log").start()
+    # SIGKILLed by a test below: its restart waits out the dead member's session, the shortest the broker allows.
+    worker = WorkerProcess(settings, kafka_bootstrap, root / "worker.log", extra_env=FAST_GROUP_ENV).start()
     scopes = [REBUT, FORGET]
     try:
         produce(settings, "turns", [turn(REBUT, "I work as a nurse at the city hospital.", T0),
@@ -99,7 +108,7 @@ def run(kafka_bootstrap, tmp_path_factory):
         print((root / "worker.log").read_text(errors="replace")[-4000:])
         raise
     finally:
-        worker.stop()
+        discard(worker)
 
 
 def test_a_rebuttal_beside_a_surfaced_reflection_disputes_the_persona_entry_it_names(run):

@@ -20,7 +20,7 @@ from credence.streams.ops.admin import changelog_topic, ensure_topics
 from credence.streams.ops.process import WorkerProcess, wait_until
 from credence.streams.runtime.topics import TABLES as STATE_TABLES
 from tests.support.api import add_tenant, client
-from tests.support.pipeline import idle_status
+from tests.support.pipeline import discard, idle_status
 
 pytestmark = pytest.mark.integration
 
@@ -180,8 +180,8 @@ def test_a_deleted_entry_leaves_no_trace_and_stays_gone(settings_factory, kafka_
                    "the edit in the entry's signal history")
     finally:
         if replayed is not None:
-            replayed.stop()
-        worker.stop()
+            discard(replayed)
+        discard(worker)
         pool.shutdown()
 
 

@@ -19,6 +19,7 @@ from tests.support.pipeline import (
     DEADLINE_S,
     FAST_GROUP_ENV,
     collect,
+    discard,
     flush_and_wait_idle,
     journal_mismatch,
     pipeline_settings,
@@ -97,7 +98,7 @@ def test_a_batch_killed_before_its_commit_is_read_only_as_its_re_run(kafka_boots
         status = flush_and_wait_idle(worker, kafka_bootstrap, settings, scopes)
         run = collect(worker, kafka_bootstrap, settings, scopes, status)
     finally:
-        worker.stop()
+        discard(worker)
     assert run.journal, "the run journaled nothing"
     repeated = {i: n for i, n in Counter(e["event_id"] for e in run.journal).items() if n > 1}
     assert repeated == {}, f"{len(repeated)} events read twice (the killed batch's beside its re-run's)"

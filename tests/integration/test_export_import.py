@@ -20,7 +20,7 @@ from credence.streams.ops.process import WorkerProcess, settings_env, wait_until
 from credence.tables.entries import Entry
 from tests.support.api import add_tenant, client
 from tests.support.cli import in_process
-from tests.support.pipeline import DEADLINE_S, pipeline_settings, topic_values
+from tests.support.pipeline import DEADLINE_S, discard, pipeline_settings, topic_values
 from tests.support.turns import end_offsets
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -40,7 +40,7 @@ def served(kafka_bootstrap, tmp_path_factory):
     try:
         yield worker, settings, key
     finally:
-        worker.stop()
+        discard(worker)
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from credence.streams.ops.cli import main as cli
 from credence.streams.ops.process import WorkerProcess, wait_until
 from credence.streams.ops.replay import replay, send_control
 from credence.streams.state import redo
+from tests.support.pipeline import discard
 
 pytestmark = pytest.mark.integration
 
@@ -34,21 +35,23 @@ def turns() -> list[dict]:
 
 
 async def read_changelog(bootstrap: str, topic: str) -> dict[str, bytes | None]:
-    from aiokafka import AIOKafkaConsumer
+    """Each key's latest committed value in a changelog (None: a tombstone), read up to the partitions'
+    ends (tests.support.turns.read_topic), not until a poll comes back empty (1.5 s of nothing a read)."""
+    from aiokafka.admin import AIOKafkaAdminClient
 
     from credence.kafka import client_options
+    from tests.support.turns import read_topic
 
-    consumer = AIOKafkaConsumer(topic, **client_options(bootstrap, auto_offset_reset="earliest",
-                                                        enable_auto_commit=False, isolation_level="read_committed"))
-    await consumer.start()
-    latest: dict[str, bytes | None] = {}
+    admin = AIOKafkaAdminClient(**client_options(bootstrap))
+    await admin.start()
     try:
-        while batch := await consumer.getmany(timeout_ms=1500):
-            for msgs in batch.values():
-                for m in msgs:
-                    latest[json.loads(m.key) if m.key.startswith(b'"') else m.key.decode()] = m.value
+        (described,) = await admin.describe_topics([topic])
+        partitions = len(described["partitions"])
     finally:
-        await consumer.stop()
+        await admin.close()
+    latest: dict[str, bytes | None] = {}
+    for m in await read_topic(bootstrap, topic, partitions):
+        latest[json.loads(m.key) if m.key.startswith(b'"') else m.key.decode()] = m.value
     return latest
 
 
@@ -121,7 +124,7 @@ def test_forget_removes_the_user_everywhere_and_only_them(settings_factory, kafk
         markers = [p.name for p in (root / "_forgotten").rglob("*") if p.is_file()]
         assert len(markers) == 1 and "ann" not in markers[0] and "acme" not in str(markers)
     finally:
-        worker.stop()
+        discard(worker)
 
 
 def settings_env_items(settings) -> dict[str, str]:
@@ -227,5 +230,5 @@ def test_a_forgotten_user_never_comes_back_from_the_journal(settings_factory, ka
         assert entries(on=replayed, as_of=AS_OF_FIRST) == {}
     finally:
         if replayed is not None:
-            replayed.stop()
-        worker.stop()
+            discard(replayed)
+        discard(worker)

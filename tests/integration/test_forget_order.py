@@ -12,6 +12,7 @@ import pytest
 from credence.streams.ops.admin import changelog_topic, ensure_topics
 from credence.streams.ops.process import WorkerProcess, wait_until
 from credence.streams.ops.replay import forget_record, send_forget
+from tests.support.pipeline import discard
 from tests.support.turns import Outgoing, produce, read_topic, turn, uncommitted
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -68,7 +69,7 @@ def test_turns_queued_before_a_forget_never_bring_the_user_back(settings_factory
                    "the new turn to be applied")
         assert worker.get("/scopes")["turn_counts"] == {"acme/ben/barista": 10, "acme/ann/barista": 1}
     finally:
-        worker.stop()
+        discard(worker)
 
 
 def test_hundreds_of_forgets_held_while_the_partition_lags_never_stop_it(settings_factory, kafka_bootstrap, tmp_path):
@@ -93,4 +94,4 @@ def test_hundreds_of_forgets_held_while_the_partition_lags_never_stop_it(setting
                    if k.startswith("forget\x1f0\x1f")}
         assert len(filters) == len(users) and max(len(v) for v in filters.values()) < 10_000
     finally:
-        worker.stop()
+        discard(worker)

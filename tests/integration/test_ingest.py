@@ -15,6 +15,7 @@ import pytest
 
 from credence.streams.ops.admin import ensure_topics
 from credence.streams.ops.process import WorkerProcess, wait_until
+from tests.support.pipeline import discard
 from tests.support.turns import (
     INVALID_KINDS,
     NULL_VALUE,
@@ -62,7 +63,7 @@ def workers(kafka_bootstrap, tmp_path):
 
     yield start
     for worker in started:
-        worker.stop()
+        discard(worker)
 
 
 def send(bootstrap: str, settings, batch: Batch) -> list[tuple[int, int]]:

@@ -15,7 +15,14 @@ import pytest
 
 from credence.streams.ops.process import WorkerProcess, wait_until
 from tests.support.api import add_tenant, client, mcp_session
-from tests.support.pipeline import flush_and_wait_idle, pipeline_settings, topic_values, turn_counts
+from tests.support.pipeline import (
+    discard,
+    flush_and_wait_idle,
+    pipeline_settings,
+    start_together,
+    topic_values,
+    turn_counts,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -57,7 +64,7 @@ def served(kafka_bootstrap, tmp_path_factory):
         flush_and_wait_idle(worker, kafka_bootstrap, settings, [SCOPE])
         yield worker, settings, keys
     finally:
-        worker.stop()
+        discard(worker)
 
 
 def test_lists_the_tools_with_schemas(served):
@@ -212,8 +219,8 @@ def test_tools_are_answered_by_the_scopes_owner(kafka_bootstrap, tmp_path):
     settings = pipeline_settings(kafka_bootstrap, tmp_path, f"mcprt{uuid.uuid4().hex[:8]}", topic_partitions=4)
     key = add_tenant(kafka_bootstrap, settings, "acme")
     second = settings.model_copy(update={"web_port": free_port(), "data_dir": tmp_path / "data2"})
-    workers = [WorkerProcess(settings, kafka_bootstrap, tmp_path / "w1.log").start(),
-               WorkerProcess(second, kafka_bootstrap, tmp_path / "w2.log").start()]
+    workers = start_together([WorkerProcess(settings, kafka_bootstrap, tmp_path / "w1.log"),
+                              WorkerProcess(second, kafka_bootstrap, tmp_path / "w2.log")])
     scopes = [f"acme/{u}/barista" for u in USERS]
     try:
         added = call(workers[0], key, "add_turns", {"turns": [t for u in USERS for t in user_turns(u)]})
@@ -238,4 +245,4 @@ def test_tools_are_answered_by_the_scopes_owner(kafka_bootstrap, tmp_path):
                    .structured_content["entry"]["version"] > target["version"], 30, "the owner to apply it")
     finally:
         for worker in workers:
-            worker.stop()
+            discard(worker)

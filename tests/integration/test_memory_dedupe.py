@@ -15,6 +15,7 @@ from credence.streams.ops.process import WorkerProcess, settings_env, wait_until
 from tests.support.pipeline import (
     DEADLINE_S,
     FAST_GROUP_ENV,
+    discard,
     flush_and_wait_idle,
     pipeline_settings,
     produce_lines,
@@ -69,4 +70,4 @@ def test_dedupe_reports_then_merges_stored_twins(kafka_bootstrap, tmp_path, monk
         assert cli(["memory", "dedupe", SCOPE, "--dry-run"]) == 0
         assert "0 near-duplicate pair(s)" in capsys.readouterr().out
     finally:
-        worker.stop()
+        discard(worker)

@@ -15,7 +15,7 @@ from credence.streams.ops.admin import ensure_topics
 from credence.streams.ops.broker import free_port
 from credence.streams.ops.process import WorkerProcess, wait_until
 from tests.support.openai_server import OpenAICompatibleServer
-from tests.support.pipeline import FAST_GROUP_ENV, produce_lines
+from tests.support.pipeline import FAST_GROUP_ENV, discard, produce_lines
 
 pytestmark = pytest.mark.integration
 PARTITIONS = 4
@@ -92,5 +92,5 @@ def test_busy_scopes_follow_the_partitions_each_worker_holds(settings_factory, k
         wait_until(lambda: state(first)["busy"] == 0, 120, "every scope to go idle once Stage 1 answers")
     finally:
         if second is not None:
-            second.stop()
-        first.stop()
+            discard(second)
+        discard(first)

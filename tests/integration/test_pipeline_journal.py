@@ -19,6 +19,7 @@ from tests.support.pipeline import (
     REPLAY_PIPELINE,
     RunResult,
     collect,
+    discard,
     entry_diff,
     flush_and_wait_idle,
     invalid_lines,
@@ -47,7 +48,8 @@ def clean_run(kafka_bootstrap, tmp_path_factory) -> RunResult:
     """One uninterrupted, single-delivery run of the sample: the reference the other runs must match."""
     root = tmp_path_factory.mktemp("clean")
     settings = pipeline_settings(kafka_bootstrap, root, f"c{uuid.uuid4().hex[:10]}")
-    return run_pipeline(settings, kafka_bootstrap, LINES, root / "worker.log", expected_turns=EXPECTED_TURNS)
+    return run_pipeline(settings, kafka_bootstrap, LINES, root / "worker.log", expected_turns=EXPECTED_TURNS,
+                        then_discard=True)
 
 
 def test_clean_run_journal_fold_equals_tables(clean_run):
@@ -83,7 +85,7 @@ def test_sigkill_mid_replay_then_restart_gives_the_clean_state(clean_run, settin
         status = flush_and_wait_idle(worker, kafka_bootstrap, settings, SCOPES)
         run = collect(worker, kafka_bootstrap, settings, SCOPES, status)
     finally:
-        worker.stop()
+        discard(worker)
 
     assert journal_mismatch(run) == {}
     assert entry_diff(run.entries, clean_run.entries) == {}
@@ -93,7 +95,8 @@ def test_sigkill_mid_replay_then_restart_gives_the_clean_state(clean_run, settin
 def test_every_record_delivered_twice_gives_the_clean_state(clean_run, settings_factory, kafka_bootstrap, tmp_path):
     settings = settings_factory(topic_partitions=PARTITIONS, pipeline=REPLAY_PIPELINE)
     doubled = [line for line in LINES for _ in range(2)]
-    run = run_pipeline(settings, kafka_bootstrap, doubled, tmp_path / "worker.log", expected_turns=EXPECTED_TURNS)
+    run = run_pipeline(settings, kafka_bootstrap, doubled, tmp_path / "worker.log", expected_turns=EXPECTED_TURNS,
+                       then_discard=True)
 
     stats = run.status["stats"]
     assert stats["turns_accepted"] == DISTINCT

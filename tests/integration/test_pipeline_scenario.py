@@ -5,15 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+from aiokafka import AIOKafkaProducer
 
 from credence.config.pipeline import PipelineSettings
 from credence.kafka import client_options
 from credence.streams.ops.admin import ensure_topics
 from credence.streams.ops.process import WorkerProcess, wait_until
+from tests.support.pipeline import discard, pipeline_settings
+from tests.support.turns import read_topic
 
 pytestmark = pytest.mark.integration
 
@@ -81,19 +84,11 @@ async def produce(bootstrap: str, topic: str, batch: list[tuple[bytes, bytes]], 
         await producer.stop()
 
 
-async def consume_all(bootstrap: str, topic: str) -> list[dict]:
-    consumer = AIOKafkaConsumer(topic, **client_options(bootstrap, auto_offset_reset="earliest",
-                                enable_auto_commit=False, isolation_level="read_committed"))
-    await consumer.start()
-    try:
-        out = []
-        while True:
-            batch = await consumer.getmany(timeout_ms=1500)
-            if not batch:
-                return out
-            out += [json.loads(m.value) for msgs in batch.values() for m in msgs]
-    finally:
-        await consumer.stop()
+def consume_all(bootstrap: str, settings, name: str) -> list[dict]:
+    """Every committed record of a credence topic, decoded: read up to the partitions' ends (once no
+    transaction is open), not until a poll comes back empty."""
+    records = asyncio.run(read_topic(bootstrap, settings.topic(name), settings.topic_partitions, settings.kafka))
+    return [json.loads(r.value) for r in records]
 
 
 def idle(worker: WorkerProcess, turns: int):
@@ -109,7 +104,7 @@ def entries_by_text(worker: WorkerProcess, user: str) -> dict[str, dict]:
 
 def run_script(settings, bootstrap, tmp_path, copies: int):
     asyncio.run(ensure_topics(bootstrap, settings))
-    worker = WorkerProcess(settings, bootstrap, tmp_path / f"worker-{copies}.log").start()
+    worker = WorkerProcess(settings, bootstrap, tmp_path / f"worker-{copies}.log").start(ready_timeout_s=120)
     try:
         topic, sent, ids = settings.topic("turns"), 0, {}
         for phase in (PHASE_ONE, PHASE_TWO, PHASE_THREE):
@@ -121,20 +116,28 @@ def run_script(settings, bootstrap, tmp_path, copies: int):
             ids = {e["text"]: e["id"] for e in worker.get(f"/scope/{scope('u1')}")["entries"]}
         assert status["stats"]["turns_duplicate"] == (copies - 1) * sent
         return entries_by_text(worker, "u1"), entries_by_text(worker, "u2"), \
-            asyncio.run(consume_all(bootstrap, settings.topic("archive")))
+            consume_all(bootstrap, settings, "archive")
     finally:
-        worker.stop()
+        discard(worker)
+
+
+SCENARIO_PIPELINE = PipelineSettings(stage1_max_batch=1, ticks_advance_clock=False, tick_interval_seconds=1.0)
 
 
 @pytest.fixture
 def scenario_settings(settings_factory):
     def make(**kw):
-        return settings_factory(
-            topic_partitions=2,
-            pipeline=PipelineSettings(stage1_max_batch=1, ticks_advance_clock=False, tick_interval_seconds=1.0),
-            **kw,
-        )
+        return settings_factory(topic_partitions=2, pipeline=SCENARIO_PIPELINE, **kw)
     return make
+
+
+@pytest.fixture(scope="module")
+def delivered_once(kafka_bootstrap, tmp_path_factory):
+    """The script delivered once (u1's entries, u2's, the archive): what the hand-computed state is checked
+    against, and what a twice-delivered run must equal. One run for the module: both tests read it."""
+    root = tmp_path_factory.mktemp("once")
+    settings = pipeline_settings(kafka_bootstrap, root, f"s{uuid.uuid4().hex[:10]}", pipeline=SCENARIO_PIPELINE)
+    return run_script(settings, kafka_bootstrap, root, copies=1)
 
 
 def assert_expected_end_state(u1: dict, u2: dict, archived: list[dict]) -> None:
@@ -184,16 +187,13 @@ def assert_expected_end_state(u1: dict, u2: dict, archived: list[dict]) -> None:
     assert set(u2) == {f"reflection:{tea}"}
 
 
-def test_scripted_conversation_reaches_the_hand_computed_state(scenario_settings, kafka_bootstrap, tmp_path):
-    u1, u2, archived = run_script(scenario_settings(), kafka_bootstrap, tmp_path, copies=1)
-    assert_expected_end_state(u1, u2, archived)
+def test_scripted_conversation_reaches_the_hand_computed_state(delivered_once):
+    assert_expected_end_state(*delivered_once)
 
 
-def test_duplicate_deliveries_give_the_same_state(scenario_settings, kafka_bootstrap, tmp_path):
-    once = run_script(scenario_settings(), kafka_bootstrap, tmp_path / "a", copies=1)
-    again = scenario_settings()
-    twice = run_script(scenario_settings(topic_prefix="dup-" + again.topic_prefix, app_id="dup-" + again.app_id,
-                                         data_dir=tmp_path / "dup-data"), kafka_bootstrap, tmp_path / "b", copies=2)
+def test_duplicate_deliveries_give_the_same_state(delivered_once, scenario_settings, kafka_bootstrap, tmp_path):
+    once = delivered_once
+    twice = run_script(scenario_settings(), kafka_bootstrap, tmp_path, copies=2)
     assert_expected_end_state(*twice)
     strip = lambda d: {k: (v["status"], v["snapshot"]["evidence"], v["version"]) for k, v in d.items()}  # noqa: E731
     assert strip(once[0]) == strip(twice[0]) and strip(once[1]) == strip(twice[1])
@@ -221,7 +221,7 @@ def run_race(settings, bootstrap, tmp_path, server=None):
 
     asyncio.run(ensure_topics(bootstrap, settings))
     ids = {TEA: reflection_id(scope("u1"), TEA)}
-    worker = WorkerProcess(settings, bootstrap, tmp_path / "worker-race.log").start()
+    worker = WorkerProcess(settings, bootstrap, tmp_path / "worker-race.log").start(ready_timeout_s=120)
     try:
         topic, sent = settings.topic("turns"), 0
         for phase in RACE:
@@ -235,9 +235,9 @@ def run_race(settings, bootstrap, tmp_path, server=None):
                 assert idle(worker, sent) is None  # the promotion is still in flight
                 server.release_delayed()
             wait_until(lambda: idle(worker, sent), 60, f"{sent} turns to settle")
-        return entries_by_text(worker, "u1"), asyncio.run(consume_all(bootstrap, settings.topic("evidence")))
+        return entries_by_text(worker, "u1"), consume_all(bootstrap, settings, "evidence")
     finally:
-        worker.stop()
+        discard(worker)
 
 
 def assert_denial_won(u1: dict, journal: list[dict]) -> None:

@@ -25,7 +25,7 @@ from credence.streams.llm.prompts import recent_summary
 from credence.streams.ops.process import WorkerProcess, wait_until
 from tests.support.api import add_tenant, client, mcp_session
 from tests.support.openai_server import OpenAICompatibleServer
-from tests.support.pipeline import FAST_GROUP_ENV, flush_and_wait_idle, pipeline_settings, topic_values
+from tests.support.pipeline import FAST_GROUP_ENV, discard, flush_and_wait_idle, pipeline_settings, topic_values
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
 
@@ -63,7 +63,7 @@ def served(kafka_bootstrap, tmp_path_factory):
             print((root / "worker.log").read_text(errors="replace")[-4000:])
             raise
         finally:
-            run["worker"].stop()  # the last test replaces it with a restored one
+            discard(run["worker"])  # the last test replaces it with a restored one
 
 
 def test_over_the_threshold_the_older_turns_become_the_memo_served_within_a_budget(served):

@@ -26,6 +26,7 @@ from credence.tables.entries import Entry
 from tests.integration.test_corrections import produce, turn
 from tests.support.pipeline import (
     collect,
+    discard,
     flush_and_wait_idle,
     journal_mismatch,
     pipeline_settings,
@@ -77,7 +78,7 @@ def run(kafka_bootstrap, tmp_path_factory):
         print((root / "new.log").read_text(errors="replace")[-4000:])
         raise
     finally:
-        worker.stop()
+        discard(worker)
 
 
 def _texts(entries: dict[str, Entry]) -> list[str]:

@@ -24,6 +24,7 @@ from credence.sinks.shards import list_shards, open_archive
 from tests.integration.test_sink_archive import archive_record, create_topics
 from tests.integration.test_sink_evidence import journal
 from tests.support.cli import CliResult, in_process
+from tests.support.pipeline import discard
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 RECORDS = 60
@@ -277,4 +278,4 @@ def test_a_deleted_entry_leaves_the_s3_archive(settings_factory, kafka_bootstrap
         names = [i.path for i in archive.fs.get_file_info(pafs.FileSelector(f"{archive.base}/_erased"))]
         assert len(names) == 1 and "ann" not in str(names) and "acme" not in str(names)
     finally:
-        worker.stop()
+        discard(worker)

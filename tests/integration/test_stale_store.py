@@ -20,7 +20,7 @@ from credence.streams.ops.admin import changelog_configs, changelog_topic, ensur
 from credence.streams.ops.process import WorkerProcess, wait_until
 from credence.streams.ops.replay import send_forget
 from credence.streams.runtime.topics import TABLES
-from tests.support.pipeline import flush_and_wait_idle, produce_lines, turn_counts
+from tests.support.pipeline import discard, flush_and_wait_idle, produce_lines, turn_counts
 
 from .test_forget import read_changelog
 
@@ -101,7 +101,7 @@ def test_a_store_older_than_the_tombstone_horizon_is_restored_without_what_was_d
     try:
         assert turn_counts(worker) == {KEPT: 3}
     finally:
-        worker.stop()
+        discard(worker)
     assert "discarding the local store" in (tmp_path / "first-again.log").read_text()
 
 
@@ -129,5 +129,5 @@ def test_a_store_ahead_of_its_changelog_is_discarded(settings_factory, kafka_boo
     try:
         assert turn_counts(worker) == {KEPT: 3}
     finally:
-        worker.stop()
+        discard(worker)
     assert "past the changelog's end" in (tmp_path / "again.log").read_text()

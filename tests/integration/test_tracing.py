@@ -20,6 +20,7 @@ from credence.streams.ops.replay import replay
 from tests.support.api import add_tenant, client, mcp_session
 from tests.support.openai_server import OpenAICompatibleServer
 from tests.support.otlp_collector import Collector
+from tests.support.pipeline import discard
 from tests.support.tracing import in_memory_spans
 
 pytestmark = pytest.mark.integration
@@ -49,7 +50,7 @@ def traced(kafka_bootstrap, tmp_path_factory, settings_factory_module):
         try:
             yield worker, settings, key, collector, llm_server.model
         finally:
-            worker.stop()
+            discard(worker)
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ from credence.config import Settings
 from credence.kafka import client_options
 from credence.streams.ops.admin import ensure_topics
 from credence.streams.ops.process import WorkerProcess, wait_until
-from tests.support.pipeline import FAST_GROUP_ENV
+from tests.support.pipeline import FAST_GROUP_ENV, discard
 from tests.support.turns import uncommitted
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
@@ -125,4 +125,4 @@ def test_transaction_markers_and_aborted_turns_neither_stall_nor_count(settings_
         assert stats["rewinds"] == 0  # a marker is no hole: nothing was read again for it
         assert len(upstream.aborted) == 12
     finally:
-        worker.stop()
+        discard(worker)

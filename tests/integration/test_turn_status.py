@@ -13,7 +13,7 @@ from credence.errors import ApiError
 from credence.streams.ops.broker import free_port
 from credence.streams.ops.process import WorkerProcess, wait_until
 from tests.support.api import add_tenant, client
-from tests.support.pipeline import FAST_GROUP_ENV, pipeline_settings
+from tests.support.pipeline import FAST_GROUP_ENV, discard, pipeline_settings
 
 pytestmark = pytest.mark.integration
 PARTITIONS = 4
@@ -43,7 +43,7 @@ def served(kafka_bootstrap, tmp_path_factory):
     try:
         yield worker, settings, key, root
     finally:
-        worker.stop()
+        discard(worker)
 
 
 def test_a_turn_reaches_extracted_and_a_read_after_wait_applied_sees_it(served):
@@ -224,7 +224,7 @@ def test_the_token_holds_across_a_partition_move(served):
                 assert settled(lambda u=u: api2.turn(u, "barista", f"{u}-2"), f"{u}'s second turn").state in (
                     "applied", "extracted")
     finally:
-        second.stop()
+        second.stop()  # graceful: the module's worker, in the same group, takes its partitions back
 
 
 def kafka_bootstrap_of(settings) -> str:

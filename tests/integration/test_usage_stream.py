@@ -36,6 +36,7 @@ from tests.support.pipeline import (
     DEADLINE_S,
     FAST_GROUP_ENV,
     REPLAY_PIPELINE,
+    discard,
     flush_and_wait_idle,
     idle_status,
     pipeline_settings,
@@ -155,7 +156,7 @@ def run(kafka_bootstrap, tmp_path_factory):
         print((root / "worker.log").read_text(errors="replace")[-4000:])
         raise
     finally:
-        r.worker.stop()
+        discard(r.worker)
 
 
 def persona_versions(settings) -> list[Entry]:

@@ -268,6 +268,27 @@ def entry_digest(entries: dict[str, Entry]) -> dict[str, dict]:
     return {eid: e.to_dict() for eid, e in sorted(entries.items())}
 
 
+def start_together(workers: list[WorkerProcess], ready_timeout_s: float = 120.0) -> list[WorkerProcess]:
+    """Start workers of one group at once and wait until each is ready: one start's time (and one
+    rebalance) instead of one per worker, where the test needs them running side by side, not joining in
+    turn. The deadline is for them all, importing side by side on a loaded machine: twice `start`'s."""
+    for worker in workers:
+        worker.launch()
+    for worker in workers:
+        wait_until(lambda w=worker: w.get("/status").get("ready"), ready_timeout_s,
+                   f"the worker to be ready (log: {worker.log_path})")
+    return workers
+
+
+def discard(worker: WorkerProcess) -> None:
+    """End a worker the test is done with, store, group and topics all: SIGKILL, not the graceful stop. A
+    graceful stop closes every table's stores (a flush each) and leaves the group: ~5 s of a loaded 2-core
+    CI machine per worker, spent on a data dir and a group nothing uses again. Only where nothing reads the
+    worker's topics afterwards either (a transaction open at the kill is aborted, and its records with it),
+    no later worker starts on its store or group, and the stop itself is not under test: elsewhere `stop`."""
+    worker.kill()
+
+
 # -- one whole run ------------------------------------------------------------------------------
 
 @dataclass
@@ -292,8 +313,9 @@ def collect(worker: WorkerProcess, bootstrap: str, settings: Settings, scopes: l
 
 def run_pipeline(settings: Settings, bootstrap: str, lines: list[bytes], log_path: Path, *,
                  expected_turns: dict[str, int] | None = None, extra_env: dict | None = None,
-                 deadline_s: float = DEADLINE_S, read_topics: bool = True) -> RunResult:
-    """Start a worker, produce `lines`, wait until every turn is in, flush, wait idle, collect, stop."""
+                 deadline_s: float = DEADLINE_S, read_topics: bool = True, then_discard: bool = False) -> RunResult:
+    """Start a worker, produce `lines`, wait until every turn is in, flush, wait idle, collect, stop (with
+    `then_discard`, SIGKILL: for a caller that reads nothing of the run but what was collected)."""
     scopes = scopes_of(lines)
     expected = expected_turns if expected_turns is not None else valid_turn_counts(lines)
     worker = WorkerProcess(settings, bootstrap, log_path, extra_env=extra_env)
@@ -308,7 +330,10 @@ def run_pipeline(settings: Settings, bootstrap: str, lines: list[bytes], log_pat
         print(f"--- worker log tail ({log_path}) ---\n{tail}")
         raise
     finally:
-        worker.stop()
+        if then_discard:
+            discard(worker)
+        else:
+            worker.stop()
 
 
 def entry_diff(a: dict[str, Entry], b: dict[str, Entry]) -> dict[str, object]:
