@@ -1,0 +1,32 @@
+"""The keyword hooks on a turn's text (config: negative_keywords, forget_keywords, per language): a keyword
+only nominates a check, the LLM decides. A word in a Latin script matches whole words of the text with its
+punctuation dropped ("don't" keeps its apostrophe); a word in another script matches anywhere in it (CJK has
+no spaces). Pure: no clock, no I/O.
+
+A user turn goes through every hook: `KeywordText` normalises its text once for all of them."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# Everything but letters, digits (str.isalnum: \w less "_") and the apostrophe becomes a word break.
+_BREAK = re.compile(r"[^\w']|_")
+
+
+@dataclass(frozen=True, slots=True)
+class KeywordText:
+    padded: str  # " word word ... ": lowercased words with single spaces, a space either side
+    lowered: str  # the whole text lowercased, for words in scripts without spaces
+
+    @classmethod
+    def of(cls, text: str) -> KeywordText:
+        return cls(f" {' '.join(_BREAK.sub(' ', text).lower().split())} ", text.lower())
+
+    def has_any(self, keywords: dict[str, list[str]]) -> bool:
+        for words in keywords.values():
+            for word in words:
+                w = word.lower()
+                if (f" {w} " in self.padded) if w.isascii() else (w in self.lowered):
+                    return True
+        return False
