@@ -1,0 +1,47 @@
+"""The keyword hooks (tables/keywords.py): one normalisation of a turn's text serves every hook and matches
+exactly what the step matched before, when it normalised the text character by character per hook."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from credence.config.memory import DEFAULT_FORGET_KEYWORDS, DEFAULT_NEGATIVE_KEYWORDS
+from credence.tables.keywords import KeywordText
+
+HOOKS = (DEFAULT_NEGATIVE_KEYWORDS, DEFAULT_FORGET_KEYWORDS)
+
+
+def reference(text: str, keywords: dict[str, list[str]]) -> bool:
+    """The step's check before the one normalisation (streams/scope/step.py `_has_keyword`, a955ea1)."""
+    padded = f" {' '.join(''.join(c.lower() if c.isalnum() or c == chr(39) else ' ' for c in text).split())} "
+    for words in keywords.values():
+        for word in words:
+            w = word.lower()
+            if (f" {w} " in padded) if w.isascii() else (w in text.lower()):
+                return True
+    return False
+
+
+# Words of the hooks, their neighbours in other scripts and the characters the normalisation treats apart.
+PIECES = st.sampled_from(["no", "not", "Never", "FORGET", "forgetful", "don't", "don’t", "c'est faux", "olvídate",
+                          "不对", "もう", "아니", "nicht mehr", "ya no", "snake_case", "İstanbul", "ΟΔΟΣ", "Kelvin K",
+                          "no.", "(not)", "x", "1", "_", "'", "-", " ", "\t", "!", "？", "é", "ß"])
+TEXTS = st.lists(st.one_of(PIECES, st.text(max_size=6)), max_size=8).map("".join)
+
+
+@settings(max_examples=60, deadline=None)
+@given(TEXTS)
+def test_one_normalisation_matches_the_per_hook_one(text):
+    said = KeywordText.of(text)
+    for hook in HOOKS:
+        assert said.has_any(hook) == reference(text, hook), (text, hook)
+
+
+def test_examples():
+    assert KeywordText.of("Please FORGET that, ok?").has_any(DEFAULT_FORGET_KEYWORDS)
+    assert not KeywordText.of("I'm so forgetful").has_any(DEFAULT_FORGET_KEYWORDS)  # whole words only
+    assert KeywordText.of("snake_case no").has_any(DEFAULT_NEGATIVE_KEYWORDS)  # "_" breaks words
+    assert KeywordText.of("Ah, c'est faux !").has_any(DEFAULT_NEGATIVE_KEYWORDS)  # the apostrophe is kept
+    assert KeywordText.of("それ不对吧").has_any(DEFAULT_NEGATIVE_KEYWORDS)  # no spaces in CJK: anywhere
+    assert not KeywordText.of("I love tea").has_any(DEFAULT_NEGATIVE_KEYWORDS)
