@@ -10,8 +10,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-# Everything but letters, digits (str.isalnum: \w less "_") and the apostrophe becomes a word break.
+# Everything but letters, digits (str.isalnum: \w less "_") and the apostrophe becomes a word break; most
+# turns are ASCII, where one table lookup a character does it.
 _BREAK = re.compile(r"[^\w']|_")
+_ASCII_BREAKS = {c: " " for c in range(128) if not (chr(c).isalnum() or chr(c) == "'")}
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,7 +23,8 @@ class KeywordText:
 
     @classmethod
     def of(cls, text: str) -> KeywordText:
-        return cls(f" {' '.join(_BREAK.sub(' ', text).lower().split())} ", text.lower())
+        spaced = text.translate(_ASCII_BREAKS) if text.isascii() else _BREAK.sub(" ", text)
+        return cls(f" {' '.join(spaced.lower().split())} ", text.lower())
 
     def has_any(self, keywords: dict[str, list[str]]) -> bool:
         for words in keywords.values():

@@ -45,3 +45,10 @@ def test_examples():
     assert KeywordText.of("Ah, c'est faux !").has_any(DEFAULT_NEGATIVE_KEYWORDS)  # the apostrophe is kept
     assert KeywordText.of("それ不对吧").has_any(DEFAULT_NEGATIVE_KEYWORDS)  # no spaces in CJK: anywhere
     assert not KeywordText.of("I love tea").has_any(DEFAULT_NEGATIVE_KEYWORDS)
+
+
+def test_every_ascii_character_breaks_words_or_not_as_before():
+    for c in map(chr, range(128)):  # the ASCII path's table against the per-character rule
+        for text in (f"no{c}x", f"x{c}no", f"don{c}t", f"{c}forget{c}"):
+            for hook in HOOKS:
+                assert KeywordText.of(text).has_any(hook) == reference(text, hook), (text, hook)
