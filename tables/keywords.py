@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 # Everything but letters, digits (str.isalnum: \w less "_") and the apostrophe becomes a word break; most
 # turns are ASCII, where one table lookup a character does it.
@@ -27,9 +28,19 @@ class KeywordText:
         return cls(f" {' '.join(spaced.lower().split())} ", text.lower())
 
     def has_any(self, keywords: dict[str, list[str]]) -> bool:
-        for words in keywords.values():
-            for word in words:
-                w = word.lower()
-                if (f" {w} " in self.padded) if w.isascii() else (w in self.lowered):
-                    return True
-        return False
+        spaced, anywhere = _patterns(tuple(tuple(words) for words in keywords.values()))
+        return bool(spaced and spaced.search(self.padded)) or bool(anywhere and anywhere.search(self.lowered))
+
+
+# Keyed by the words themselves, so settings that change get their own patterns; a handful of keyword sets
+# live in a worker (one per hook), each asked about every user turn.
+@lru_cache(maxsize=64)
+def _patterns(words: tuple[tuple[str, ...], ...]) -> tuple[re.Pattern[str] | None, re.Pattern[str] | None]:
+    """An alternation of literals finds a match exactly when one of them is a substring: " word " in the
+    padded text for Latin-script words, the word itself in the lowered text for the others."""
+    lowered = [w.lower() for group in words for w in group]
+
+    def alternation(literals: list[str]) -> re.Pattern[str] | None:
+        return re.compile("|".join(map(re.escape, literals))) if literals else None  # "" would match anything
+
+    return alternation([f" {w} " for w in lowered if w.isascii()]), alternation([w for w in lowered if not w.isascii()])

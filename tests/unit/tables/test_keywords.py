@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from credence.config.memory import DEFAULT_FORGET_KEYWORDS, DEFAULT_NEGATIVE_KEYWORDS
+from credence.tables import keywords
 from credence.tables.keywords import KeywordText
 
 HOOKS = (DEFAULT_NEGATIVE_KEYWORDS, DEFAULT_FORGET_KEYWORDS)
@@ -52,3 +53,16 @@ def test_every_ascii_character_breaks_words_or_not_as_before():
         for text in (f"no{c}x", f"x{c}no", f"don{c}t", f"{c}forget{c}"):
             for hook in HOOKS:
                 assert KeywordText.of(text).has_any(hook) == reference(text, hook), (text, hook)
+
+
+def test_patterns_cached_per_keyword_set_and_built_again_when_the_words_change():
+    keywords._patterns.cache_clear()
+    hook = {"en": ["stop"], "ja": ["やめて"]}
+    said = KeywordText.of("Please STOP, やめて")
+    assert said.has_any(hook) and said.has_any(hook)
+    assert keywords._patterns.cache_info().hits == 1  # the same words: the patterns built once
+    hook["en"], hook["ja"] = ["halt"], []  # settings with other words: their own patterns, no stale answer
+    assert not said.has_any(hook)
+    assert KeywordText.of("halt now").has_any(hook)
+    assert not KeywordText.of("anything").has_any({"en": []})  # no words: nothing matches
+    assert keywords._patterns.cache_info().misses == 3
