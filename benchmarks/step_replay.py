@@ -36,6 +36,7 @@ from credence.streams.scope.state import ScopeState  # noqa: E402
 from credence.streams.scope.step import event_now, step  # noqa: E402
 from credence.streams.state import codec  # noqa: E402
 from credence.tables.clock import parse_instant  # noqa: E402
+from tests.support.pipeline import line_scope  # noqa: E402
 
 
 def run_scope(key: str, turns: list[dict], loop: asyncio.AbstractEventLoop, backend: RulesBackend,
@@ -75,8 +76,7 @@ def inputs(quick: bool) -> dict[str, list[bytes]]:
 def replay(lines: list[bytes]) -> tuple[str, int]:
     scopes: dict[str, list[dict]] = defaultdict(list)
     for line in lines:
-        turn = json.loads(line)
-        scopes[f"{turn['tenant']}/{turn['user']}/{turn['character']}"].append(turn)
+        scopes[line_scope(line)].append(json.loads(line))
     loop, backend, digest = asyncio.new_event_loop(), RulesBackend(), hashlib.sha256()
     try:
         emitted = sum(run_scope(key, turns, loop, backend, digest) for key, turns in scopes.items())
