@@ -6,6 +6,7 @@ No clock is read here; these only normalise instants that callers pass in.
 from __future__ import annotations
 
 from datetime import UTC, date, datetime
+from functools import lru_cache
 
 
 def as_utc(instant: datetime) -> datetime:
@@ -30,6 +31,14 @@ def parse_instant(value: object) -> datetime | None:
 def format_instant(instant: datetime | None) -> str | None:
     if instant is None:
         return None
+    return _iso(instant)
+
+
+# Every step writes the scope's few instants (clock, window start, sweeps) again, and isoformat of an aware
+# datetime costs more than the look-up. Equal instants in any zone give the same UTC text, so any one of
+# them may stand for the others as the key.
+@lru_cache(maxsize=1 << 12)
+def _iso(instant: datetime) -> str:
     return instant.isoformat() if instant.tzinfo is UTC else as_utc(instant).isoformat()
 
 

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from operator import attrgetter
 from typing import Any
 
 from credence.config.memory import DEFAULT_MEMORY_SETTINGS, MemorySettings
 from credence.tables.tokens import TokenCounter, approximate_tokens
 
 ELLIPSIS = " … "
+_TURN_ID = attrgetter("turn_id")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +77,7 @@ def append_turn(log: RecentLog, turn: RecentTurn, *,
                 settings: MemorySettings = DEFAULT_MEMORY_SETTINGS) -> RecentLog:
     """The log with `turn` at the end (its text clipped), the oldest dropped past `recent_max_items`. A turn
     id already kept changes nothing (a duplicate delivery)."""
-    if any(t.turn_id == turn.turn_id for t in log.turns):
+    if turn.turn_id in map(_TURN_ID, log.turns):
         return log
     text = clip(turn.text, settings.recent_per_message_max_tokens)
     turns = (*log.turns, turn if text is turn.text else RecentTurn(turn.turn_id, turn.role, text, turn.ts))

@@ -35,6 +35,7 @@ The rules are lexical: English in full, German, Spanish and French for person, p
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from credence.tables import languages, referents
 
@@ -86,6 +87,13 @@ def is_self_contained(text: str) -> tuple[bool, str]:
     """(True, "") for a statement a reader understands alone; otherwise (False, one of REASONS)."""
     if not isinstance(text, str):
         return False, "empty"
+    return _verdict(text)
+
+
+# Pure, and asked about the same statement again and again: by Stage-1 and again when its fact is admitted,
+# by every synthesis and correction that words it the same, by a replay of the same turns.
+@lru_cache(maxsize=1 << 14)
+def _verdict(text: str) -> tuple[bool, str]:
     text = " ".join(text.translate(_APOSTROPHES).split())
     raw = _WORD.findall(text)
     found = [w.casefold() for w in raw]

@@ -28,11 +28,11 @@ def record_turn(state: ScopeState, turn: dict, ctx: StepContext) -> None:
 
 
 def ask_summary(state: ScopeState, ctx: StepContext) -> None:
-    if not ctx.memory.recent_memory_enabled or state.pending_tasks(TaskName.SUMMARISE):
-        return  # one at a time: the next is asked when its answer is applied
-    head = summary_head(state.recent, settings=ctx.memory)
-    if not head:
+    if not ctx.memory.recent_memory_enabled:
         return
+    head = summary_head(state.recent, settings=ctx.memory)  # first: most turns leave the log under its threshold
+    if not head or state.pending_tasks(TaskName.SUMMARISE):
+        return  # none due, or one in flight: one at a time, the next is asked when its answer is applied
     # Named by what it summarises, not by the scope's request counter: the other tasks' request ids stay as
     # they are in a scope that keeps no recent log, and a stale answer never names a newer request.
     key = "\x1f".join([str(state.recent.memo_version), *(t.turn_id for t in head)])

@@ -128,7 +128,7 @@ class ScopeState:
 
     def control_dict(self) -> dict[str, Any]:
         """Every field but the entries (which are stored under their own keys)."""
-        return {
+        control = {
             "scope": self.scope, "clock": format_instant(self.clock),
             "buffer": self.buffer, "window_started_at": format_instant(self.window_started_at),
             "facts": self.facts, "requests": {k: r.to_dict() for k, r in self.requests.items()},
@@ -139,14 +139,23 @@ class ScopeState:
             "last_usage_sweep_at": format_instant(self.last_usage_sweep_at), "applied": self.applied, "seq": self.seq,
             "queue": self.queue, "turns": self.turns,
             "done_facts": self.done_facts, "archived": self.archived, "entries_version": self.entries_version,
-        } | ({"incarnation": self.incarnation} if self.incarnation else {}) | (
-            {"corrections": self.corrections} if self.corrections else {}) | (
-            {"last_refine_at": format_instant(self.last_refine_at), "refined": self.refined}
-            if self.last_refine_at else {}) | (
-            {"recent": self.recent.to_dict()} if not self.recent.empty else {}) | (
-            {"imports": self.imports} if self.imports else {}) | (
-            {"erased": self.erased} if self.erased else {}) | (
-            {"turn_entries": self.turn_entries} if self.turn_entries else {})
+        }
+        # Added in place, in this order: a merge per optional field copied the whole value once more per step.
+        if self.incarnation:
+            control["incarnation"] = self.incarnation
+        if self.corrections:
+            control["corrections"] = self.corrections
+        if self.last_refine_at:
+            control["last_refine_at"], control["refined"] = format_instant(self.last_refine_at), self.refined
+        if not self.recent.empty:
+            control["recent"] = self.recent.to_dict()
+        if self.imports:
+            control["imports"] = self.imports
+        if self.erased:
+            control["erased"] = self.erased
+        if self.turn_entries:
+            control["turn_entries"] = self.turn_entries
+        return control
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> ScopeState:

@@ -50,6 +50,7 @@ from credence.streams.scope.state import Request, ScopeState
 from credence.streams.scope.window import buffered, remaining_started, stage1_cut
 from credence.tables.clock import parse_instant
 from credence.tables.fallback import fallback_tick
+from credence.tables.keywords import KeywordText
 from credence.tables.lifecycle import (
     ATTEMPT,
     BLOCK,
@@ -261,12 +262,13 @@ def _on_turn(state: ScopeState, turn: dict, ctx: StepContext) -> None:
     state.surfaced = []
     if surfaced:
         ctx.request(state, TaskName.FEEDBACK, feedback_payload(state, turn["text"], surfaced))
-    if _has_keyword(turn["text"], ctx.memory.forget_keywords):
+    said = KeywordText.of(turn["text"])  # one normalisation for both hooks
+    if said.has_any(ctx.memory.forget_keywords):
         # A forget request may name anything the scope remembers, not only what the character said lately.
         named = forget_candidates(state, turn["text"], ctx)
         if named:
             ctx.request(state, TaskName.TARGET, target_payload(state, named, turn_id=turn["turn_id"], forget_only=True))
-    if _has_keyword(turn["text"], ctx.memory.negative_keywords):
+    if said.has_any(ctx.memory.negative_keywords):
         # A rebuttal answers what the character said lately: entries it mentioned inside the window, persona
         # entries included, whatever else the turn surfaced (the surfaced reflections get their own check).
         since = ctx.now - timedelta(hours=ctx.memory.mention_window_hours)
@@ -297,16 +299,6 @@ def _mentioned_ids(state: ScopeState, text: str, ctx: StepContext) -> list[str]:
     # The lexical match first: it is the cheap and selective test on a scope of thousands of entries.
     named = mentioned_in(text, quiet.mention_candidates(state, text, ctx), settings=ctx.memory)
     return sorted(e.id for e in named if not e.protected and renderable(e, ctx.now, settings=ctx.memory))
-
-
-def _has_keyword(text: str, keywords: dict[str, list[str]]) -> bool:
-    padded = f" {' '.join(''.join(c.lower() if c.isalnum() or c == chr(39) else ' ' for c in text).split())} "
-    for words in keywords.values():
-        for word in words:
-            w = word.lower()
-            if (f" {w} " in padded) if w.isascii() else (w in text.lower()):
-                return True
-    return False
 
 
 def _on_feedback(state: ScopeState, record: dict, ctx: StepContext) -> None:

@@ -173,9 +173,10 @@ def extract_facts(turns: Sequence[Turn]) -> list[Fact]:
     for turn in turns:
         if turn.role != "user":
             continue
-        remember = _REMEMBER.search(clean(turn.text)) is not None
+        text = clean(turn.text)
+        remember = _REMEMBER.search(text) is not None
         named = _Mentions()
-        for statement in _SPLIT.split(clean(turn.text)):
+        for statement in _SPLIT.split(text):
             if corrections.not_a_claim(statement):
                 named.add(statement)
                 continue  # a hypothetical or someone else's words: nothing the user claims

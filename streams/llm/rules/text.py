@@ -100,6 +100,7 @@ def content_stems(text: str) -> frozenset[str]:
     return frozenset(stem(w) for w in _WORD.findall(clean(text).lower()) if w not in _STOPWORDS and len(w) > 1)
 
 
+@lru_cache(maxsize=1 << 16)  # pure; asked of every entry a correction or synthesis compares against
 def polarity_of(text: str) -> str:
     return "negative" if _NEGATION_CUES.search(clean(text)) else "positive"
 
