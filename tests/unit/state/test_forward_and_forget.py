@@ -63,6 +63,7 @@ class Topics:
 
 class Runner:
     inline = False
+    vectors = None  # embeddings off: refine clusters lexically
 
     def submit(self, scope, req):
         pass

@@ -78,6 +78,7 @@ class Probe:
 
 class Runner:
     inline = False  # requests go out (and are dropped here), as a remote model's do
+    vectors = None  # embeddings off: refine clusters lexically
 
     def submit(self, scope, req):
         pass

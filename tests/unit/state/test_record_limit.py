@@ -35,7 +35,7 @@ BIG, SMALL = "acme/big/aria", "acme/small/aria"
 
 class Unanswered(Runner):
     def __init__(self) -> None:
-        self.inline, self.submitted = False, []
+        self.inline, self.submitted, self.vectors = False, [], None
 
     def submit(self, scope, req):
         self.submitted.append((scope, req))
