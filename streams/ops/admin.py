@@ -39,9 +39,10 @@ def changelog_topic(settings: Settings, table: str) -> str:
     return f"{settings.app_id}-{table}-changelog"  # Faust's naming
 
 
-async def ensure_topics(bootstrap: str, settings: Settings, changelogs: bool = False) -> None:
+async def ensure_topics(bootstrap: str, settings: Settings, changelogs: bool = False) -> set[str]:
     """Create credence's topics if missing (with `changelogs`, also the worker's table changelogs, so
-    Faust never races its own creation of them); refuse to go on if one exists with other partitions."""
+    Faust never races its own creation of them); refuse to go on if one exists with other partitions.
+    Answers every topic the cluster had before (internal ones included)."""
     admin = AIOKafkaAdminClient(**client_options(bootstrap, settings.kafka))
     await start(admin, bootstrap, settings.kafka)
     try:
@@ -65,6 +66,7 @@ async def ensure_topics(bootstrap: str, settings: Settings, changelogs: bool = F
                     f"topic {name} has {parts} partitions but credence is configured for "
                     f"{settings.topic_partitions} (CREDENCE_TOPIC_PARTITIONS); recreate it or change the setting"
                 )
+        return existing
     finally:
         await admin.close()
 

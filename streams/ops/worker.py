@@ -15,6 +15,7 @@ from credence.kafka import diagnose
 from credence.outage import BrokerWatch, exit_after, quiet_kafka_logs
 from credence.streams.ops.admin import ensure_topics
 from credence.streams.ops.broker import BrokerState
+from credence.streams.state.fence import TRANSACTION_LOG, warm_transactions
 
 if TYPE_CHECKING:
     from credence.streams.runtime.app import Credence
@@ -44,7 +45,9 @@ def run_worker(settings: Settings, loglevel: str = "INFO") -> None:
     tracing.setup("credence-worker")  # off unless the OTEL_* variables ask for export
     # Declare (and check) the topics before Faust subscribes: a consumer that joins before its source
     # topics exist is left with no assignment until the next rebalance.
-    asyncio.run(ensure_topics(bootstrap, settings, changelogs=True))
+    existing = asyncio.run(ensure_topics(bootstrap, settings, changelogs=True))
+    if settings.state.transactions and TRANSACTION_LOG not in existing:
+        asyncio.run(warm_transactions(settings, bootstrap))
     (settings.data_dir / "worker").mkdir(parents=True, exist_ok=True)
     credence = build_worker(settings, bootstrap)
     watch = watch_broker(credence, bootstrap)

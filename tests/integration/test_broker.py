@@ -27,6 +27,7 @@ from credence.streams.ops.broker import (
     wait_for_metadata,
 )
 from credence.streams.runtime.topics import TOPICS
+from credence.streams.state.fence import TRANSACTION_LOG, warm_transactions
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -128,6 +129,18 @@ def test_a_stale_broker_file_naming_another_live_process_is_ignored(tmp_path, se
     assert BrokerState.read(data_dir) is None
     with EmbeddedBroker(data_dir, settings.kafka_version, settings.broker_cache_dir) as broker:
         assert BrokerState.read(data_dir).pid == broker.proc.pid
+
+
+def test_a_new_cluster_creates_its_transaction_log_when_a_worker_starts_not_in_the_restore(tmp_path,
+                                                                                            settings_factory):
+    """A broker that never ran a transaction creates its log at the first InitProducerId, and the changelog
+    writers' start waited for it inside Faust's bounded (15 s) restore step: at 256 partitions on a fresh
+    broker the worker halted (exit 70). The worker's start asks for it first (`run_worker`)."""
+    settings = settings_factory(topic_partitions=1)
+    with EmbeddedBroker(tmp_path / "broker", settings.kafka_version, settings.broker_cache_dir) as broker:
+        assert TRANSACTION_LOG not in asyncio.run(ensure_topics(broker.bootstrap, settings))
+        asyncio.run(warm_transactions(settings, broker.bootstrap))
+        assert TRANSACTION_LOG in asyncio.run(ensure_topics(broker.bootstrap, settings))
 
 
 def test_configured_kafka_or_an_embedded_broker_for_the_block(tmp_path, settings_factory, kafka_bootstrap):
