@@ -86,10 +86,15 @@ class WorkerCollector:
         dead.add_metric([], stats.records_rejected)
         yield dead
         refused = CounterMetricFamily("credence_statements_refused",
-                                      "Stage-1 facts and reflections refused by the self-containment gate, and "
+                                      "Stage-1 facts and reflections refused by the self-containment gate (the rules "
+                                      "backend's own drops included), and "
                                       "synthesis drafts declined as restatements, by stage and reason",
                                       labels=["stage", "reason"])
-        for key, n in sorted(stats.statements_refused.items()):
+        counts = dict(stats.statements_refused)
+        # the rules backend's own gate drops, never in its (journalled) answers: counted in this process
+        for key, n in getattr(getattr(self.credence, "backend", None), "refused", dict)().items():
+            counts[key] = counts.get(key, 0) + n
+        for key, n in sorted(counts.items()):
             stage, _, reason = key.partition(":")
             refused.add_metric([stage, reason], n)
         yield refused

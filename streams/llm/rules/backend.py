@@ -41,7 +41,7 @@ from credence.streams.llm.prompts import (
     merge_decision as merge_prompt,
 )
 from credence.streams.llm.prompts.base import fit_to_schema, static_schema
-from credence.streams.llm.rules import correction_work, extraction, feedback, matching, summary, synthesis
+from credence.streams.llm.rules import correction_work, extraction, feedback, matching, refusals, summary, synthesis
 from credence.streams.llm.rules import refine as refine_rules
 from credence.streams.llm.token_budget import CountTokens, approx_tokens, fit_rerank, fit_stage2
 
@@ -87,6 +87,11 @@ class RulesBackend(LLMBackend):
     @property
     def label(self) -> str:
         return LABEL
+
+    def refused(self) -> dict[str, int]:
+        """"<stage>:<reason>" -> statements this process's rules dropped by the self-containment gate
+        before answering (refusals.py); /metrics adds them to the step's own refusals."""
+        return refusals.counts()
 
     @property
     def stats(self) -> LLMStats:

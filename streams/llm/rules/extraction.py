@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from credence.streams.llm.models import Fact, Turn, fact_id
-from credence.streams.llm.rules import corrections
+from credence.streams.llm.rules import corrections, refusals
 from credence.streams.llm.rules.reference import (
     as_the_user,
     named_people,
@@ -129,19 +129,40 @@ def _subject(pattern: _Pattern, match: re.Match[str], obj: str) -> str:
     return normalise_subject(" ".join(words))
 
 
-def _fact_from(pattern: _Pattern, match: re.Match[str], turn: Turn, named: _Mentions) -> Fact | None:
+def _worded(pattern: _Pattern, match: re.Match[str], obj: str) -> str:
+    groups = {k: (v or "").strip() for k, v in match.groupdict().items()}
+    return pattern.template.format(**{**groups, "x": as_the_user(obj)})
+
+
+def _unresolved(pattern: _Pattern, match: re.Match[str], phrase: str, refused: list[str] | None) -> None:
+    """A phrase naming someone or something the turn does not: the gate's reason for the fact worded
+    with it goes to `refused` (dangling_reference when the gate would let it through)."""
+    if refused is not None:
+        ok, reason = is_self_contained(_worded(pattern, match, phrase))
+        refused.append("dangling_reference" if ok else reason)
+
+
+def _fact_from(pattern: _Pattern, match: re.Match[str], turn: Turn, named: _Mentions,
+               refused: list[str] | None = None) -> Fact | None:
+    """The fact a pattern reads; None when it reads none, and a drop the gate's rule made goes to `refused`
+    with its reason (/metrics counts them: refusals.py)."""
     raw = resolve(match.group("x"), named.things)
     if raw is None:
-        return None  # a pronoun the turn does not resolve: nobody could read the fact alone
+        # a pronoun the turn does not resolve: nobody could read the fact alone
+        return _unresolved(pattern, match, match.group("x").strip(), refused)
     obj = resolve_inside(_object_phrase(raw), named.proper, named.people, named.things)
     if obj is None:
-        return None  # "i love her cooking": someone the turn does not name
+        # "i love her cooking": someone the turn does not name
+        return _unresolved(pattern, match, _object_phrase(raw), refused)
     subject = _subject(pattern, match, obj) if raw == match.group("x") else normalise_subject(raw.split()[-1])
     if not obj or subject in _IGNORED_SUBJECTS:
         return None
     groups = {k: (v or "").strip() for k, v in match.groupdict().items()}
-    text = pattern.template.format(**{**groups, "x": as_the_user(obj)})
-    if not is_self_contained(text)[0]:
+    text = _worded(pattern, match, obj)
+    ok, reason = is_self_contained(text)
+    if not ok:
+        if refused is not None:
+            refused.append(reason)
         return None
     importance = min(9, pattern.importance + (1 if groups.get("intense") in {"really", "absolutely", "truly"} else 0))
     return Fact(
@@ -155,13 +176,15 @@ def _fact_from(pattern: _Pattern, match: re.Match[str], turn: Turn, named: _Ment
     )
 
 
-def facts_in_statement(statement: str, turn: Turn, named: _Mentions | None = None) -> Fact | None:
-    """The fact one statement states; ``named`` is what the turn named before it (for pronouns)."""
+def facts_in_statement(statement: str, turn: Turn, named: _Mentions | None = None,
+                       refused: list[str] | None = None) -> Fact | None:
+    """The fact one statement states; ``named`` is what the turn named before it (for pronouns); the
+    gate's reasons for the readings it dropped go to ``refused``."""
     for pattern in PATTERNS:
         match = pattern.regex.search(statement)
         if match:
             before = (named or _Mentions()).with_(statement[:match.start("x")])
-            fact = _fact_from(pattern, match, turn, before)
+            fact = _fact_from(pattern, match, turn, before, refused)
             if fact is not None:
                 return fact  # else a later pattern may still read the statement ("..., I stopped last month")
     return None
@@ -181,11 +204,14 @@ def extract_facts(turns: Sequence[Turn]) -> list[Fact]:
                 named.add(statement)
                 continue  # a hypothetical or someone else's words: nothing the user claims
             found = corrections.correction_facts(statement.strip(), turn)
+            refused: list[str] = []
             if not found:
                 head, old = corrections.not_tail(statement)
-                fact = facts_in_statement(head.strip(), turn, named) if old else None
+                fact = facts_in_statement(head.strip(), turn, named, refused) if old else None
                 found = [fact, corrections.taken_back(fact, old, turn)] if fact else \
-                    [facts_in_statement(statement.strip(), turn, named)]
+                    [facts_in_statement(statement.strip(), turn, named, refused)]
+            if refused and not any(found):
+                refusals.count("stage1", refused[0])  # TaskName.STAGE1: the step's label for this task
             named.add(statement)
             for fact in (f for f in found if f is not None):
                 facts.setdefault(fact.id, fact.model_copy(update={"importance": REMEMBERED}) if remember else fact)

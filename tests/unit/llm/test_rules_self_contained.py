@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from credence.streams.llm.rules import refusals
+from credence.streams.llm.rules.backend import RulesBackend
 from credence.streams.llm.rules.extraction import extract_facts
 from credence.tables.statement import is_self_contained
 
@@ -80,3 +82,20 @@ def test_every_rules_fact_is_self_contained(turn_factory, said):
     assert facts, "the rules backend keeps a fact from this turn: the check below must have something to judge"
     for text in facts:
         assert is_self_contained(text) == (True, ""), text
+
+
+@pytest.mark.parametrize("said", ["i love her cooking", "i love going there", "I love them."])
+def test_a_dropped_statement_is_counted_with_the_gates_stage_and_reason(turn_factory, said):
+    """Issue 35: the rules backend's own gate drops reach /metrics (refusals.py), as the step labels them."""
+    before = refusals.counts()
+    assert texts(turn_factory, said) == []
+    after = refusals.counts()
+    grown = {k: n - before.get(k, 0) for k, n in after.items() if n != before.get(k, 0)}
+    assert grown == {"stage1:dangling_reference": 1}
+    assert RulesBackend().refused() == after
+
+
+def test_a_kept_fact_counts_no_refusal(turn_factory):
+    before = refusals.counts()
+    assert texts(turn_factory, "my sister Rosa made tamales. i love her cooking") == ["The user loves Rosa's cooking."]
+    assert refusals.counts() == before

@@ -6,6 +6,9 @@ from types import SimpleNamespace
 
 from prometheus_client.core import GaugeMetricFamily
 
+from credence.streams.llm.models import Turn
+from credence.streams.llm.rules.backend import RulesBackend
+from credence.streams.llm.rules.extraction import extract_facts
 from credence.streams.runtime.app import Stats
 from credence.streams.serving.metrics import WorkerCollector
 
@@ -45,3 +48,18 @@ def test_metrics_name_no_tenant_unless_the_operator_asks():
     named = per_tenant_families(labels=True)
     assert named["credence_turns"] == {(("tenant", "acme"),): 3.0, (("tenant", "globex"),): 2.0}
     assert named["credence_entries"][(("kind", "persona"), ("tenant", "globex"), ("tier", "pending"))] == 1.0
+
+
+def test_the_rules_backends_own_drops_are_added_to_the_steps_refusals():
+    """Issue 35: with the default backend a statement it cannot word alone never reaches the step's gate;
+    /metrics still counts it, under the label the step would give it."""
+    backend = RulesBackend()
+    before = backend.refused().get("stage1:dangling_reference", 0)
+    assert extract_facts([Turn(id="t1", role="user", text="i love her cooking", ts="2026-01-01T00:00:00Z")]) == []
+    stats = Stats()
+    stats.count_refused({"stage1:dangling_reference": 2, "synthesis:restatement": 1})
+    families = list(WorkerCollector._stats(SimpleNamespace(credence=SimpleNamespace(stats=stats, backend=backend))))
+    (counter,) = [f for f in families if f.name == "credence_statements_refused"]
+    samples = {(s.labels["stage"], s.labels["reason"]): s.value for s in counter.samples}
+    assert samples[("stage1", "dangling_reference")] == 2 + before + 1
+    assert samples[("synthesis", "restatement")] == 1
