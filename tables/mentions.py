@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime, timedelta
-from functools import lru_cache
 
 from credence.config.memory import DEFAULT_MEMORY_SETTINGS, MemorySettings
 from credence.tables.clock import as_utc
 from credence.tables.entries import ACTIVE, CONFIRMED, PERSONA, PROMOTE_BLOCKED, REFLECTION, Entry, changed
+from credence.tables.memo import text_memo
 
 
 def counts_mentions(entry: Entry) -> bool:
@@ -78,7 +78,7 @@ def _stem(word: str) -> str:
     return word[:-1] if len(word) > 3 and word.endswith("e") else word
 
 
-@lru_cache(maxsize=1 << 16)  # pure; every AI turn compares its text with each renderable entry's
+@text_memo(maxsize=1 << 16)  # pure; every AI turn compares its text with each renderable entry's
 def content_words(text: str) -> frozenset[str]:
     """Lower-cased, crudely stemmed words of ``text`` less fillers: what a lexical mention match compares."""
     words = "".join(c.lower() if c.isalnum() or c == "'" else " " for c in text).split()

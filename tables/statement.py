@@ -35,9 +35,9 @@ The rules are lexical: English in full, German, Spanish and French for person, p
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 
 from credence.tables import languages, referents
+from credence.tables.memo import text_memo
 
 _WORD = re.compile(r"[^\W\d_]+", re.UNICODE)
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
@@ -92,7 +92,7 @@ def is_self_contained(text: str) -> tuple[bool, str]:
 
 # Pure, and asked about the same statement again and again: by Stage-1 and again when its fact is admitted,
 # by every synthesis and correction that words it the same, by a replay of the same turns.
-@lru_cache(maxsize=1 << 14)
+@text_memo(maxsize=1 << 14)
 def _verdict(text: str) -> tuple[bool, str]:
     text = " ".join(text.translate(_APOSTROPHES).split())
     raw = _WORD.findall(text)

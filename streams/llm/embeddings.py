@@ -16,6 +16,7 @@ from collections.abc import Callable, Sequence
 
 from credence.errors import ConfigError
 from credence.streams.llm.models import Fact, Observation
+from credence.tables.memo import register
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +71,11 @@ class TextVectors:
         self.encode, self.kept = encode, kept
         self._cache: OrderedDict[str, Sequence[float]] = OrderedDict()
         self._lock = threading.Lock()
+        register(self.clear)  # users' texts: a forget clears them with the other memo caches
+
+    def clear(self) -> None:
+        with self._lock:
+            self._cache.clear()
 
     def __call__(self, texts: Sequence[str]) -> list[Sequence[float]]:
         with self._lock:

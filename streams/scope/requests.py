@@ -5,7 +5,6 @@ promotion."""
 from __future__ import annotations
 
 import hashlib
-from functools import lru_cache
 
 from rank_bm25 import BM25Okapi
 
@@ -13,6 +12,7 @@ from credence.streams.scope.context import StepContext
 from credence.streams.scope.state import ScopeState
 from credence.tables.entries import Entry
 from credence.tables.lifecycle import PromotionTicket
+from credence.tables.memo import text_memo
 from credence.tables.mentions import is_suppressed
 from credence.tables.refine import cluster_hash
 from credence.tables.tokens import approximate_tokens
@@ -55,7 +55,7 @@ def _words(text: str) -> list[str]:
     return list(_word_tuple(text))
 
 
-@lru_cache(maxsize=65_536)
+@text_memo(maxsize=65_536)
 def _word_tuple(text: str) -> tuple[str, ...]:
     # Cached: every Stage-2 batch and promotion pre-ranks the scope's pool, whose texts rarely change.
     return tuple(w for w in "".join(c.lower() if c.isalnum() else " " for c in text).split() if len(w) > 2)

@@ -33,6 +33,7 @@ from credence.streams.state.lists import ListItems, Stored
 from credence.streams.state.versions import Versions
 from credence.streams.state.writes import TableWrites
 from credence.tables.entries import Entry
+from credence.tables.memo import forget_texts
 
 
 @dataclass
@@ -314,6 +315,7 @@ class ScopeStore:
             self._reads.pop(scope, None)
             if self._index is not None:
                 self._index.pop(scope, None)
+        forget_texts()  # the process's memo caches of users' texts (tables/memo.py): whose is not kept
         return doomed
 
     def drop_partitions(self, partitions: set[int]) -> None:

@@ -4,7 +4,8 @@ negation cues that give a sentence its polarity."""
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+
+from credence.tables.memo import text_memo
 
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'"})
 
@@ -76,7 +77,7 @@ def strip_fillers(phrase: str) -> str:
     return " ".join(words)
 
 
-@lru_cache(maxsize=1 << 16)  # pure, and asked about the same subjects for every fact of a scope
+@text_memo(maxsize=1 << 16)  # pure, and asked about the same subjects for every fact of a scope
 def normalise_subject(phrase: str) -> str:
     """Lowercase key phrase without leading determiners/prepositions or trailing filler."""
     words = strip_fillers(cut_clause(clean(phrase))).lower().split()
@@ -95,12 +96,12 @@ def stem(word: str) -> str:
     return word
 
 
-@lru_cache(maxsize=1 << 16)  # pure; frozen, as every caller shares the one answer
+@text_memo(maxsize=1 << 16)  # pure; frozen, as every caller shares the one answer
 def content_stems(text: str) -> frozenset[str]:
     return frozenset(stem(w) for w in _WORD.findall(clean(text).lower()) if w not in _STOPWORDS and len(w) > 1)
 
 
-@lru_cache(maxsize=1 << 16)  # pure; asked of every entry a correction or synthesis compares against
+@text_memo(maxsize=1 << 16)  # pure; asked of every entry a correction or synthesis compares against
 def polarity_of(text: str) -> str:
     return "negative" if _NEGATION_CUES.search(clean(text)) else "positive"
 
@@ -117,7 +118,7 @@ _PREDICATES = (
 )
 
 
-@lru_cache(maxsize=1 << 16)  # pure; the same texts are compared on every synthesis and promotion
+@text_memo(maxsize=1 << 16)  # pure; the same texts are compared on every synthesis and promotion
 def restatement_stems(text: str) -> frozenset[str]:
     """Content stems plus the predicate's kind: what two statements are compared on for "says the same"."""
     marks = set()

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 from credence.streams.runtime.batch import Applied, ScopeWork, apply
 from credence.streams.scope.state import ScopeState
 from credence.streams.state import codec, versions
+from credence.tables.statement import _verdict, is_self_contained
 
 from .conftest import SCOPE, T0, make_context, new_tables, store_over, turn
 
@@ -198,7 +199,9 @@ def test_forget_deletes_every_key_of_the_user_on_that_partition_only(tables, own
     feed(store, "acme/u1/aria", 3)
     feed(store, "acme/u2/aria", 3)
     part = ownership.partition_of("acme/u1/aria")
+    is_self_contained("The user has a dog named Rex.")  # a user's text in the gate's memo cache
     assert store.forget("acme/u1/", part) == ["acme/u1/aria"]
+    assert _verdict.cache_info().currsize == 0  # the forget reached the memo caches (tables/memo.py)
     assert store.get("acme/u1/aria") is None
     assert not [k for k in list(tables.entries) + list(tables.history) if k.startswith("acme/u1/")]
     assert store.get("acme/u2/aria").entries
