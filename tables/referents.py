@@ -1,24 +1,11 @@
 """Whether every pointing word of an English statement points at something the statement names
 (tables.statement's ``dangling_reference``), and whether its object says anything (``empty_complement``).
 
-The rule is about referents, not words. A statement names things: a proper noun ("Griffith Park", "Tom"),
-the head noun after a determiner, number or preposition ("their dogs", "near the lake"), the bare object
-of the main verb ("likes coffee"), and a gerund object ("loves hiking"), which only a later clause may
-point back at ("loves hiking and does it every weekend", never "loves working on it"). Then:
+The rule is about referents, not words: a statement names things (proper nouns, head nouns after a
+determiner, number or preposition, the main verb's bare or gerund object), and it/them/there/here,
+him/her and demonstratives need one of them named where they can point at it.
 
-- it/its/them/there/here need a thing named before them; him/her (object) need a person or pet named
-  before them ("adopted a cat named Miso and adores her"). An object pronoun in a clause whose subject is
-  someone else stands for the user ("jazz helps them focus", "the user's sister visits her");
-- a demonstrative with its noun ("this park", "that song", "these shoes") says the kind, not which one:
-  it needs that noun, or a proper noun, named before it, or a name after it ("this band called Muse").
-  "this/next/last + a time" (this summer, these days) is relative to the entry's own date and passes;
-- a demonstrative alone ("likes that", "knows that.", "places like this") needs a thing named before it,
-  and a comparison with it ("like this", "like that") never has one;
-- they/he/she as a subject may be the user ("says they are no longer vegan"), except beside an object
-  pronoun in the same clause ("loves how they take them to other places": one of them is someone else);
-- the expletive "it" passes ("finds it hard to wake up", "it is important to", "loves it when it rains");
-- an object that is only a free relative on a light verb says nothing: "enjoys what they do",
-  "knows what it is" (``empty_complement``); "what they do for a living" says something.
+Every case, with its examples: docs/design/statements.md ("Referents in English").
 """
 
 from __future__ import annotations

@@ -1,27 +1,11 @@
 """Refinement: clusters of near-duplicate or overlapping live entries, and what a refine answer does to them.
 
-The origin (NEKO_LOOPS.md §2) refines on a timer: clusters of similar entries go to a model that answers
-split / merge / modify / discard (or nothing). Its ids are salted with the wall clock and its splits divide
-the counters (a reflection's split or merge even drops disputation). Here every function is pure, time is a
-parameter, ids derive from the inputs, and the evidence rules are these:
+Pure: time is a parameter and ids derive from the inputs. merge follows every merge's evidence rule
+(tables.lifecycle.merge_evidence); split gives every piece the source's evidence whole; modify rewrites the
+text in place (id and counters kept); discard archives. Each action appends to the entries' version history.
+Protected (character-card) entries never take part.
 
-- **merge** keeps the merge rule every merge in credence follows (tables.lifecycle.merge_evidence,
-  docs/pipeline.md's "Merged evidence keeps its age"): per counter the larger read-time side, never the sum,
-  never younger; lifetime tallies the larger. Folded over the sources one at a time, in the cluster's order;
-  the rule is commutative, so the order does not change the result.
-- **split** gives every piece the source's evidence whole (counters, clocks and lifetime tallies): the user's
-  signals were about everything the entry said, so each part stands exactly as supported and as disputed as
-  the whole did, at every later instant. Nothing is divided, so nothing is lost (a confirmed observation
-  does not fall to pending by being reworded into two), and merging the pieces back gives the source's
-  evidence again (the merge rule of equal sides is that side).
-- **modify** rewrites the text in place: id and counters kept.
-- **discard** archives the entry (never deletes it).
-
-The modification history is the entry's version history (tables.version_history, bounded by
-memory.version_history_max): a modify appends the text it replaced; a merge appends the survivor's old
-text and every other source's; each split piece inherits the source's history plus the source's text.
-
-Protected (character-card) entries never take part: they are left out of every cluster and refused here.
+Why these evidence rules, and how they differ from the origin's: docs/design/refinement.md.
 """
 
 from __future__ import annotations

@@ -1,35 +1,12 @@
 """What makes a stored memory usable: a statement about the user that a reader understands alone, and
 when two statements say the same thing.
 
-``is_self_contained`` is the one gate both Stage-1 paths (the rules backend and a model) and reflection
-synthesis pass through before a text becomes a fact or an entry. It refuses, with a reason:
+``is_self_contained`` is the one gate both Stage-1 paths and reflection synthesis pass through before a text
+becomes a fact or an entry; it refuses with a reason (empty, first_person, about_character, unbalanced,
+empty_complement, cut_off, dangling_reference). ``restates`` is the lexical near-duplicate rule on content
+stems. Lexical rules: English in full, German, Spanish and French for person, pointing words and cut-offs.
 
-- ``empty``: no words, or nothing said after the subject ("The user.");
-- ``first_person``: I/me/my/we/our (and the German, Spanish and French forms) — the speaker's words left in;
-- ``about_character``: you/your, or "the AI/assistant/character/bot" — a statement about the other side;
-- ``unbalanced``: an opening bracket or quote without its close;
-- ``empty_complement``: the object is a free relative on a light verb and says nothing ("The user enjoys
-  what they do.", "El usuario disfruta lo que hace.");
-- ``cut_off``: ends on a determiner, preposition or conjunction, on a comma, colon, dash or ellipsis
-  (also before the final stop: "near their house -."), on a verb that needs its object ("… - it brings."),
-  or after a dash with less than a clause behind it;
-- ``dangling_reference``: a pointing word with nothing named in the statement to point at — the rule is
-  about referents, not words (tables.referents for English, tables.languages for German, Spanish and
-  French): "The user loves them.", "The user loves making him happy.", "The user wants to go there.",
-  "The user knows that.", "The user loves going to this park near their house.", "Der Nutzer mag es.",
-  "El usuario vive allí." are refused; "The user has two dogs and loves them.", "The user moved to Lisbon
-  and loves it there.", "The user is moving to Berlin this summer.", "The user's sister visits her." pass.
-  A demonstrative with its noun ("this band") names the kind, not which one: it passes only when the
-  statement names the thing too ("The user has loved Radiohead since school and saw this band live twice",
-  "this band called Muse"); the rules backend resolves it from the turn before the gate sees it.
-  Known limits (benchmarks/gate_set.jsonl lists them as misses): "his/her + noun" and a lone "he/she"
-  subject may be the user, so "The user loves his famous chili." passes.
-
-``restates`` is the lexical near-duplicate rule on content stems: the same polarity and either a Jaccard
-overlap at or above a threshold, or one side's stems all inside the other's (when that side has at least
-``containment_min`` of them, so one shared word is never enough).
-
-The rules are lexical: English in full, German, Spanish and French for person, pointing words and cut-offs.
+The rules, each reason with its examples and the known limits: docs/design/statements.md.
 """
 
 from __future__ import annotations

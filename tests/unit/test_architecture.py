@@ -301,7 +301,6 @@ PENDING = frozenset({
     "credence.streams.ops.neko", "credence.streams.scope.corrections", "credence.streams.scope.erase",
     "credence.streams.scope.imports", "credence.streams.scope.refine", "credence.streams.scope.speculation",
     "credence.streams.serving.recall",
-    "credence.tables.referents", "credence.tables.refine", "credence.tables.statement",
     "credence.streams.llm.runner", "credence.streams.llm.tasks", "credence.streams.runtime.agent",
     "credence.streams.scope.step",
     *(f"credence.streams.state.{m}" for m in ("fence", "forgets", "freshness", "incarnations", "marks",
