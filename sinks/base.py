@@ -1,19 +1,12 @@
 """What a sink is: the contract between the consumer loop (consumer.SinkRunner) and a destination.
 
-A sink consumes ``topics`` as the Kafka consumer group ``group_id``. The runner polls a batch of
-records and hands it to ``write``; ``write`` makes what it can durable in its destination and
-answers with the offsets that are now safe to commit (every record below them is durable, or
-deliberately left out) and the records it rejected (the runner dead-letters those). The runner
-commits exactly those offsets, and only after ``write`` returned and the rejected records' dead
-letters were acknowledged; a ``write`` that raises commits nothing, so a restart re-reads from the
-last committed offset and the sink must land what it re-reads the same way (idempotent writes:
-the Parquet archive rewrites the same shard names).
+``write`` makes what it can of a batch durable and answers the offsets now safe to commit and the records
+it rejected (dead-lettered by the runner); the runner commits exactly those, after the dead letters are
+acknowledged, and nothing when ``write`` raises, so writes must be idempotent. A sink may hold records back:
+``flush`` makes them visible, ``close`` durable at the end of a drain, ``resume_offset`` says where a
+partition starts again, ``revoke`` forgets what it held of partitions now owned elsewhere.
 
-A sink may hold records back (the archive seals a span only when the consumer has passed its last
-offset): ``flush`` makes them visible without committing them, ``close`` (at the end of a drain) makes
-them durable as they stand and answers the consumer's positions as safe to commit, ``resume_offset``
-says where a partition starts again given its committed offset, and ``revoke`` forgets what it held of
-partitions another group member now owns.
+The contract in full: docs/design/archive.md.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
-"""Erasing one entry from the Parquet archive (issue 33): rewrite the shards that hold its rows without them.
+"""Erasing one entry from the Parquet archive: rewrite the shards that hold its rows without them.
 
-The user deleted the entry (streams/scope/erase.py); the journal topics keep its earlier events until their
-retention, and the sink rewrites an open span's shards as it grows (or all of them on a replay), so, as for a
-forgotten user (forget.py), a marker comes first and the sink leaves the rows it names out of every write;
-then the shards are rewritten (temp + rename, or a whole-object upload; a shard left empty is deleted).
-Running it again finds nothing to remove.
+As for a forgotten user (forget.py): a marker first, which the sink honours in every write, then the
+shards rewritten; running it again finds nothing to remove. A marker removes the entry's versions below
+the erased event's, in the scope's incarnation; the erased event itself and a later life of the entry stay.
+Its key, ``<root>/_erased/<sha256 hex>``, names no one.
 
-A marker removes the entry's versions below the erased event's, in the incarnation the scope had: the
-erased event itself (no text: who, when, why) stays, and a later life of the entry (the user said it again;
-its version line goes on past the erased event) is archived as usual.
-
-Its key names no one: ``<root>/_erased/<sha256 hex of "credence-erase␟tenant␟user␟character␟entry id">``; the
-body holds the entry id (an opaque digest for reflections), so a write hashes only the rows of erased ids.
+The rules in full: docs/design/archive.md ("Erasing one entry").
 """
 
 from __future__ import annotations

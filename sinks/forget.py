@@ -1,32 +1,11 @@
 """Forgetting a user in the Parquet archive: rewrite every affected shard without their rows.
 
-Each shard is replaced atomically (temp + rename, or a whole-object upload), and a shard left
-empty is deleted, so a reader never sees a half-forgotten file. Running it again finds nothing
-to remove.
+A marker first (the sink reads it before every write and leaves the forgotten rows out), then each
+affected shard replaced atomically, an empty one deleted; running it again finds nothing to remove. A
+marker forgets one life of the user (its cut-off is an incarnation per partition), and its key is a
+plain SHA-256 of tenant and user, so the markers name no one.
 
-The archive and evidence topics keep the user's records until retention removes them, and the
-sink rewrites an open span's shards as it grows (or all of them on a replay). So forgetting
-first leaves a marker, which the sink reads before every write and leaves the forgotten rows out of;
-then it rewrites the shards. A sink write racing with the marker can still put rows back; running
-forget again (idempotent) removes them.
-
-The marker forgets one life of the user, not the user for ever. Its cut-off is the incarnation the
-user's scopes begin after the forget, per partition (streams/state/incarnations.py: the offset + 1 of
-the forget record `credence forget` wrote to that control partition; the journal topics are
-partitioned as the control topic, by scope): a row of the user on partition p is forgotten when its
-incarnation is below the cut-off of p (1 for a partition it does not name: the life before any forget),
-so a user who comes back is archived again. `--archive-only` sends no forget: its cut-off is one past the
-newest incarnation of the user's rows archived so far on each partition, so everything archived of them
-is forgotten, and a life begun by a later forget is kept. Only markers written before cut-offs forget
-every row of the user.
-
-Its key names no one: ``<root>/_forgotten/<sha256 hex of "credence-forget␟tenant␟user">``. Plain
-SHA-256, not keyed: a secret salt kept in the archive would be readable by anyone who can list the
-markers, so it would only stop a precomputed table across archives, at the cost of a second object that
-every writer must agree on (two writers racing to create it on object storage, which has no
-create-if-absent, would split the markers between two salts). What stays possible for a reader of the
-bucket is confirming a guess (hashing a candidate name), not listing who was forgotten. Older markers,
-``_forgotten/<tenant>/<user>``, are still honoured, and forgetting that user again deletes them.
+The cut-off, ``--archive-only`` and why the digest is not keyed: docs/design/archive.md.
 """
 
 from __future__ import annotations

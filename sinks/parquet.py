@@ -1,45 +1,12 @@
 """The Parquet sink (a base.Sink): credence.archive or credence.evidence as Parquet shards, on a local
 folder or object storage (shards.open_archive: the same sink, another pyarrow filesystem).
 
-Batch boundaries (the rule that makes replays and crash restarts rewrite the same files):
-- Offsets of a topic partition are cut into *spans* of S = max_rows_per_shard offsets:
-  span k holds offsets [k*S, (k+1)*S - 1]. A span depends on offsets only, never on timing.
-- A span's rows are grouped by (tenant, kind, date) and cut greedily in offset order into shards
-  bounded by rows and bytes; a shard is named ``p{partition}-{first row offset}-{span last offset}``.
-- When the consumer's position passes a span's last offset the span is *sealed*: its shards are
-  published (temp + rename) and only then is the span's end returned as durable, for the runner
-  (consumer.py) to commit. The committed offset is therefore always a span start.
-- An open span is published early after flush_interval_seconds so rows become visible, but its offset
-  is not committed. Because greedy cutting is prefix-stable, the later, fuller write of the same span
-  produces the same names and atomically replaces them.
-- At the end of a drain (``close``) an open span is published and the consumer's position, inside
-  the span, is committed. The next run resumes at the span start and re-reads the span, but rows below
-  that commit are *clean*: their shards are already whole, so only the shard keys that receive a row at
-  or past it are written again, and a drain with nothing new reads nothing and writes nothing.
-- After a crash the sink resumes at the committed span start, re-reads the span and rewrites the
-  same names; a replay from offset 0 does the same for every span. So no row is ever in two files
-  and the file set after a replay equals the one before it.
-De-duplication ("first offset wins", per topic partition). The worker delivers both topics at least
-once, so one identity (schema.identity: an archival's entry_id@version, an evidence event_id, each in
-its scope's incarnation; a scope, hence an entry, lives on one partition) can sit at several offsets.
-When a span is written, a row is dropped if its identity appears at a lower offset of the same partition: earlier in the span, or in a shard
-of an earlier span. The identities of earlier spans are a per-partition set in the sink, filled
-once from the identity columns of the partition's shards whose range ends before the span, then
-kept up to date as spans are sealed; a replay from 0 starts from an empty set and refills it span by
-span, so every decision is the one an incremental run made. A row's decision depends only on lower
-offsets, so a later, fuller write of an open span repeats the decisions of the earlier one.
-Dropped rows are left out *after* the shards are planned (like forgotten users' rows), so shard
-names never depend on a decision. That matters for forget: forget_user removes a user's first
-occurrences from the shards, so a set rebuilt from the files no longer holds them and a later
-duplicate is then not recognised; but it is the same user's row (one entry, one scope), which the
-forgotten filter drops anyway, and the names are unchanged, so the file set is the same either way.
-Memory: 16 bytes per identity of every partition the sink currently holds (a 128-bit digest,
-dedup.IdentitySet; dropped when a partition is revoked), i.e. 16 MB per million evidence events,
-plus the identities of the open spans as strings.
-Rejected records are dead-lettered as they are read, so a re-read after a restart may send one twice.
-Limit: an open span's first offset must still be in the topic when the sink restarts, and a quiet
-partition can keep a span open for long; give the archive and evidence topics unlimited retention
-(retention.ms=-1) or one longer than a span takes to fill plus the longest sink outage.
+A topic partition's offsets are cut into spans of max_rows_per_shard offsets; a span is published (and
+its end committed) only once the consumer has passed it, so a replay or a crash restart rewrites the same
+shard names. Rows are de-duplicated per partition ("first offset wins") and rows of forgotten users or
+erased entries are left out, both only after the shards are planned.
+
+Batch boundaries, de-duplication, its memory and the retention it needs: docs/design/archive.md.
 """
 
 from __future__ import annotations

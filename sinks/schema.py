@@ -1,18 +1,10 @@
 """Arrow schemas of the two Parquet tables (archive, evidence) and the record -> row conversion.
 
-Column rules (docs/records.md is the source of the record formats):
-- Each field of a journal record (credence/journal_records.py's FIELDS, which the worker builds its records
-  from) is a column of its own, in that order, typed by the field's kind; a field added there is a column.
-- The hive partition columns tenant, kind, date are *not* stored in the files; they come from the path
-  (kind = entry_kind, date = UTC day of archived_at / at).
-- Every Entry snapshot key is a column under its own name, evidence counters flattened under theirs.
-  Keys the record already carries are checked to agree and not repeated (id -> entry_id,
-  kind -> entry_kind, tenant/user/character -> scope). The snapshot's archived_at is stored as
-  entry_archived_at so the two tables share one snapshot block without clashing with the archive
-  record's own archived_at.
-- snapshot_json keeps the exact snapshot, so a key the entry model gains later is never lost.
-- A facts event (entry_kind "facts", evidence only) carries no Entry snapshot: its `entry` object (request,
-  task, fact ids, reason) lives in snapshot_json, and of the snapshot columns only version is set.
+Each journal record field (credence/journal_records.py's FIELDS) is a column; tenant, kind and date come
+from the hive path; every Entry snapshot key is a column of its own (counters flattened), and
+snapshot_json keeps the exact snapshot. docs/records.md is the source of the record formats.
+
+The column rules in full: docs/design/archive.md ("Columns").
 """
 
 from __future__ import annotations

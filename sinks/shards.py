@@ -1,19 +1,11 @@
 """Deterministic, size-bounded, atomically published Parquet shards.
 
-Layout: ``<root>/<table>/tenant=T/kind=K/date=D/p{partition:03d}-{first:012d}-{last:012d}.parquet``
-where ``first`` is the offset of the shard's first *planned* row and ``last`` is the last offset of
-the offset range the shard was cut from (the sink's span; see parquet.py). Same rows in ⇒ same
-names and byte-identical files out, so a replay overwrites instead of duplicating.
-Rows of forgotten users and duplicate rows (parquet.py) are left out only after the shards are
-planned, so names never depend on either decision.
+Layout: ``<root>/<table>/tenant=T/kind=K/date=D/p{partition:03d}-{first:012d}-{last:012d}.parquet``; the
+same rows in give the same names and byte-identical files out, so a replay overwrites instead of
+duplicating. Local files are published by temp + fsync + rename; on object stores (s3://, gs://) the final
+name is uploaded directly (an object appears whole when its upload completes).
 
-Publishing: local files are written to a hidden ``.*.tmp`` name in the target directory, fsynced,
-renamed over the final name and the directory fsynced; a temp name never matches ``*.parquet``.
-Object stores (s3://, gs://) have no rename, and need none: an object appears whole when its upload
-completes (pyarrow uploads in parts and completes on close), and until then readers see the previous
-version or nothing. A writer killed mid-upload leaves an incomplete multipart upload, which no listing
-shows (an S3 lifecycle rule, AbortIncompleteMultipartUpload, reclaims its parts). So the final name is
-written directly there, and the sink commits offsets only after the upload completed.
+Why either way is atomic for a reader: docs/design/archive.md ("Shards").
 """
 
 from __future__ import annotations

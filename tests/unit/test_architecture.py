@@ -296,8 +296,6 @@ PENDING = frozenset({
     "benchmarks.corrections", "benchmarks.corrections_wall", "benchmarks.gate", "benchmarks.latency",
     "benchmarks.production_path", "benchmarks.rebalance", "benchmarks.serving", "benchmarks.stage2_efficiency",
     "benchmarks.throughput", "credence.tracing",
-    "credence.sinks.base", "credence.sinks.erase", "credence.sinks.forget", "credence.sinks.parquet",
-    "credence.sinks.schema", "credence.sinks.shards",
     "credence.streams.ops.neko", "credence.streams.scope.corrections", "credence.streams.scope.erase",
     "credence.streams.scope.imports", "credence.streams.scope.refine", "credence.streams.scope.speculation",
     "credence.streams.serving.recall",
