@@ -1,17 +1,11 @@
 """`credence import --from-neko`: an N.E.K.O. installation mapped onto credence's entries with the counters
-and clocks intact (/work/shared/NEKO_FORMATS.md §14's checklist), written as the portable format's lines so
-the import takes the same path as any export.
+and clocks intact, written as the portable format's lines so the import takes the same path as any export.
 
 The mapping is pure (``map_installation``: the files as read, a zone, ``now``). Counters are carried
-verbatim (stored, undecayed, with their two clocks), so the evidence score at any instant is the origin's
-formula on the origin's values; naive local times are read in the given zone. Statuses: `merged` is
-credence's `promoted` with `merged_into_id` = `absorbed_into`; an entry found only in an archive shard
-is `archived` (its archived_at kept); active copies win over shards. Character-card entries become the
-character's card (protected, no counters). Group-chat rows (`@subject/…` sections, scoped reflections)
-become their own users `<kind>:<subject_id>`; rows with part of the subject triple are corrupt to the
-origin too and skipped. An installation never migrated to evidence (no `__meta__` marker) gets the
-origin's seed table for its counter-less reflections, clocked at the import as the origin's migration
-would be at its next start.
+verbatim, so the evidence score at any instant is the origin's formula on the origin's values; naive local
+times are read in the given zone.
+
+The mapping, field by field: docs/export.md ("From N.E.K.O.").
 """
 
 from __future__ import annotations

@@ -1,25 +1,13 @@
-"""Correction work (issue 32 item 1; the origin's loop in NEKO_LOOPS.md §1, kept where it loses nothing).
+"""Correction work (the origin's loop in NEKO_LOOPS.md §1, kept where it loses nothing).
 
-A synthesised reflection, or a promotion that would create a persona entry, on the topic of an existing
-active persona entry (the origin's detector: the share of the smaller side's keywords the two texts have
-in common, here their content stems and predicate kind, at least ``memory.correction_topic_overlap``), or
-a synthesised reflection that says the opposite of an open reflection on its topic, is queued in the
-scope's state as a correction against that entry's id, not its text, instead of becoming a
-second entry. A queued reflection stays confirmed, and no promotion of it is attempted while it waits; a
-queued synthesis is not an entry yet (``_decide_draft``). The correction task decides up to
-``memory.correction_batch_size`` queued items of a scope in one call (for a promotion):
+A synthesised reflection or a persona-creating promotion on the topic of an active persona entry, or a
+synthesis saying the opposite of an open reflection on its topic, is queued against that entry's id
+instead of becoming a second entry. The correction task decides up to ``memory.correction_batch_size``
+queued items in one call: merge, keep_new, keep_old or keep_both. Decisions are applied from the result
+record in the scope's order; a failed call is dead-lettered and its reflections become promote_blocked.
 
-- merge: the entry keeps its id and counters (the reflection's evidence folded in by merge-on-promote's
-  rule), takes the fused text and keeps the replaced one in its version history;
-- keep_new: the new statement becomes the persona entry; the old entry is archived with its history,
-  never deleted, and its text opens the new entry's history (the origin drops it);
-- keep_old: the promotion is rejected (the reflection stays confirmed until a newer positive signal);
-- keep_both: the promotion creates its entry as it decided.
-
-A protected card entry is never a target. Decisions are applied from the result record, in the scope's
-order: a replay applies the same record and never asks the model again. A failed call is retried and
-backed off like any request and dead-lettered with its reason; its items are then dropped from the queue
-and their reflections are promote_blocked (retried later by the promotion's own rules)."""
+Each decision's rules, and what differs from the origin: docs/design/scope.md ("Correction work").
+"""
 
 from __future__ import annotations
 

@@ -1,20 +1,11 @@
-"""One entry at a time, as user signals (issue 33): deleting one entry, "remember this", rewording one.
+"""One entry at a time, as user signals: deleting one entry, "remember this", rewording one.
 
-Erase: the entry, and the reflections merged into it (their text lives on in it), leave the scope's state.
-The store deletes their keys, signal history and kept versions with them (changelog tombstones); the journal
-gets one "erased" event per entry whose snapshot keeps no text, the who and why in its cause; and each id
-goes into ``ScopeState.erased`` with the instant and the erased event's version. From then on a synthesis
-whose facts were all said at or before that instant never creates the entry again (a replay of the old
-turns says nothing new), while a fact said later (the user restating it) is new evidence and may. The
-version line goes on past the erased event, so a later life of the entry never reuses its event ids, and
-the archive's erase marker (sinks/erase.py) removes only the versions below it.
+Erase: the entry and the reflections merged into it leave the scope's state, journalled "erased" without
+text, and its id is kept in ``ScopeState.erased`` so a replay of the old turns never brings it back.
+Remember: a user-provenance fact entered where Stage-1 would have put it. Edit: a new wording, same id and
+counters, the old one in the version history; journalled "edited".
 
-Remember: a user-provenance fact entered where Stage-1 would have put it: Stage-2 weighs it against the
-scope's entries (it reinforces the one it restates), synthesis makes a new reflection of it seeded by its
-importance. It earns nothing past the seed's thresholds: confirmation and promotion come as for any fact.
-
-Edit: the user's correction of an entry's wording keeps its id and counters, the old wording in its version
-history (tables.entries.rewrite_text, as the correction loop does); journalled "edited".
+The rules in full: docs/design/scope.md ("One entry at a time").
 """
 
 from __future__ import annotations

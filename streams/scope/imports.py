@@ -1,16 +1,12 @@
 """`credence import`: entries brought in through the log, applied by the scope's owner.
 
-An import record (credence.control, type "import") carries one scope's entries as exported snapshots
-(docs/export.md). The owner checks every one before it changes anything: a snapshot that does not read,
-names another scope or repeats an id raises, so the agent dead-letters the whole record with the reason
-and the scope keeps the state it had (never half an import). Applied, each snapshot is journalled as it
-came (event "imported", its version and clocks untouched), so an export of the imported scope is the
-export it came from; an archived one goes the archive's way (journal, credence.archive, out of the active
-view). The same import again (its `import_id`) changes nothing, and a snapshot older than the entry the
-scope already holds is left out: the newer version wins, as in every fold of the journal.
+An import record (credence.control, type "import") carries one scope's entries as exported snapshots. The
+owner checks every one before it changes anything (a bad one dead-letters the whole record: never half an
+import); each is journalled as it came (event "imported"), an archived one goes the archive's way. The same
+``import_id`` again changes nothing, and a snapshot older than the entry held is left out. Nothing here moves
+the scope's clock or runs the sweep: time-driven changes happen at the scope's next input.
 
-Nothing here moves the scope's clock or runs the sweep: time-driven changes happen at the scope's next
-input, as they would have at the origin.
+The format and the import's rules: docs/export.md ("Import goes through the log").
 """
 
 from __future__ import annotations

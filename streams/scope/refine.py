@@ -1,23 +1,12 @@
-"""Refinement loops inside the scope step (issue 32 item 2, NEKO_LOOPS.md §2): on a cadence in the scope's
-event time, clusters of near-duplicate or overlapping live entries go to the refine task, and its answer
+"""Refinement loops inside the scope step (NEKO_LOOPS.md §2): on a cadence in the scope's event time,
+clusters of near-duplicate or overlapping live entries go to the refine task, and its answer
 (split / merge / modify / discard, or nothing) is applied here by the rules of tables.refine.
 
-- Only with powerful memory on (the seed: "refinement loops are active" when enabled); the switch drops a
-  result that arrives after it went off (results.SWITCHED_TASKS).
-- Clusters are the restatement rule `memory dedupe` and synthesis use (restate.same_statement: the
-  predicate kind and content stems, Jaccard or containment), over live, unprotected entries no promotion is
-  deciding; protected card entries are never in a cluster and never touched. With embeddings on
-  (CREDENCE_PIPELINE__EMBEDDINGS) a pair of the same polarity whose cosine similarity reaches
-  memory.refine_cluster_cosine is related too (paraphrases sharing few words).
-- A refine request holds the scope like every evidence request (ScopeState.blocked): inputs arriving
-  meanwhile wait in the state, so the answer is applied to the entries as they were asked about.
-- The request carries the cluster (its hash and each member's version): the answer is a result record on
-  the log, so a replay applies the same decision without asking the model again, and a member that changed
-  meanwhile is left alone. Split pieces take ids derived from the cluster and their place in the answer.
-- The modification history is the entry's version history (tables.version_history; tables.refine says
-  what each action appends), shown in `entries/{id}` and the browser.
-- Every applied action is journalled (pieces "created", rewrites "merged", sources "archived" with the
-  cause refine_<action>); nothing is deleted.
+Only with powerful memory on. A refine request holds the scope like every evidence request and carries its
+cluster, so a replay applies the same decision without asking again and a member changed meanwhile is left
+alone. Every applied action is journalled (cause refine_<action>); nothing is deleted.
+
+Clusters, holding and journalling in full: docs/design/refinement.md.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """Speculative Stage-1: the windows a held scope's queued turns will close are asked before it gets there.
 
-Every evidence request holds its scope (step.py), so on its own a long scope's calls run one after another:
-the next window's Stage-1 waits for this window's Stage-1, Stage-2 and synthesis. Yet which turns a window
-holds is decided by event time alone (window.py), and a Stage-1 payload is those turns and nothing else: while
-the scope is held, the windows its queued turns will close are known. `ahead` asks them now, as speculative
-requests that hold nothing. Nothing of their answers is applied then: an answer waits on its request until
-the scope's own logic asks for a Stage-1 of the same turns (`stage1`), which adopts the request: its stored
-answer is applied right there, as the result record arriving next would be, or, still in flight, the scope
-is held on it like on any request. A window predicted wrongly (the switch changed meanwhile) is never asked
-for: its request is dropped once one of its turns goes out in another window, and its late answer is stale.
-A speculative call that failed is not asked again until its window comes, then as the window's own request
-(the same request id, its failure not counted against it). Results are
-still applied in the scope's order, so a replay, a duplicate or a crash ends where the serialised run ends.
+While an evidence request holds the scope, ``ahead`` asks the Stage-1 of the windows its queued turns will
+close (window.py decides them by event time alone), as requests that hold nothing. An answer is applied
+only when the scope's own logic asks for that Stage-1 (``stage1`` adopts the request), in the scope's order,
+so a replay, a duplicate or a crash ends where the serialised run ends.
+
+Why, and what happens to a wrong guess or a failed call: docs/design/scope.md ("Speculative Stage-1").
 """
 
 from __future__ import annotations

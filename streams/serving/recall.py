@@ -1,19 +1,12 @@
-"""Explicit memory recall (seed 000: "BM25, optional cosine similarity, time filtering, and RRF").
+"""Explicit memory recall (the seed's "BM25, optional cosine similarity, time filtering, and RRF").
 
-A query is answered over the scope's recallable entries (index.recallable): BM25 over the entry's
-subject and text, cosine similarity of sentence embeddings when an encoder is configured, a time
-filter, and reciprocal rank fusion (fusion.py, k = 60) of the rankers' orders.
+A query is answered over the scope's recallable entries (index.recallable): BM25 over the entry's subject
+and text, cosine similarity of sentence embeddings when an encoder is configured, the time filter
+``since <= created_at < until``, and reciprocal rank fusion (fusion.py, k = 60). Ties go to the best
+single rank, then the lower entry id. The per-scope index is built once per (scope, entries version) and
+kept in a bounded LRU; embeddings are kept per entry version across builds.
 
-Time filter: `since <= created_at < until`. created_at is when the observation was formed; updated_at
-moves with every signal, evidence sweep or mention, so filtering on it would make an old observation
-look new whenever the user reacted to it.
-
-Ties on the fused value go to the best single rank, then to the lower entry id (fusion.py), so the
-answer never depends on the order the entries were passed in.
-
-The per-scope index is built once per (scope, entries version) and kept in a bounded LRU cache
-(`cache_scopes` scopes, one version each: a newer version replaces the older one). Embeddings are kept
-per entry version across builds, so a new scope version embeds only the entries that changed.
+Why created_at and not updated_at, and the cache: docs/operations/observability.md ("Recall").
 """
 
 from __future__ import annotations
