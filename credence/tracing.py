@@ -1,16 +1,11 @@
 """OpenTelemetry traces that follow a turn through Kafka: W3C trace context in record headers.
 
 A turn produced by the API, the MCP tool or `credence replay` starts a trace (or continues the caller's
-`traceparent`); the worker's step on each record, each LLM call and each record the step emits are spans
-of it, and a result sent back through the result topics carries it on.
+`traceparent`); the worker's step, each LLM call and each emitted record are spans of it. Off unless the
+standard `OTEL_*` variables ask for export (`setup`); off, every helper checks `active` first and does
+nothing. Span attributes never name a key, a text, a prompt or a scope's user.
 
-Off unless the standard `OTEL_*` variables ask for export (`setup`); then the SDK, an optional extra
-(`pip install -e '.[tracing]'` in the checkout), exports OTLP over HTTP. Off, the global tracer provider is the API's
-proxy: every helper here checks that first (`active`) and does nothing, so no span object is made and no
-header is encoded on the hot path.
-
-Span attributes name tenants, topics, partitions, offsets, tasks, models and token counts; never a key, a
-turn's or an entry's text, a prompt or a scope's user.
+The spans, their attributes and the cost: docs/operations/observability.md ("Tracing").
 """
 
 from __future__ import annotations
