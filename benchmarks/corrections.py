@@ -1,21 +1,10 @@
-"""Corrections that stick (issue 32): labelled dialogues (benchmarks/corrections/dialogues.jsonl) each
-establish facts over sessions three days apart and then correct them the ways people do — relocation and
-other updates, quitting, renamed pets, "not X but Y", a flat rebuttal after the AI mentions the fact, a
-rebuttal of a persona entry, a forget request, a correction spread over two turns — beside controls that
-must keep their facts (a negative about something else, sarcasm, hypotheticals, quoting someone else, a
-"no" to an unrelated question, "don't forget").
+"""Corrections that stick: labelled dialogues (benchmarks/corrections/dialogues.jsonl) establish facts, then
+correct them the ways people do, beside controls that must keep their facts. Each dialogue is its own
+scope, all through one worker (`rules`, and with `--openai` the `openai` backend against the test server);
+then each scope's memory block is read. Per kind: stick, new value, false retractions (controls), time to
+change (p50 / p99), counted only where the old value was established.
 
-Every dialogue is its own scope; all of them run end to end through one worker on a broker (the offline
-`rules` default, and with `--openai` also the `openai` backend against the OpenAI-compatible test server),
-then the memory block each scope's owner serves is read. Per kind:
-
-  stick      the old value is gone from the block's current sections (or shown under the disputed heading)
-  new value  the value the user gave instead is in a current section
-  false retractions (controls)  a fact the control must keep is missing from the current sections
-  time to change  event time from the correction's first turn to the first journal event that disputes,
-             denies or archives the old entry or creates the new one (p50 / p99)
-
-A correction counts only where the old value was in the block before it (`established`).
+The kinds and the measures in full: docs/design/benchmarks.md ("Corrections that stick").
 
     python benchmarks/corrections.py [--openai] [--inprocess] [--sample 10]
 """

@@ -1,26 +1,10 @@
-"""Corrections on the production path, in wall time (issue 32 item 7): how long after the correction turn
-is produced does the memory block the worker serves show it?
+"""Corrections on the production path, in wall time: how long after the correction turn is produced does
+the memory block the worker serves show it?
 
-The labelled dialogues of benchmarks/corrections.py, the `openai` backend against the OpenAI-compatible
-test server answering each call a seeded 0.2–0.4 s late (a loaded model server, as
-benchmarks/production_path.py does; `--delay LOW,HIGH`), one worker:
-
-  1. the sessions before the correction, replayed on event time and flushed (the facts established),
-     dated so that the correction session falls on today;
-  2. the worker restarted as in production (wall-clock ticks carry event time, every second), and each
-     dialogue's correction session sent live: one dialogue starting every `--every` seconds (default 1), its
-     turns `--gap` seconds apart (default 2, the character's "I see." between user turns), stamped with the
-     wall clock when sent;
-  3. each correction's block (`GET /scope/{scope}`, the state the prompt routes render) polled until it
-     shows the change: the old value gone from the current sections (or under the disputed heading) and
-     the new value, if the user gave one, in them; timed from the produce of the session's first user
-     turn (after the character's line it answers, if any).
-
-Reported per kind: p50 / p99 of those seconds, and how many never showed it within `--deadline`. Stage-1
-extraction waits for its window to close: here after `stage1_quiet_seconds` = 10 s of quiet (the live
-run's windows in production_path.py); with the default 600 s a correction that needs extraction (an
-update, a relocation, a rename) waits those ten minutes of quiet first, while rebuttals and forget
-requests take effect at the turn (the negative-keyword hook and its target check).
+The dialogues of benchmarks/corrections.py, the `openai` backend against the test server answering a seeded
+0.2–0.4 s late, one worker: the sessions before the correction replayed, then each correction session sent
+live and its block polled until it shows the change. Reported per kind: p50 / p99 seconds and how many
+never showed it within `--deadline`. The steps and the windows: docs/design/benchmarks.md.
 
     python benchmarks/corrections_wall.py [--delay 0.2,0.4] [--every 1] [--gap 2] [--only KIND,…]
 """

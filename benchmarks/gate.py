@@ -1,15 +1,11 @@
-"""The self-containment gate on real speech (issue 35): how well tables.statement.is_self_contained
-tells usable statements from unusable ones, and what the offline default stores from human-style talk.
+"""The self-containment gate on real speech: how well tables.statement.is_self_contained tells usable
+statements from unusable ones, and what the offline default stores from human-style talk.
 
-1. The labelled gate set (benchmarks/gate_set.jsonl: statements a model or the rules backend could write,
-   half of them from human-style dialogue, each labelled usable/unusable by a reader). "Refusing an
-   unusable statement" is the positive class: recall = unusable refused / unusable, precision = unusable
-   refused / all refused; plus the share of usable statements refused.
-2. A realistic dialogue (benchmarks/gate_dialogue.jsonl: 48 human-written conversations of 27 users, with
-   dashes, run-ons, "lol", lowercase names, other people's names; not the project's generator) replayed
-   through `credence demo` (the offline rules backend) on the benchmark's broker: stored entries, the
-   share a reader judged self-contained (benchmarks/gate_dialogue_judged.jsonl holds those judgements;
-   an entry without one is counted and listed as unjudged, never as good), and near-duplicate live pairs.
+1. The labelled gate set (benchmarks/gate_set.jsonl): recall and precision of refusing unusable statements,
+   and the share of usable ones refused.
+2. A realistic dialogue (benchmarks/gate_dialogue.jsonl) replayed through `credence demo`: stored entries,
+   the share a reader judged self-contained, near-duplicate live pairs.
+The method in full: docs/design/benchmarks.md ("The self-containment gate on real speech").
 
     python benchmarks/gate.py [--sample 30]      # both parts, on CREDENCE_KAFKA_BOOTSTRAP or an embedded broker
 """

@@ -1,16 +1,9 @@
-"""Latency at half of max throughput, on one worker (rules backend, Stage-1 window of one turn so a
-statement is extracted at once), against raw Kafka on the same broker in the same run:
+"""Latency at half of max throughput, on one worker (rules backend, Stage-1 window of one turn), against
+raw Kafka on the same broker in the same run: turn → evidence (a statement produced → the first journal
+event of its entry) and retraction (a rendered reflection denied, explicitly and surfaced → out of the
+scope's rendered memory block), each beside its produce → consume floor.
 
-  turn → evidence: a user's statement produced → the first journal event (credence.evidence) of the
-      entry its fact made or moved. Baseline: the same records produced at the same pace to a plain
-      topic and consumed (produce → consume on this broker).
-  retraction: a rendered reflection denied — explicitly (a feedback record, decision "deny") and
-      surfaced (the character mentions it, the user answers "no, that's wrong") — → the reflection is
-      out of the scope's rendered memory block (the view the prompt is built from). Baseline: a plain
-      turn produced → counted in the same view (the floor of produce → apply → read).
-
-Max throughput is measured first (a burst, same settings); the load then runs at half of it on other
-scopes while latencies are taken.
+The method in full: docs/design/benchmarks.md ("Latency").
 
     python benchmarks/latency.py [--quick]
 """

@@ -1,20 +1,11 @@
 """The production path: the `openai` backend against the OpenAI-compatible test server, each answer held
-back a seeded 0.2–0.4 s (a loaded vLLM server; `--delay LOW,HIGH` or CREDENCE_BENCH_LLM_DELAY), on real-style
-dialogue (streams/ops/data/generate_dialogue.py: anecdotes, small talk, restatements, changes of mind):
+back a seeded 0.2–0.4 s (`--delay LOW,HIGH` or CREDENCE_BENCH_LLM_DELAY), on real-style dialogue: replay,
+long and live runs, the first two against `rules` in the same run. Reported: turns/s and the ratio to
+`rules`, LLM calls and tokens per turn, the server's max concurrency, and (live) turn → journal-event latency.
 
-  replay — catch-up of many scopes × ~24 turns, pre-produced; the same input on `rules` in the same run;
-  long   — 10 long scopes (weeks of sessions each), likewise against `rules`;
-  live   — many scopes, each sending a user turn and the character's answer at a conversational pace,
-           event time = wall clock; the offered load is stepped up until the worker's backlog grows. The
-           highest step it sustains is the worker's capacity.
-
-Reported: turns/s and the ratio to `rules`, LLM calls per 100 turns by task, prompt and completion tokens
-per user turn, the server's max concurrent requests, and (live) turn → journal-event p50/p99, where a
-turn's journal event is the first evidence event of an entry that cites a fact extracted from it.
+The runs and the measures in full: docs/design/benchmarks.md ("The production path").
 
     python benchmarks/production_path.py [--quick] [--delay 0.2,0.4] [--rules-only]
-
-The Stage-1 window table (calls against time to memory) is benchmarks/window_table.py.
 """
 
 from __future__ import annotations

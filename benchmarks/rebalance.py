@@ -1,20 +1,10 @@
 """What a rebalance costs a worker at N input partitions (changelog transactions on).
 
-Worker A holds every partition of a fresh set of topics (N partitions each) and has applied a few turns;
-worker B joins (A gives up half) and then leaves (A takes them back): two rounds of Faust's eager
-rebalances. Measured inside A by a hook its interpreter loads at start (patching Faust's and credence's
-methods, the same on any version of the code):
-  revoked_s    — time in Faust's on_partitions_revoked;
-  assigned_s   — time in Faust's on_partitions_assigned;
-  highwaters_s — the restore's first step, inside Faust's bounded offset-building wait (15 s, whose overrun
-                 halts the worker): the changelog writers' fencing runs there;
-  pause_s      — from the first revocation to the worker processing again (recovery completed);
-  open_stores  — RocksDB databases A holds open when the round has settled (its open LOCK files; each open
-                 one holds ~6 file descriptors): its assigned partitions' and the revoked ones set aside.
-Summed per round (B joining can cause more than one rebalance). Against the broker at
-CREDENCE_KAFKA_BOOTSTRAP (the topics are deleted afterwards), or one of its own (`--own-broker`: 256
-partitions are ~4,000 partitions of topics, which on a small shared broker overran its controller
-heartbeats and re-elected every partition of every user, repeatedly).
+Worker A holds every partition; worker B joins, then leaves: two rounds of Faust's eager rebalances,
+measured inside A by a hook its interpreter loads at start (revoked_s, assigned_s, highwaters_s, pause_s,
+open_stores), summed per round. Against the broker at CREDENCE_KAFKA_BOOTSTRAP or its own (`--own-broker`).
+
+Each measure and why large runs need their own broker: docs/design/benchmarks.md ("What a rebalance costs").
 
 Usage: python benchmarks/rebalance.py [--partitions 4 64 256] [--label main] [--own-broker]
 """

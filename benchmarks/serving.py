@@ -3,17 +3,9 @@
     python benchmarks/serving.py [--sizes 100,1000,10000] [--queries 300] [--cosine auto|on|off]
                                  [--out benchmarks/results] [--http]
 
-For each scope size, one synthetic scope (deterministic vocabulary and texts) is recalled with the same
-queries in the same run:
-  ours:      RecallService.search, BM25 only (the index is built by the first query, timed apart)
-  cosine:    RecallService.search with the bundled all-MiniLM-L6-v2 model (when the extra is installed)
-  baseline:  BM25Okapi(corpus) built for the query, get_scores, top 10 — what a service without a
-             per-version cache does
-and it reports p50/p99 per query, the ratio baseline/ours, and whether the top 10 agree (same ids in
-the same order; ties broken by entry id on both sides). The floor: ours p99 <= 20 ms at 1,000 entries.
-With --http, the same recall also goes through POST /v1/…/recall on a real worker (embedded broker, the
-scopes recovered from their changelog as benchmarks/api_prompt.py seeds them), timed per request.
-Results go to <out>/serving.json and are printed as a table.
+Per scope size, the same queries on ours (BM25), cosine (when the extra is installed) and the baseline;
+p50/p99 per query, the ratio and whether the top 10 agree. With --http, also through POST /v1/…/recall on a
+real worker. Results go to <out>/serving.json. The method: docs/design/benchmarks.md ("Recall latency").
 """
 
 from __future__ import annotations

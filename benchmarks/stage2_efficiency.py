@@ -1,14 +1,9 @@
 """Stage-2 efficiency against the counting OpenAI-compatible test server.
 
-One run of generated long conversations through the worker with the `openai` backend pointed at the
-test server (it answers with the rules' logic and checks every request). The server records, per call,
-the task, the static system prefix's tokens and the whole prompt's tokens. Reported:
-  LLM calls per 100 turns and per new fact (target <= 0.2 per fact),
-  prompt tokens per user turn,
-  share of Stage-2 prompts within the configured budget (target 100%),
-  share of prompt tokens in the static prefix (target >= 70%, so a vLLM prefix cache pays).
-The baseline is a per-turn memory (one extraction and one update call per user turn, as common memory
-layers do), counted on the same input: calls, not measured time.
+Generated long conversations through the worker with the `openai` backend; the server records each call's
+task and tokens. Reported: LLM calls per 100 turns and per new fact, prompt tokens per user turn, Stage-2
+prompts within budget, the static prefix's share; the baseline is a per-turn memory's calls on the same input.
+The targets and the baseline: docs/design/benchmarks.md ("Stage-2 efficiency").
 
     python benchmarks/stage2_efficiency.py [--turns 2000] [--scopes 50]
 """

@@ -1,16 +1,9 @@
 """Throughput of the pipeline against a bare Kafka loop, on one broker in one run.
 
-Inputs (generated, ~300-byte turns, 4 partitions): `short` — 60 scopes of 50 turns; `long` — 10 scopes
-of 600 turns (months of dialogue each). For each input, interleaved `--runs` times:
-  raw   — aiokafka getmany -> JSON decode -> encode -> send (acks=all) -> commit, in this process;
-  ours  — a `credence worker` (rules backend, RocksDB store) consuming the same turns pre-produced,
-          until every turn is accepted and no LLM call is in flight;
-  unfenced — the same worker with the changelog transactions off (CREDENCE_STATE__TRANSACTIONS=false):
-          what the zombie fencing costs.
-Then, once: turn -> journal-event latency at half of our max rate (Stage-1 window of 1 turn, so the
-latency is the pipeline's, not the window's); per-record cost (worker CPU per turn) on a scope that holds
-10 / 1,000 / 10,000 entries; and recovery of a worker holding 100,000 entries with its local store
-deleted, against a bare consumer process reading the same changelog topics.
+Inputs `short` (60 scopes × 50 turns) and `long` (10 × 600), interleaved `--runs` times: raw (an aiokafka
+loop), ours (a `credence worker`, rules backend) and unfenced (changelog transactions off). Then, once:
+turn -> journal-event latency, per-record cost at 10 / 1,000 / 10,000 entries, and recovery of 100,000
+entries. The method in full: docs/design/benchmarks.md ("Throughput").
 
 Writes benchmarks/results/throughput-<UTC time>.json and prints the summary.
 Usage: python benchmarks/throughput.py [--runs N] [--quick]
