@@ -124,7 +124,7 @@ async def merge(backend: LLMBackend, case: dict) -> bool:
     return got.action != "merge" or got.target_id == personas[want["target"]].id
 
 
-# -- correction work (issue 32 item 1) --
+# -- correction work --
 async def correct(backend: LLMBackend, case: dict) -> bool:
     (old, old_score), (new, new_score) = case["old"], case["new"]
     item = CorrectionItem(id=f"corr-{case['id']}", old=Observation(id=f"persona-{case['id']}", text=old, score=old_score),
@@ -173,7 +173,7 @@ TASKS = (
     Task("target", "target.jsonl", target, negative_keyword_target),
     Task("synthesis", "synthesis.jsonl", synthesis, reflection_synthesis),
     Task("merge", "merge.jsonl", merge, merge_decision),
-    # -- correction work (issue 32 item 1) --
+    # -- correction work --
     Task("correction", "correction.jsonl", correct, correction),
     Task("refine", "refine.jsonl", refine, refine_cluster),
     Task("summarise", "summarise.jsonl", summarise, recent_summary),

@@ -31,7 +31,7 @@ DEFAULT_NEGATIVE_KEYWORDS: dict[str, list[str]] = {
 
 
 # A forget request ("please forget what I told you about …") only nominates the entries it speaks about;
-# the same LLM target check decides which, and whether the user asks to forget them (issue 32).
+# the same LLM target check decides which, and whether the user asks to forget them.
 DEFAULT_FORGET_KEYWORDS: dict[str, list[str]] = {
     "en": ["forget", "don't remember", "stop remembering", "delete that", "erase that"],
     "de": ["vergiss", "vergessen"],
@@ -162,7 +162,7 @@ class MemorySettings(BaseModel):
     # with few words in common ~0.7-0.8, "lives in Berlin" / "lives in Lisbon" 0.6, unrelated < 0.35).
     refine_cluster_cosine: float = Field(default=0.7, gt=0, le=1)
 
-    # Recent conversation memo (issue 32 item 3; the origin's recent.json, NEKO_LOOPS.md §3 and §4, under
+    # Recent conversation memo (the origin's recent.json, NEKO_LOOPS.md §3 and §4, under
     # its names): each scope keeps its newest turns; past the threshold the older ones (all but the newest
     # history_max_items - 1) are summarised with the memo into a new memo. Not switched by powerful memory.
     recent_memory_enabled: bool = True

@@ -42,7 +42,7 @@ class Settings(BaseSettings):
     dlq_retention_hours: int = Field(default=24 * 30, ge=1)
     # credence.evidence and credence.archive are the journal and the hand-off to the Parquet sink, which
     # re-reads whole spans after a restart: kept forever by default (-1), like a log should be.
-    # credence.fact-candidates (seed 002's bridge) is kept the same way: switching the bridge off never
+    # credence.fact-candidates (the bridge to facts) is kept the same way: switching the bridge off never
     # removes a candidate already emitted.
     journal_retention_hours: int = Field(default=-1, ge=-1)
     # How soon a crashed worker's partitions move to a live one (Kafka's group session timeout).

@@ -1,4 +1,4 @@
-"""Seed 002 settings: the usage channel (recall-driven strength and its decay) and the bridge to facts.
+"""Usage settings: the usage channel (recall-driven strength and its decay) and the bridge to facts.
 
 Every number is seed 002's default under its name. Both behaviours that can lose or export memory are
 gated and off by default: nothing rots until ``decay_enabled`` is set, nothing is nominated as a fact

@@ -214,7 +214,7 @@ class ForgetResponse(BaseModel):
     partitions: int
 
 
-# -- one entry at a time (issue 33): delete with an erasure receipt, remember this --------------------
+# -- one entry at a time: delete with an erasure receipt, remember this -------------------------------
 
 
 class StoreErasure(BaseModel):
@@ -278,7 +278,7 @@ class OpenApiDocument(BaseModel):
     openapi: str
 
 
-# -- the recent conversation (GET …/recent, MCP get_recent; issue 32 item 3) --------------------------
+# -- the recent conversation (GET …/recent, MCP get_recent) -------------------------------------------
 
 class RecentTurn(BaseModel):
     turn_id: str

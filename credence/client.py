@@ -49,7 +49,7 @@ def _clean(params: dict) -> dict:
 
 def _after(token: str | None, wait: str, timeout: float | None) -> dict:
     """A read's `?wait=&token=&timeout=`: answer once the scope's owner reached the turns of `token` (the
-    `token` of a `send_turns` answer; issue 33)."""
+    `token` of a `send_turns` answer)."""
     return _clean({"wait": wait, "token": token, "timeout": timeout}) if token is not None else {}
 
 
@@ -180,7 +180,7 @@ class Client:
     def entries(self, user: str, character: str, tier: str | None = None, kind: str | None = None,
                 at: datetime | None = None, *, after: str | None = None, wait: str = "applied",
                 timeout: float | None = None, tag: str | None = None) -> models.EntriesResponse:
-        """`tag`: only entries carrying it (issue 33)."""
+        """`tag`: only entries carrying it."""
         return self._send(self.routes.entries(user, character, tier, kind, at, after, wait, timeout, tag))
 
     def entry(self, user: str, character: str, entry_id: str, at: datetime | None = None) -> models.EntryDetail:

@@ -73,12 +73,12 @@ SELECT tenant, "date" AS day,
 FUNNEL_COLUMNS = ["tenant", "date", "event", "to_status"]
 
 
-# Seed 002, bi-temporal validity: one row per journalled version of an entry, with the span it was the
+# Bi-temporal validity: one row per journalled version of an entry, with the span it was the
 # entry's current version (recorded_at until the next version's, NULL = still current) and the span its
 # meaning held (valid_from until invalidated_at). What was valid at T (bind T as $1):
 #   SELECT * FROM entry_versions WHERE recorded_at <= $1 AND (superseded_at IS NULL OR superseded_at > $1)
 #     AND valid_from <= $1 AND (invalidated_at IS NULL OR invalidated_at > $1) AND status <> 'archived'
-# Shards written before seed 002 have no validity columns: their meaning held from created_at on.
+# Shards written before validity was journalled have no validity columns: their meaning held from created_at on.
 VALID_AT_SQL = """SELECT tenant, "user", "character", entry_id, entry_kind, version, status, text, valid_from
 FROM entry_versions
 WHERE recorded_at <= $1 AND (superseded_at IS NULL OR superseded_at > $1)

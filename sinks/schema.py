@@ -61,7 +61,7 @@ SNAPSHOT_FIELDS: tuple[tuple[str, str, pa.DataType], ...] = (
     ("usage.strength", "usage_strength", pa.float64()),
     ("usage.reinforce_count", "reinforce_count", pa.int32()),
     ("usage.last_reinforced_at", "last_reinforced_at", TS),
-    ("tags", "tags", STRINGS),  # issue 33: additive; shards written before it read as null
+    ("tags", "tags", STRINGS),  # the turns' tenant tags, additive; shards written before it read as null
 )
 # Snapshot keys that repeat the record's own identity; checked, not stored twice.
 IDENTITY_KEYS = {"id": "entry_id", "kind": "entry_kind", "tenant": "tenant", "user": "user", "character": "character"}

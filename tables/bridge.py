@@ -1,4 +1,4 @@
-"""The bridge from memory to verified facts (seed 002): narrow, manual, gated.
+"""The bridge from memory to verified facts: narrow, manual, gated.
 
 Memory is mutable and personal; a verified fact is not. They meet only here: a human nominates a *ripe*
 entry (alive >= N days, reinforced >= K times by recall, on a topic the tenant's filter accepts), and the

@@ -1,4 +1,4 @@
-"""External consensus (seed 002): how far a verification pipeline or an operator corroborates an entry.
+"""External consensus: how far a verification pipeline or an operator corroborates an entry.
 
 A score in [0, 1] with who set it and when. It is not user evidence: it never changes the evidence score
 or tier. The usage sweep skips an entry whose consensus reaches ``consensus_skip_at`` ("external

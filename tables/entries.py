@@ -80,12 +80,12 @@ class Entry:
     # When merge-on-promote last answered "reject": final for the reflection as it was then, until a
     # newer positive signal (tables.lifecycle.promote_decision).
     promotion_rejected_at: datetime | None = None
-    # Bi-temporal validity (seed 002): when this meaning became valid, and when a new meaning replaced
+    # Bi-temporal validity: when this meaning became valid, and when a new meaning replaced
     # it. Live entries have invalidated_at None; invalidated versions exist only in the journal.
     valid_from: datetime | None = None  # None = created_at
     invalidated_at: datetime | None = None
     usage: Usage = field(default_factory=Usage)  # recall-driven strength; never part of the score
-    consensus: Consensus | None = None  # external corroboration (seed 002); never part of the score
+    consensus: Consensus | None = None  # external corroboration; never part of the score
     # The texts a rewrite replaced, oldest first, at most memory.version_history_max (version_history.py).
     version_history: tuple[Version, ...] = ()
     tags: tuple[str, ...] = ()  # the tenant's tags of the turns it came from (tables/tags.py); never scored

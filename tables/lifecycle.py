@@ -313,7 +313,7 @@ def create_persona_from(
         source_fact_ids=reflection.source_fact_ids,
         evidence=merge_evidence(reflection.evidence, reflection.evidence, now, settings=settings),
         merged_from_ids=(reflection.id,),
-        tags=reflection.tags,  # issue 33: a promoted reflection's persona keeps its turns' tags
+        tags=reflection.tags,  # a promoted reflection's persona keeps its turns' tags
     )
 
 

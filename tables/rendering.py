@@ -92,7 +92,7 @@ def by_priority(
     settings: MemorySettings = DEFAULT_MEMORY_SETTINGS,
     usage: UsageSettings = DEFAULT_USAGE_SETTINGS,
 ) -> list[Entry]:
-    """Score, then importance, then usage strength (seed 002: only ever a tie-break), descending; ties
+    """Score, then importance, then usage strength (only ever a tie-break), descending; ties
     keep their input order."""
     return sorted(entries, key=lambda e: (-e.score(now, settings=settings), -e.importance,
                                           -usage_strength(e.usage, now, settings=usage)))

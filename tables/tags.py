@@ -1,4 +1,4 @@
-"""Tenant-defined tags (issue 33): a turn may carry them (`metadata.tags`), and the entries made from its
+"""Tenant-defined tags: a turn may carry them (`metadata.tags`), and the entries made from its
 facts inherit them. Tags are the tenant's labels, never read by the evidence math; bounded so a hostile or
 careless producer cannot grow a scope's state or the archive's rows without limit."""
 

@@ -1,4 +1,4 @@
-"""Usage strength: the pull channel beside the user-evidence push channel (seed 002).
+"""Usage strength: the pull channel beside the user-evidence push channel.
 
 Every recall hit actually returned to a caller reinforces an entry with an asymptotic impulse
 Δ = α · (ceiling − current), at most once per (source, UTC day), also when the hit arrives after a
@@ -99,7 +99,7 @@ class Usage:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None, *, since: datetime | None = None) -> Usage:
-        """Read a snapshot; a missing one (an entry written before seed 002) starts at ``since``."""
+        """Read a snapshot; a missing one (an entry written before usage strength was kept) starts at ``since``."""
         if d is None:
             return cls(since=since)
         if not isinstance(d, Mapping):

@@ -1,4 +1,4 @@
-"""Bi-temporal validity (seed 002): supersede, never overwrite; "what was valid at T".
+"""Bi-temporal validity: supersede, never overwrite; "what was valid at T".
 
 Every version of an entry is a journal snapshot. ``valid_from`` says when the version's meaning (its
 text) became valid, ``invalidated_at`` when a new meaning replaced it. A change of meaning — a merge

@@ -1,4 +1,4 @@
-"""Read-your-writes (issue 33): the consistency token `POST …/turns` answers and `?wait=` reads check.
+"""Read-your-writes: the consistency token `POST …/turns` answers and `?wait=` reads check.
 
 A token names, for each turns-topic partition the request wrote to, the offset of its last turn there:
 "3:120,5:88". A scope lives on one partition, and offsets on a partition only grow, so a read waits until

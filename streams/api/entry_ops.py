@@ -1,4 +1,4 @@
-"""One entry at a time on /v1 (issue 33): DELETE an entry with an erasure receipt, POST "remember this", PUT
+"""One entry at a time on /v1: DELETE an entry with an erasure receipt, POST "remember this", PUT
 an entry's text.
 
 Both are control records the scope's owner applies in order (streams/scope/erase.py). The delete waits

@@ -37,7 +37,7 @@ class ReadArgs(ScopeArgs):
 
 
 def _waiting(args) -> dict[str, str]:
-    """The read's ?wait=&token=&timeout= (issue 33)."""
+    """The read's ?wait=&token=&timeout=."""
     return {k: str(v) for k in ("wait", "token", "timeout") if (v := getattr(args, k, None)) is not None}
 
 

@@ -39,7 +39,7 @@ def read_instant(query, clock: datetime | None) -> datetime:
 
 
 def tag_of(tag: str | None, status: int = 400) -> str | None:
-    """A tag filter (issue 33): a valid tag or none; an invalid one is refused with the rule it breaks."""
+    """A tag filter: a valid tag or none; an invalid one is refused with the rule it breaks."""
     if tag is None:
         return None
     try:

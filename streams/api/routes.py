@@ -41,7 +41,7 @@ AS_OF = Query("as_of", "string", "ISO-8601 instant: answer with the entry versio
               "410 before the versions kept")
 
 WAIT = Query("wait", "string", "applied | extracted: answer once the scope's owner has reached the turns of "
-             "`token` (issue 33); 503 with Retry-After if not within `timeout`")
+             "`token`; 503 with Retry-After if not within `timeout`")
 TIMEOUT = Query("timeout", "number", "seconds `wait` may take (default and most: api.turn_wait_max_seconds)")
 TOKEN = Query("token", "string", "the consistency token POST …/turns answered")
 WAITING = (WAIT, TIMEOUT, TOKEN)
@@ -67,7 +67,7 @@ ROUTES: tuple[Route, ...] = (
     Route("GET", SCOPE + "/entries", "get_entries", "The scope's entries with tier and score",
           models.EntriesResponse, scope=True,
           query=(Query("tier", "string", "only this tier"), Query("kind", "string", "persona or reflection"), AT,
-                 AS_OF, *WAITING, Query("tag", "string", "only entries carrying this tag (issue 33)"))),
+                 AS_OF, *WAITING, Query("tag", "string", "only entries carrying this tag"))),
     Route("GET", SCOPE + "/entries/{entry_id}", "get_entry", "One entry and the ordered signals that made its "
           "score", models.EntryDetail, scope=True, query=(AT,)),
     Route("POST", SCOPE + "/entries/{entry_id}/restore", "post_restore", "Bring an entry the usage-decay sweep "

@@ -36,7 +36,7 @@ class OwnerRouter:
         self._partitions = list(range(partitions))
         self.table_name = table_name
         self.timeout = aiohttp.ClientTimeout(total=timeout_s)
-        # A request that waits for its scope's owner (`?wait=`, issue 33) may take that long on top.
+        # A request that waits for its scope's owner (`?wait=`) may take that long on top.
         self.waiting_timeout = aiohttp.ClientTimeout(total=timeout_s + wait_s)
         self._session: aiohttp.ClientSession | None = None
 

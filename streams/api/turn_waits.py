@@ -1,4 +1,4 @@
-"""Turn status and bounded waits (issue 33): `GET …/turns/{turn_id}`, `POST …/turns?wait=` and the reads'
+"""Turn status and bounded waits: `GET …/turns/{turn_id}`, `POST …/turns?wait=` and the reads'
 `?wait=&token=`. Every wait polls this worker's own store (memory, no Kafka) until the scope's owner — this
 worker, or the owner a scope's wait is forwarded to — has come far enough, or the timeout passes."""
 

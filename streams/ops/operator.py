@@ -1,4 +1,4 @@
-"""Seed 002 operator actions against the cluster: usage records, restores, consensus, and the bridge's
+"""Operator actions on memory against the cluster: usage records, restores, consensus, and the bridge's
 nominations.
 
 Writes go through topics keyed by scope, so the scope's owner applies them in order (restores, usage);

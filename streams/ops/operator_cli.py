@@ -1,5 +1,5 @@
 """`credence memory restore`, `credence memory consensus`, `credence memory dedupe` and `credence bridge
-nominate` (seed 002), and `credence memory delete` (issue 33): deliberate human (or verification pipeline)
+nominate`, and `credence memory delete`: deliberate human (or verification pipeline)
 actions.
 
 Kept out of cli.py so the main command table stays small; imports are lazy like the other commands'.
@@ -148,7 +148,7 @@ def cmd_memory_delete(args) -> int:
 
 
 def add_operator_parsers(sub) -> None:
-    p = sub.add_parser("memory", help="operator actions on memory entries (seed 002)")
+    p = sub.add_parser("memory", help="operator actions on memory entries")
     msub = p.add_subparsers(dest="memory_command", required=True, metavar="SUBCOMMAND")
     r = msub.add_parser("restore", help="bring a soft-archived entry back into the active view",
                         description="Sends a restore control record to the scope's owner; the entry returns to "
@@ -177,7 +177,7 @@ def add_operator_parsers(sub) -> None:
     mode.add_argument("--apply", action="store_true", help="report, then ask the owner to merge them")
     d.add_argument("--by", help="who merges (default: the OS user)")
     d.set_defaults(func=cmd_memory_dedupe)
-    e = msub.add_parser("delete", help="delete one entry everywhere, with an erasure receipt (issue 33)",
+    e = msub.add_parser("delete", help="delete one entry everywhere, with an erasure receipt",
                         description="Asks a running worker (DELETE …/entries/{id}, as the tenant): the entry and "
                                     "the entries merged into it leave the tables, changelogs, recall index and "
                                     "Parquet archive, journalled as a deletion. Prints the erasure receipt; exit 1 "
@@ -190,7 +190,7 @@ def add_operator_parsers(sub) -> None:
     e.add_argument("--reason", help="why (journalled, at most 200 characters)")
     e.set_defaults(func=cmd_memory_delete)
 
-    p = sub.add_parser("bridge", help="the gated, manual bridge from memory to verified facts (seed 002)")
+    p = sub.add_parser("bridge", help="the gated, manual bridge from memory to verified facts")
     bsub = p.add_subparsers(dest="bridge_command", required=True, metavar="SUBCOMMAND")
     n = bsub.add_parser("nominate", help="nominate one ripe entry as a fact candidate (a human action)",
                         description="Refuses (exit 2) while CREDENCE_BRIDGE__BRIDGE_ENABLED is false. Reads the "

@@ -137,7 +137,7 @@ def remember(state: ScopeState, record: dict, ctx: StepContext) -> None:
 
 def edit(state: ScopeState, record: dict, ctx: StepContext) -> None:
     """The user rewords an entry: same id and counters, the old wording kept in its version history (and,
-    a change of meaning, journalled closed first: seed 002)."""
+    a change of meaning, journalled closed first)."""
     why = refusal(state, record["entry_id"], editing=True)
     text = " ".join(record["text"].split())
     if why is not None or not restate.admit(ctx, TaskName.STAGE1, text):

@@ -1,4 +1,4 @@
-"""A scope's recent conversation (issue 32 item 3): every turn joins the bounded log of tables/recent.py;
+"""A scope's recent conversation: every turn joins the bounded log of tables/recent.py;
 past the threshold a summarise request rewrites memo + head into a new memo. It runs whatever the
 powerful-memory switch says (the seed: recent compression "remains available") and never holds the scope:
 its answer is applied only if the head it summarised is still the head, else dropped and asked again.

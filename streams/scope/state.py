@@ -72,7 +72,7 @@ class ScopeState:
     powerful: bool | None = None  # the switch as last seen by this scope
     switched_off_at: datetime | None = None
     last_sweep_at: datetime | None = None
-    last_usage_sweep_at: datetime | None = None  # the daily usage-decay sweep (seed 002), in event time
+    last_usage_sweep_at: datetime | None = None  # the daily usage-decay sweep, in event time
     applied: dict[str, int] = field(default_factory=dict)  # source topic -> last applied offset
     seq: int = 0  # request-id counter
     turns: int = 0  # distinct turns applied to this scope

@@ -1,4 +1,4 @@
-"""How far a turn has come in its scope (issue 33): accepted -> applied -> extracted.
+"""How far a turn has come in its scope: accepted -> applied -> extracted.
 
 Read from what the scope keeps anyway, so the stream writes nothing more per turn: the owner's applied
 offset on the turns topic (`ScopeState.applied`), the inputs queued behind an evidence request, the open

@@ -1,4 +1,4 @@
-"""The usage channel inside a scope step (seed 002): recall hits, the daily decay sweep, restores, and
+"""The usage channel inside a scope step: recall hits, the daily decay sweep, restores, and
 the external consensus that exempts an entry from that sweep.
 
 Usage records are applied by the scope's owner in partition order, like every other input, so a

@@ -19,7 +19,7 @@ def buffered(turn: dict) -> dict:
     """What a window keeps of a turn record: what its Stage-1 payload carries."""
     kept = {"id": turn["turn_id"], "role": turn["role"], "text": turn["text"], "ts": turn["ts"]}
     tags = turn.get("metadata", {}).get("tags")
-    return kept | {"tags": tags} if tags else kept  # its facts' entries inherit them (issue 33)
+    return kept | {"tags": tags} if tags else kept  # its facts' entries inherit them
 
 
 def stage1_cut(buffer: list[dict], started: datetime | None, now: datetime, pipeline: PipelineSettings, *,

@@ -23,8 +23,8 @@ EmbedTexts = Callable[[list[str]], np.ndarray]  # texts -> (n, d) unit vectors
 
 
 def recallable(entry: Entry) -> bool:
-    """Active for recall: not archived (soft-archived included), not invalidated (a meaning superseded,
-    seed 002), not denied by the user, not merged into a persona entry (its content lives on there, so
+    """Active for recall: not archived (soft-archived included), not invalidated (a meaning superseded),
+    not denied by the user, not merged into a persona entry (its content lives on there, so
     recalling both would say the same thing twice)."""
     return (entry.status not in (ARCHIVED, DENIED) and entry.archived_at is None
             and entry.invalidated_at is None and entry.merged_into_id is None)
