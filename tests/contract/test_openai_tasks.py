@@ -31,7 +31,7 @@ async def _all_tasks(backend, turns, observations):
             ReflectionDraft(text="The user owns a boat.", subject="boat", source_fact_ids=[facts[0].id]),
             observations,
         ),
-        # -- correction work (issue 32 item 1) --
+        # -- correction work --
         "correct": await backend.correct(_corrections(observations)),
         "refine": await backend.refine(observations),
     }

@@ -93,7 +93,7 @@ def _turn_defects(i: int) -> list[tuple[str, bytes | None, str]]:
         ("turn_id_number", _enc(base | {"turn_id": 5}), r"'turn_id' must be a non-empty string"),
         ("surfaced_dict", _enc(base | {"surfaced_ids": {"a": 1}}), r"'surfaced_ids' must be a list"),
         ("surfaced_numbers", _enc(base | {"surfaced_ids": [1, 2]}), r"'surfaced_ids' must be a list"),
-        # issue 33: tenant tags, bounded and validated (a bad one refuses the turn whole)
+        # tenant tags, bounded and validated (a bad one refuses the turn whole)
         ("metadata_string", _enc(base | {"metadata": "vip"}), r"'metadata' must be an object"),
         ("tags_not_list", _enc(base | {"metadata": {"tags": {"a": 1}}}), r"'metadata.tags'.*must be a list"),
         ("tags_numbers", _enc(base | {"metadata": {"tags": [1, 2]}}), r"'metadata.tags'.*non-empty string"),
@@ -218,7 +218,7 @@ def http_requests(tenant: str = "acme", other: str = "globex") -> list[dict]:
          "body": _enc({"entry_id": "r-0", "kind": "delete_everything"}), "expect": 422},
         {"kind": "feedback_not_json", "method": "POST", "path": f"{scope}/feedback", "auth": "own", "body": b"deny",
          "expect": 400},
-        # one entry at a time (issue 33): unknown ids, another tenant's entry, oversized or unreadable text
+        # one entry at a time: unknown ids, another tenant's entry, oversized or unreadable text
         {"kind": "delete_unknown_entry", "method": "DELETE", "path": f"{scope}/entries/r-nope", "auth": "own",
          "body": b"", "expect": 404, "reason": r"no entry"},
         {"kind": "delete_other_tenants_entry", "method": "DELETE",
@@ -255,7 +255,7 @@ def http_requests(tenant: str = "acme", other: str = "globex") -> list[dict]:
                         ("tag_control", "tag=a%00b"), ("tag_long", "tag=" + "t" * 65)):
         out.append({"kind": f"entries_{kind}", "method": "GET", "path": f"{scope}/entries?{query}", "auth": "own",
                     "body": b"", "expect": 400})
-    out += [  # issue 33's routes and fields
+    out += [  # one entry at a time, turn status and tags: routes and fields
         {"kind": "turn_status_bad_wait", "method": "GET", "path": f"{scope}/turns/t-1?wait=done", "auth": "own",
          "body": b"", "expect": 400, "reason": r"wait must be one of"},
         {"kind": "turn_status_other_tenant", "method": "GET",

@@ -1,4 +1,4 @@
-"""Correction work (issue 32 item 1) through a real worker and broker, the openai backend against the test
+"""Correction work through a real worker and broker, the openai backend against the test
 server, one module-scoped worker:
 
 - keep_new: "loves living in Berlin" is a persona entry; "lives in Lisbon", synthesised on its topic, is

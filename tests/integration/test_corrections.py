@@ -1,4 +1,4 @@
-"""Corrections in conversation through a real worker and broker (issue 32 item 4), one module-scoped worker:
+"""Corrections in conversation through a real worker and broker, one module-scoped worker:
 
 - a rebuttal of a persona entry the AI mentioned beside a surfaced reflection: the target check runs (it
   used to run only when nothing was surfaced) and disputes the persona entry, and the surfaced reflection

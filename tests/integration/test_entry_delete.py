@@ -1,4 +1,4 @@
-"""Issue 33 item 2 end to end: `DELETE …/entries/{id}` answers an erasure receipt, and no trace of the entry
+"""Deleting one entry end to end: `DELETE …/entries/{id}` answers an erasure receipt, and no trace of the entry
 remains — state stores (the API's reads), the compacted changelogs (each key's latest value, what compaction
 keeps), the Parquet shards (a sink replay from offset 0 included; s3://: test_sink_s3.py), /recall — after a
 restart and after a replay of the topics by a fresh worker; a later restatement is new evidence and brings it

@@ -106,7 +106,7 @@ def test_forget_removes_the_user_everywhere_and_only_them(settings_factory, kafk
             assert any(v is not None for k, v in kept.items() if "/ben/" in k)
         assert cli(["forget", "acme", "ann", "--archive-only"]) == 0  # idempotent
 
-        # Issues 31.7 and 36.6: the marker names no one, and forgets one life of ann's: back again, she is
+        # The marker names no one, and forgets one life of ann's: back again, she is
         # archived again (her new rows are past the marker's cut-off), her forgotten rows stay out
         path.write_text("".join(json.dumps(t | {"turn_id": f"back-{t['turn_id']}", "ts": "2026-05-10T10:00:00Z"})
                                 + "\n" for t in turns() if t["user"] == "ann"))
@@ -140,10 +140,10 @@ SECOND_LIFE, AS_OF_SECOND = "2026-05-03T10:00:00Z", "2026-05-03T12:00:00Z"
 
 
 def test_a_forgotten_user_never_comes_back_from_the_journal(settings_factory, kafka_bootstrap, tmp_path):
-    """Issue 31.3, end to end: forgotten over the API, the user is served nothing as of any instant (404: no
-    state), and once back, every fold of the journal — as-of reads, the journal read back, the Parquet
-    sink's first-copy-wins — holds only the new life, whose entries reuse the forgotten ids; a second worker
-    replaying the same topics from the start ends in the same state."""
+    """One life of a forgotten user, end to end: forgotten over the API, the user is served nothing as of
+    any instant (404: no state), and once back, every fold of the journal — as-of reads, the journal read
+    back, the Parquet sink's first-copy-wins — holds only the new life, whose entries reuse the forgotten
+    ids; a second worker replaying the same topics from the start ends in the same state."""
     import httpx
 
     from credence.sinks.analytics import valid_at

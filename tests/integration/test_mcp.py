@@ -88,7 +88,7 @@ def test_every_tool_answers_as_its_v1_route(served):
         prompt = answer.structured_content
         assert prompt["text"] and prompt == api.prompt("alice", "barista").model_dump(mode="json")
         assert json.loads(answer.content[0].text) == prompt  # the same JSON as text, for text-only clients
-        # issue 32: what a served memory block rendered counts as a use (source "prompt"), applied by the stream
+        # use that counts: what a served memory block rendered counts as a use (source "prompt"), applied by the stream
         rendered = [e["id"] for e in prompt["entries"] if not e["protected"]]
         assert rendered
         wait_until(lambda: all("prompt" in api.entry("alice", "barista", i).entry.snapshot["usage"]["reinforced_sources"]

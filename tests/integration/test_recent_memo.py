@@ -1,4 +1,4 @@
-"""The recent conversation memo through a real worker and broker on the production path (issue 32 item 3):
+"""The recent conversation memo through a real worker and broker on the production path:
 an `openai` backend against the test server, so every summary is a call and its answer a record on
 credence.control. One module-scoped worker:
 

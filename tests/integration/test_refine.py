@@ -1,4 +1,4 @@
-"""The refinement loop through a real worker and broker (issue 32 item 2), one module-scoped run:
+"""The refinement loop through a real worker and broker, one module-scoped run:
 
 - established with powerful memory off and a restatement rule that never fires (so near-duplicates and a
   joined statement are stored, as by an older release), the scope holds "The user loves hiking and has a

@@ -178,7 +178,7 @@ def test_forget_removes_the_user_from_the_remote_shards(kafka_bootstrap, topic_p
 
 def test_a_forget_marker_on_s3_names_no_one_and_forgets_one_life(kafka_bootstrap, topic_prefix, tmp_path,
                                                                  s3_root, object_store, cli):
-    """Issues 31.7 and 36.6 on object storage, against a local run of the same input: the marker's key is a
+    """The forget marker on object storage, against a local run of the same input: the marker's key is a
     digest, and its cut-off (per partition: the incarnation the user's scopes begin after the forget)
     drops only the forgotten life's rows — the same user archived again in a new life is kept."""
     from credence.sinks.forget import forget_user, forgotten_markers, marker_name
@@ -256,7 +256,7 @@ def test_a_second_drain_uploads_nothing_and_a_later_one_only_what_is_new(kafka_b
 
 
 def test_a_deleted_entry_leaves_the_s3_archive(settings_factory, kafka_bootstrap, tmp_path, s3_root):
-    """Issue 33: `DELETE …/entries/{id}` on a worker whose archive is on s3://: the receipt's archive part
+    """Deleting one entry: `DELETE …/entries/{id}` on a worker whose archive is on s3://: the receipt's archive part
     rewrites the remote shards, its marker names no one, and a sink replay from offset 0 leaves the rows out
     (here beside the suite's other s3:// tests, to share their object store)."""
     import pyarrow.fs as pafs

@@ -1,5 +1,5 @@
-"""Issue 33 through a real worker and broker: a turn's state reaches `extracted`, a POST with wait=applied
-is seen by the next read, the consistency token holds across a partition move."""
+"""Turn status and read-your-writes through a real worker and broker: a turn's state reaches `extracted`, a
+POST with wait=applied is seen by the next read, the consistency token holds across a partition move."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Seed 002 through the stream, on the real broker with a real worker (rules backend):
+"""Usage strength, validity and the bridge through the stream, on the real broker with a real worker (rules backend):
 
 - a supersede (a merge that rewrites a persona's text) never overwrites: the journal holds the old meaning
   closed and the new one, and as-of reads return the version valid at each instant;

@@ -138,7 +138,7 @@ def test_an_archive_record_reads_back_from_its_row(tenant, user, character, at, 
 
 
 def test_a_fold_of_the_journal_keeps_one_life_of_a_scope():
-    """Issue 31.3: a user forgotten and back again has entries under the forgotten ids, their version lines
+    """One life of a scope: a user forgotten and back again has entries under the forgotten ids, their version lines
     begun again; folding the journal (bridge nominate, memory dedupe) keeps the newest life, or the one named."""
     from credence.streams.runtime.journal import entries_from_journal, one_incarnation
     from credence.tables.entries import changed

@@ -70,7 +70,7 @@ def test_pages_are_read_in_nav_order(tmp_path):
 
 
 def test_the_readme_stays_short_and_opens_with_the_two_commands():
-    """A newcomer reads it in five minutes (issue 34): at most 200 lines, everything else on the site, and its
+    """A newcomer reads it in five minutes: at most 200 lines, everything else on the site, and its
     first code block is the two commands, exactly."""
     text = (ROOT / "README.md").read_text()
     assert len(text.splitlines()) <= 200, "the README grew past 200 lines: move the detail into docs/"

@@ -1,4 +1,4 @@
-"""The consistency token and the `?wait=` query (issue 33): what a read waits for, and every bad value a 400."""
+"""The consistency token and the `?wait=` query: what a read waits for, and every bad value a 400."""
 
 import pytest
 from hypothesis import given, settings

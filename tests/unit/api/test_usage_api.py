@@ -1,4 +1,4 @@
-"""Seed 002 on the API: which recall hits reinforce, and soft-archived entries leave recall."""
+"""Usage strength on the API: which recall hits reinforce, and soft-archived entries leave recall."""
 
 from dataclasses import replace
 from datetime import UTC, datetime

@@ -1,4 +1,4 @@
-"""Correction work (issue 32 item 1) through step() with the rules backend: a promotion on the topic of an
+"""Correction work through step() with the rules backend: a promotion on the topic of an
 existing persona entry is queued against that entry's id and decided by the correction task; a rewrite
 keeps the id and counters and the replaced text, keep_new archives the old entry with its history, a card
 entry is never a target, and failures back off, then dead-letter with the reason."""

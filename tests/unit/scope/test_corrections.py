@@ -1,4 +1,4 @@
-"""Corrections that stick (issue 32 item 5), one scope driven through step() with the rules backend:
+"""Corrections that stick, one scope driven through step() with the rules backend:
 after a correction the memory block either no longer holds the old statement or shows it under the
 disputed heading, and the new value the user gave is in it; a negative about something else keeps its facts."""
 
@@ -71,7 +71,7 @@ def test_a_negative_about_something_else_keeps_the_facts(driver_factory, session
         assert fact in current and fact not in disputed
 
 
-# -- rebuttals and forget requests in conversation (issue 32 item 4) ----------------------------------------
+# -- rebuttals and forget requests in conversation --------------------------------------------------------
 
 def held(d, *entries):
     for entry in entries:

@@ -1,4 +1,4 @@
-"""Issue 33 item 2, the scope's side: deleting one entry (gone from the state, journalled without its text,
+"""One entry at a time, the scope's side: deleting one entry (gone from the state, journalled without its text,
 never brought back by what was said before the delete, brought back by a later restatement) and "remember
 this" (a user fact through Stage-2 and synthesis, seeded by importance, no threshold skipped)."""
 

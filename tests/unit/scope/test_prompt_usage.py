@@ -1,4 +1,4 @@
-"""Use that counts (issue 32 item 6): an entry rendered in a served memory block is a usage hit (source
+"""Use that counts: an entry rendered in a served memory block is a usage hit (source
 "prompt", once per entry and UTC day), so memory in daily use is never swept; and usage never moves
 evidence: no recall, prompt render or AI mention changes reinforcement or disputation."""
 

@@ -1,4 +1,4 @@
-"""The recent conversation through the scope step (issue 32 item 3): past the threshold a summarise
+"""The recent conversation through the scope step: past the threshold a summarise
 request goes out, never holding the scope; its answer replaces the head it summarised, or, when the head
 moved meanwhile, is dropped and the scope asks again; with the switch on or off; the same inputs end in the
 same state."""

@@ -1,4 +1,4 @@
-"""Refinement clusters with embeddings on (issue 32 item 2: "embeddings when on, the lexical measure
+"""Refinement clusters with embeddings on ("embeddings when on, the lexical measure
 otherwise"): a paraphrase that shares no content word with its twin clusters by cosine similarity, of the
 same polarity only, above memory.refine_cluster_cosine only; vectors are embedded text by text, so a
 re-run pass asks about the same clusters (the real model: tests/unit/serving/test_recall_cosine.py)."""

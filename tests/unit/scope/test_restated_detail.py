@@ -1,4 +1,4 @@
-"""A fact said again with more detail is the same fact (found by the corrections benchmark, issue 32): "I
+"""A fact said again with more detail is the same fact (found by the corrections benchmark): "I
 work as a nurse." and three days later "I work as a nurse at the hospital." left the user's own job under
 the disputed heading, because the rules' Stage-2 read the richer statement as another occupation. Another
 value still takes the old one back."""

@@ -1,4 +1,4 @@
-"""A turn's state read from its scope's state (issue 33): accepted -> applied -> extracted, and the bounded
+"""A turn's state read from its scope's state: accepted -> applied -> extracted, and the bounded
 memory of which entries a recent turn's facts touched."""
 
 from datetime import UTC, datetime

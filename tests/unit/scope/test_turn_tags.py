@@ -1,4 +1,4 @@
-"""Issue 33 in the pure step: entries inherit the tags of the turns their facts came from, and a turn
+"""Tenant tags in the pure step: entries inherit the tags of the turns their facts came from, and a turn
 remembers the entries it touched (its `extracted` answer)."""
 
 from __future__ import annotations

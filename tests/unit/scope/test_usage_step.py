@@ -1,4 +1,4 @@
-"""The usage channel in the scope step (seed 002): recall hits, the gated daily decay sweep, restores."""
+"""The usage channel in the scope step: recall hits, the gated daily decay sweep, restores."""
 
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta

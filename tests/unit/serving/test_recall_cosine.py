@@ -165,7 +165,7 @@ def test_a_model_that_fails_to_load_leaves_recall_on_bm25_without_a_load_per_que
 
 
 def test_a_deleted_entry_leaves_no_vector_behind(corpus, now):
-    """Issue 33: after a delete (the scope's next version, without the entry) no cached index holds the
+    """One entry deleted: after a delete (the scope's next version, without the entry) no cached index holds the
     entry's vector, and the owner's `forget` of the scope drops the cache whole."""
     service = RecallService(encoder=AxisEncoder())
     search(service, corpus, "tea", now, version=1)
@@ -181,7 +181,7 @@ def test_a_deleted_entry_leaves_no_vector_behind(corpus, now):
 
 @needs_model
 def test_the_real_model_clusters_a_paraphrase_for_refine_the_lexical_rule_cannot_see(model_encoder):
-    """Refine clusters with embeddings on (issue 32 item 2), here to share this module's loaded model."""
+    """Refine clusters with embeddings on, here to share this module's loaded model."""
     from credence.config.pipeline import PipelineSettings
     from credence.streams.scope.state import ScopeState
     from tests.unit.scope.conftest import Driver

@@ -51,8 +51,8 @@ def test_metrics_name_no_tenant_unless_the_operator_asks():
 
 
 def test_the_rules_backends_own_drops_are_added_to_the_steps_refusals():
-    """Issue 35: with the default backend a statement it cannot word alone never reaches the step's gate;
-    /metrics still counts it, under the label the step would give it."""
+    """The rules backend's own drops: with the default backend a statement it cannot word alone never
+    reaches the step's gate; /metrics still counts it, under the label the step would give it."""
     backend = RulesBackend()
     before = backend.refused().get("stage1:dangling_reference", 0)
     assert extract_facts([Turn(id="t1", role="user", text="i love her cooking", ts="2026-01-01T00:00:00Z")]) == []

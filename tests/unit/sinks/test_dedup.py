@@ -244,9 +244,10 @@ def test_identity_set_membership_merges_and_shared_high_halves():
 
 
 def test_a_second_archival_of_an_entry_is_kept(archive_settings_factory, archive_record_factory):
-    """Issue 31.6: the archive's identity is (entry_id, version). An entry that came back under its
-    deterministic id and was archived again (a higher version) is a new archival; only a redelivered copy
-    (same id and version) is dropped, within a span, across spans and after a restart."""
+    """A second life of an entry in the archive: the archive's identity is (entry_id, version). An entry
+    that came back under its deterministic id and was archived again (a higher version) is a new archival;
+    only a redelivered copy (same id and version) is dropped, within a span, across spans and after a
+    restart."""
     settings = archive_settings_factory(max_rows_per_shard=4)
     stream = _stream(archive_record_factory, [
         (0, 0, "e0", {"version": 3}), (0, 1, "e1", {"version": 2}), (0, 2, "e0", {"version": 3}),  # redelivered

@@ -1,4 +1,4 @@
-"""The Parquet journal answers "what was valid at T" in SQL (seed 002)."""
+"""The Parquet journal answers "what was valid at T" in SQL (bi-temporal validity)."""
 
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta

@@ -1,4 +1,4 @@
-"""The gated bridge to verified facts (seed 002): retired by default, ripe rule, one candidate with provenance."""
+"""The gated bridge to verified facts: retired by default, ripe rule, one candidate with provenance."""
 
 import copy
 from dataclasses import replace

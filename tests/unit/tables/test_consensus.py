@@ -1,4 +1,4 @@
-"""External consensus (seed 002): a verification pipeline's or an operator's 0..1 corroboration of an entry."""
+"""External consensus: a verification pipeline's or an operator's 0..1 corroboration of an entry."""
 
 import math
 from datetime import UTC, datetime, timedelta

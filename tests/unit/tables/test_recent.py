@@ -1,4 +1,4 @@
-"""The recent conversation's log (issue 32 item 3): bounded turns, the summary's head and its check, the
+"""The recent conversation's log: bounded turns, the summary's head and its check, the
 token-budgeted render. Pure functions, so properties over many logs are cheap."""
 
 from __future__ import annotations

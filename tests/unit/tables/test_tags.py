@@ -1,4 +1,4 @@
-"""Tenant tags (issue 33): a turn's are validated and bounded; an entry keeps their union, bounded."""
+"""Tenant tags: a turn's are validated and bounded; an entry keeps their union, bounded."""
 
 import json
 from datetime import UTC, datetime

@@ -1,4 +1,4 @@
-"""Usage strength (seed 002): impulses, daily idempotency, grace/half-life/floor, the gated sweep."""
+"""Usage strength: impulses, daily idempotency, grace/half-life/floor, the gated sweep."""
 
 from datetime import UTC, date, datetime, time, timedelta
 

@@ -1,4 +1,4 @@
-"""Bi-temporal validity (seed 002): a change of meaning never overwrites; as_of reads what held at T."""
+"""Bi-temporal validity: a change of meaning never overwrites; as_of reads what held at T."""
 
 from datetime import UTC, datetime, timedelta
 
