@@ -1,4 +1,4 @@
-"""Correction work (the origin's loop in NEKO_LOOPS.md §1, kept where it loses nothing).
+"""Correction work (the origin's correction loop, kept where it loses nothing).
 
 A synthesised reflection or a persona-creating promotion on the topic of an active persona entry, or a
 synthesis saying the opposite of an open reflection on its topic, is queued against that entry's id

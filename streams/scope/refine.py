@@ -1,4 +1,4 @@
-"""Refinement loops inside the scope step (NEKO_LOOPS.md §2): on a cadence in the scope's event time,
+"""Refinement loops inside the scope step (the origin's, kept): on a cadence in the scope's event time,
 clusters of near-duplicate or overlapping live entries go to the refine task, and its answer
 (split / merge / modify / discard, or nothing) is applied here by the rules of tables.refine.
 
