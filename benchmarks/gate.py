@@ -26,10 +26,11 @@ from benchmarks.report import Row, kafka_and_folder  # noqa: E402
 GATE_SET = HERE / "gate_set.jsonl"
 DIALOGUE = HERE / "gate_dialogue.jsonl"
 JUDGED = HERE / "gate_dialogue_judged.jsonl"
-# The lexical gate and rules extraction before the referent gate (main at 7b6a919), on the same files, 2026-12-05.
+# The lexical gate and rules extraction before the referent gate (main at 7b6a919), same files, 2026-12-05.
 BEFORE = {"all": "before the referent gate: recall 52.1%, precision 95.2%, usable refused 2.5%",
           "from dialogue": "before the referent gate: recall 49.4%, precision 100%, usable refused 0%",
-          "dialogue": "before the referent gate: 75 of 89 stored entries (84.3%) judged self-contained, 0 near-duplicate pairs"}
+          "dialogue": "before the referent gate: 75 of 89 stored entries (84.3%) judged self-contained, "
+                      "0 near-duplicate pairs"}
 
 
 def _jsonl(path: Path) -> list[dict]:
