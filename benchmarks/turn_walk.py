@@ -13,11 +13,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dis
+import functools
+import importlib
 import json
 import sys
 import threading
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,7 +57,7 @@ class Recorder:
     def _file(self, filename: str) -> str | None:
         if filename not in self._files:
             try:
-                rel = Path(filename).resolve().relative_to(ROOT)
+                rel = Path(filename).resolve().relative_to(_product_root())
             except ValueError:
                 rel = None
             self._files[filename] = (str(rel) if rel is not None and rel.parts[0] in PRODUCT
@@ -83,6 +86,14 @@ class Recorder:
         if file is None or self._midway(frame, event):
             return
         self.events.append((time.time(), threading.get_ident(), _task(), event, file, frame.f_code.co_name))
+
+
+@functools.cache
+def _product_root() -> Path:
+    """The checkout the running `credence` comes from (an editable install: this repository's root)."""
+    import credence
+
+    return Path(credence.__file__).resolve().parent.parent
 
 
 def _task() -> int:
@@ -204,10 +215,13 @@ def counts(steps: list[Call]) -> dict[str, int]:
 # -- the run: one turn through a worker (and the Parquet sink) -----------------------------------
 
 def worker_class():
-    try:  # the test rigs move out of the wheel (issue 34); either home runs the same worker
-        from tests.support.process import WorkerProcess, wait_until
-    except ImportError:
-        from credence.streams.ops.process import WorkerProcess, wait_until
+    for home in ("tests.support.process", "credence.streams.ops.worker_process", "credence.streams.ops.process"):
+        try:  # the worker rig's homes, newest first (issue 34 moves it)
+            rig = importlib.import_module(home)
+            break
+        except ImportError:
+            continue
+    WorkerProcess, wait_until = rig.WorkerProcess, rig.wait_until
 
     class TracedWorker(WorkerProcess):
         def __init__(self, *args, trace_dir: Path, **kwargs):
@@ -288,16 +302,18 @@ def sink_events(bootstrap: str, settings) -> list:
 
 
 def report(steps: list[Call], full: list[Call], to: str, depth: int) -> dict[str, int]:
-    """Print the walk (a crossing marked >, a bounce back <>) and its counts last; returns the counts."""
-    crossed: list[str] = []
+    """Print the walk (a crossing marked >, a bounce back <>), the crossings by hand-off, and the counts
+    last; returns the counts."""
+    crossed: list[str] = [steps[0].folder] if steps else []
+    pairs: Counter[str] = Counter()
     for n, step in enumerate(steps, 1):
         mark = " "
         if n > 1 and step.folder != steps[n - 2].folder:
             mark = "<>" if len(crossed) > 1 and crossed[-2] == step.folder else ">"
             crossed.append(step.folder)
-        elif n == 1:
-            crossed.append(step.folder)
+            pairs[f"{steps[n - 2].folder} > {step.folder}"] += 1
         print(f"{n:4d} {mark:>2} {step.file:42s} {step.function}")
+    print("\ncrossings by hand-off: " + ", ".join(f"{pair} {k}" for pair, k in pairs.most_common()))
     c, every = counts(steps), counts(full)
     print(f"\nevery depth: {every['files']} files, {every['crossings']} folder crossings, "
           f"{every['bounces']} immediate bounces ({every['steps']} steps)")
