@@ -301,18 +301,25 @@ def sink_events(bootstrap: str, settings) -> list:
     return [list(e) for e in recorder.events]
 
 
-def report(steps: list[Call], full: list[Call], to: str, depth: int) -> dict[str, int]:
-    """Print the walk (a crossing marked >, a bounce back <>), the crossings by hand-off, and the counts
-    last; returns the counts."""
+def report(steps: list[Call], full: list[Call], to: str, depth: int, markdown: bool = False) -> dict[str, int]:
+    """Print the walk (a crossing marked >, a bounce back <>; as markdown, one line per folder stretch), the
+    crossings by hand-off, and the counts last; returns the counts."""
     crossed: list[str] = [steps[0].folder] if steps else []
     pairs: Counter[str] = Counter()
+    stretches: list[list[Call]] = []
     for n, step in enumerate(steps, 1):
         mark = " "
         if n > 1 and step.folder != steps[n - 2].folder:
             mark = "<>" if len(crossed) > 1 and crossed[-2] == step.folder else ">"
             crossed.append(step.folder)
             pairs[f"{steps[n - 2].folder} > {step.folder}"] += 1
-        print(f"{n:4d} {mark:>2} {step.file:42s} {step.function}")
+        if n == 1 or mark != " ":
+            stretches.append([])
+        stretches[-1].append(step)
+        if not markdown:
+            print(f"{n:4d} {mark:>2} {step.file:42s} {step.function}")
+    for n, stretch in enumerate(stretches if markdown else [], 1):
+        print(f"{n}. `{stretch[0].folder}/`: " + " → ".join(Path(s.file).stem for s in stretch))
     print("\ncrossings by hand-off: " + ", ".join(f"{pair} {k}" for pair, k in pairs.most_common()))
     c, every = counts(steps), counts(full)
     print(f"\nevery depth: {every['files']} files, {every['crossings']} folder crossings, "
@@ -330,6 +337,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--depth", type=int, default=DEPTH, help=f"frames followed below each task's entry "
                         f"(default {DEPTH}: the reviewer's count on main 9dd9974)")
     parser.add_argument("--every", action="store_true", help="count every call of a function, not only its first")
+    parser.add_argument("--markdown", action="store_true", help="the walk as docs/architecture.md lists it")
     parser.add_argument("--save", type=Path, help="write the recorded events to this JSON file")
     parser.add_argument("--load", type=Path, help="walk the events a --save wrote instead of running a turn")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
@@ -345,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     calls = turn_calls(recorded["worker"])
     if args.to == "parquet":
         calls += calls_of(recorded["sink"])[0]
-    report(walk(calls, args.depth, args.every), walk(calls, 10**6, args.every), args.to, args.depth)
+    report(walk(calls, args.depth, args.every), walk(calls, 10**6, args.every), args.to, args.depth, args.markdown)
     return 0
 
 
@@ -366,7 +374,7 @@ def report_rows(quick: bool, bootstrap: str, work: Path) -> list:
     """`python -m benchmarks`: the walk to the journal event, against issue 34's targets."""
     from benchmarks.report import Row
 
-    worker, _ = run(bootstrap, work, to_parquet=False)
+    worker, _ = run(bootstrap, work, to_parquet=False)  # work: the runner's folder for this benchmark
     c = counts(walk(turn_calls(worker)))
     note = f"depth {DEPTH}, {c['steps']} steps; python benchmarks/turn_walk.py prints the walk"
     return [Row("turn walk", "folder crossings, POST …/turns → journal event", c["crossings"], target="<= 25",
