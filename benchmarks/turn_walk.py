@@ -21,6 +21,7 @@ import threading
 import time
 import uuid
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,7 +47,8 @@ class Recorder:
         self._files: dict[str, str | None] = {}
         self._first: dict[object, int] = {}
 
-    def install(self) -> None:
+    def install(self, on: bool = False) -> None:
+        self.on = on
         sys.setprofile(self.hook)
         threading.setprofile(self.hook)
 
@@ -56,12 +58,9 @@ class Recorder:
 
     def _file(self, filename: str) -> str | None:
         if filename not in self._files:
-            try:
-                rel = Path(filename).resolve().relative_to(_product_root())
-            except ValueError:
-                rel = None
-            self._files[filename] = (str(rel) if rel is not None and rel.parts[0] in PRODUCT
-                                     and rel.suffix == ".py" else None)
+            path, root = Path(filename).resolve(), _product_root()
+            rel = path.relative_to(root) if path.is_relative_to(root) else None
+            self._files[filename] = str(rel) if rel and rel.parts[0] in PRODUCT and rel.suffix == ".py" else None
         return self._files[filename]
 
     def _midway(self, frame, event: str) -> bool:
@@ -204,12 +203,28 @@ def walk(calls: list[Call], depth: int = DEPTH, every: bool = False) -> list[Cal
 
 def counts(steps: list[Call]) -> dict[str, int]:
     """Distinct files; folder crossings (a step in another folder than the previous); immediate bounces
-    (A → B → A over the folders crossed)."""
-    folders = [s.folder for s in steps]
-    crossed = [f for i, f in enumerate(folders) if i == 0 or folders[i - 1] != f]
-    bounces = sum(crossed[i - 1] == crossed[i + 1] for i in range(1, len(crossed) - 1))
-    return {"steps": len(steps), "files": len({s.file for s in steps}), "crossings": len(crossed) - 1,
-            "bounces": bounces}
+    (A → B → A over the folders crossed), and how many of them go down to a lower layer and back."""
+    heads = [s for i, s in enumerate(steps) if i == 0 or steps[i - 1].folder != s.folder]
+    back = [i for i in range(1, len(heads) - 1) if heads[i - 1].folder == heads[i + 1].folder]
+    layer = _layers()
+    return {"steps": len(steps), "files": len({s.file for s in steps}), "crossings": len(heads) - 1,
+            "bounces": len(back), "down": sum(layer(heads[i].file) > layer(heads[i - 1].file) for i in back)}
+
+
+@functools.cache
+def _layers() -> Callable[[str], int]:
+    """A product file's layer in docs/architecture.md's order (0 the top; unlisted: the bottom)."""
+    page = _product_root() / "docs" / "architecture.md"
+    text = page.read_text() if page.exists() else ""
+    lines = text.split("<!-- layer order", 1)[-1].split("```text", 1)[-1].split("```", 1)[0].strip().splitlines()
+    prefixes = [(p, i) for i, line in enumerate(lines) for part in line.split("|") for p in part.split()[1:]]
+
+    def layer(file: str) -> int:
+        module = ".".join(Path(file).with_suffix("").parts)
+        module = module if module.split(".")[0] == "credence" else f"credence.{module}"
+        hits = [(len(p), i) for p, i in prefixes if module == p or module.startswith(p + ".")]
+        return max(hits)[1] if hits else len(lines)
+    return layer
 
 
 # -- the run: one turn through a worker (and the Parquet sink) -----------------------------------
@@ -265,16 +280,14 @@ def run(bootstrap: str, work: Path, to_parquet: bool) -> tuple[list, list]:
                                                        tick_interval_seconds=0))
     key = asyncio.run(tenant_admin.add(bootstrap, settings, "walk", tenant_admin.overrides({})))
     traced, wait_until = worker_class()
-    trace_dir = work / "trace"
-    trace_dir.mkdir()
+    (trace_dir := work / "trace").mkdir()
     worker = traced(settings, bootstrap, work / "worker.log", trace_dir=trace_dir).start(ready_timeout_s=180)
     journal = lambda: asyncio.run(read_topic(bootstrap, settings.topic("evidence"), 1, settings.kafka))  # noqa: E731
     try:
         (trace_dir / "start").touch()
         wait_until(lambda: (trace_dir / "recording").exists(), 60, "the worker's recorder")
-        answer = httpx.post(f"{worker.url}/v1/tenants/walk/turns", json={"turns": [TURN]},
-                            headers={"Authorization": f"Bearer {key}"}, timeout=60)
-        answer.raise_for_status()
+        httpx.post(f"{worker.url}/v1/tenants/walk/turns", json={"turns": [TURN]},
+                   headers={"Authorization": f"Bearer {key}"}, timeout=60).raise_for_status()
         wait_until(journal, 120, "the turn's journal event")
         (trace_dir / "stop").touch()
         wait_until(lambda: (trace_dir / "events.json").exists(), 60, "the worker's trace")
@@ -291,14 +304,12 @@ def sink_events(bootstrap: str, settings) -> list:
 
     sink = build_sinks(settings, ("evidence",))[0]
     recorder = Recorder()
-    recorder.install()
-    recorder.on = True
+    recorder.install(on=True)
     try:
-        asyncio.run(SinkRunner(sink, bootstrap, dead_letter_topic=settings.topic("dlq"),
-                               kafka=settings.kafka).drain())
+        asyncio.run(SinkRunner(sink, bootstrap, dead_letter_topic=settings.topic("dlq"), kafka=settings.kafka).drain())
     finally:
         recorder.uninstall()
-    return [list(e) for e in recorder.events]
+    return recorder.events
 
 
 def report(steps: list[Call], full: list[Call], to: str, depth: int, markdown: bool = False) -> dict[str, int]:
@@ -322,10 +333,10 @@ def report(steps: list[Call], full: list[Call], to: str, depth: int, markdown: b
         print(f"{n}. `{stretch[0].folder}/`: " + " → ".join(Path(s.file).stem for s in stretch))
     print("\ncrossings by hand-off: " + ", ".join(f"{pair} {k}" for pair, k in pairs.most_common()))
     c, every = counts(steps), counts(full)
-    print(f"\nevery depth: {every['files']} files, {every['crossings']} folder crossings, "
-          f"{every['bounces']} immediate bounces ({every['steps']} steps)")
-    print(f"POST …/turns → {'Parquet row' if to == 'parquet' else 'journal event'} (depth {depth}): {c['files']} files, "
-          f"{c['crossings']} folder crossings, {c['bounces']} immediate bounces ({c['steps']} steps)")
+    end = "Parquet row" if to == "parquet" else "journal event"
+    for label, k in (("\nevery depth", every), (f"POST …/turns → {end} (depth {depth})", c)):
+        print(f"{label}: {k['files']} files, {k['crossings']} folder crossings, {k['bounces']} immediate bounces "
+              f"({k['down']} down to a lower layer and back; {k['steps']} steps)")
     return c
 
 
@@ -379,7 +390,8 @@ def report_rows(quick: bool, bootstrap: str, work: Path) -> list:
     note = f"depth {DEPTH}, {c['steps']} steps; python benchmarks/turn_walk.py prints the walk"
     return [Row("turn walk", "folder crossings, POST …/turns → journal event", c["crossings"], target="<= 25",
                 note=note),
-            Row("turn walk", "immediate bounces (A → B → A)", c["bounces"], target="<= 5"),
+            Row("turn walk", "immediate bounces (A → B → A)", c["bounces"], target="<= 5",
+                note=f"{c['down']} of them down to a lower layer and back"),
             Row("turn walk", "files", c["files"])]
 
 

@@ -31,8 +31,13 @@ def test_counts_crossings_and_immediate_bounces(tw):
     walk = steps(tw, "streams/api/a.py", "streams/api/b.py", "streams/runtime/c.py", "streams/api/d.py",
                  "streams/runtime/e.py", "streams/state/f.py", "streams/runtime/g.py")
     # folders: api, runtime, api, runtime, state, runtime: 5 crossings; api-runtime-api, runtime-api-runtime
-    # and runtime-state-runtime bounce, api-runtime-state does not.
-    assert tw.counts(walk) == {"steps": 7, "files": 7, "crossings": 5, "bounces": 3}
+    # and runtime-state-runtime bounce, api-runtime-state does not. Two of them go down a layer and back
+    # (docs/architecture.md's order), runtime-api-runtime goes up.
+    assert tw.counts(walk) == {"steps": 7, "files": 7, "crossings": 5, "bounces": 3, "down": 2}
+    # state → tables → state is a call down and back; state → runtime → state, the agent's ping-pong, is not
+    pong = steps(tw, "streams/state/positions.py", "tables/scope.py", "streams/state/positions.py",
+                 "streams/runtime/forwards.py", "streams/state/forgets.py")
+    assert tw.counts(pong) == {"steps": 5, "files": 4, "crossings": 4, "bounces": 2, "down": 1}
 
 
 def test_walk_collapses_a_file_reads_a_function_once_and_skips_helpers(tw):
@@ -85,8 +90,7 @@ def test_the_recorder_counts_a_coroutine_once_however_often_it_awaits(tw):
 
     recorder = tw.Recorder()
     recorder._files[here] = "streams/scope/here.py"  # this file stands for a product module
-    recorder.install()
-    recorder.on = True
+    recorder.install(on=True)
     try:
         asyncio.run(step())
     finally:
