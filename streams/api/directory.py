@@ -18,20 +18,22 @@ from credence.errors import RecordError
 from credence.kafka import client_options
 from credence.streams.api.cards import Card, card_key, decode_card
 from credence.streams.api.tenants import Tenant, decode_tenant, hash_key
+from credence.streams.runtime.tenancy import TenantBook
 
 log = logging.getLogger(__name__)
 
 
 class Directory:
     """Tenants by name and by key hash, cards by tenant/character; `ready` once the topics were read
-    up to the end offsets they had when the worker started. The stream reads the tenants' settings from it
-    too (streams/runtime/tenancy.py's TenantRecords)."""
+    up to the end offsets they had when the worker started. Each tenant record's settings also go to
+    `book`, the stream's TenantBook (streams/runtime/tenancy.py)."""
 
     def __init__(self) -> None:
         self.tenants: dict[str, Tenant] = {}
         self._by_hash: dict[str, str] = {}
         self.cards: dict[str, Card] = {}
-        self.ready = asyncio.Event()
+        self.book = TenantBook()  # what the stream steps each tenant's scopes with, kept in its own layer
+        self.ready = self.book.ready
         self.rejected = 0
 
     def tenant_for_key(self, key: str) -> Tenant | None:
@@ -40,8 +42,7 @@ class Directory:
 
     def tenant_settings(self, tenant: str) -> TenantSettings | None:
         """The tenant's overrides of the worker's settings (what the stream steps its scopes with)."""
-        record = self.tenants.get(tenant)
-        return record.settings if record is not None else None
+        return self.book.tenant_settings(tenant)
 
     def card(self, tenant: str, character: str) -> Card | None:
         return self.cards.get(card_key(tenant, character))
@@ -65,6 +66,7 @@ class Directory:
         if tenant is not None:
             self.tenants[name] = tenant
             self._by_hash[tenant.key_hash] = name
+        self.book.put(name, tenant.settings if tenant is not None else None)
 
     def _apply_card(self, key: bytes | None, card: Card | None) -> None:
         if card is None:

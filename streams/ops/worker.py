@@ -74,7 +74,7 @@ def build_worker(settings: Settings, bootstrap: str) -> Credence:
     encoder = stage2_encoder(settings)
     metrics = _optional("metrics")  # /metrics, when this build has it (as the browser below)
     meter = metrics.Metrics() if metrics else None
-    credence = create_app(settings, bootstrap, tenants=directory, encoder=encoder,
+    credence = create_app(settings, bootstrap, tenants=directory.book, encoder=encoder,
                           recall=serving.recall_service(settings.pipeline, encoder),
                           observe=meter.observe if meter else None)
     serving.register(credence)

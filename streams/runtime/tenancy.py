@@ -1,7 +1,7 @@
 """Per-tenant stream settings: a tenant's scopes are stepped with its record's overrides (config/tenants.py)
 over the worker's core config, for the powerful-memory switch and the evidence settings (time zone,
-budgets). The records come from the tenants topic, which the API's directory follows; the runtime knows it
-only as `TenantRecords`. The composition root (streams/ops/worker.py) builds these before the agent, which
+budgets). The records come from the tenants topic, which the API's directory follows and keeps in a
+`TenantBook` here; the runtime reads any `TenantRecords`. The composition root (streams/ops/worker.py) builds these before the agent, which
 takes them in its constructor."""
 
 from __future__ import annotations
@@ -22,6 +22,25 @@ class TenantRecords(Protocol):
     ready: asyncio.Event  # set once the tenants topic was read up to where it ended at start
 
     def tenant_settings(self, tenant: str) -> TenantSettings | None: ...
+
+
+class TenantBook:
+    """The tenants' settings kept where the stream reads them: whoever follows the tenants topic (the API's
+    directory) puts each record's settings here, so stepping a scope never calls up into the API."""
+
+    def __init__(self) -> None:
+        self.ready = asyncio.Event()  # the follower sets it once caught up
+        self._settings: dict[str, TenantSettings] = {}
+
+    def put(self, tenant: str, settings: TenantSettings | None) -> None:
+        """A tenant record's settings (None: the tenant is gone)."""
+        if settings is None:
+            self._settings.pop(tenant, None)
+        else:
+            self._settings[tenant] = settings
+
+    def tenant_settings(self, tenant: str) -> TenantSettings | None:
+        return self._settings.get(tenant)
 
 
 class NoTenants:

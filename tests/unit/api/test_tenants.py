@@ -65,3 +65,18 @@ def test_directory_keeps_the_latest_record_per_tenant():
     d.apply("tenants", b"acme", None)  # remove: a tombstone
     assert d.tenant_for_key("new") is None and "acme" not in d.tenants
     assert d.tenant_for_key("g").name == "globex"
+
+
+def test_directory_keeps_the_streams_book_of_tenant_settings():
+    """The stream reads each tenant's settings from the book the directory fills (runtime/tenancy.py), never
+    from the API: the latest record's, gone with a tombstone, unchanged by a broken record; ready with it."""
+    d = Directory()
+    d.apply("tenants", b"acme", Tenant("acme", hash_key("k"), NOW, TenantSettings(powerful_memory=False)).encode())
+    d.apply("tenants", b"acme", Tenant("acme", hash_key("k"), NOW, TenantSettings(time_zone="Asia/Tokyo")).encode())
+    d.apply("tenants", b"acme", b"{broken")
+    assert d.book.tenant_settings("acme") == TenantSettings(time_zone="Asia/Tokyo")
+    assert d.book.tenant_settings("acme") is d.tenants["acme"].settings  # one copy: the runtime caches on it
+    d.apply("tenants", b"acme", None)
+    assert d.book.tenant_settings("acme") is None and d.tenant_settings("acme") is None
+    d.ready.set()
+    assert d.book.ready.is_set()
