@@ -22,9 +22,9 @@ from credence.streams.state.ownership import Ownership
 from credence.streams.state.positions import Positions
 from credence.streams.state.store import ScopeStore
 from credence.streams.state.writes import TableWrites
+from tests.unit.runtime.test_forward_and_forget import Switch, forget
 
 from .conftest import SCOPE, new_tables, turn
-from .test_forward_and_forget import Switch, forget
 
 SETTINGS = load_settings(topic_prefix="inc", pipeline=PipelineSettings(stage1_max_batch=1))
 

@@ -17,8 +17,8 @@ from credence.streams.state.positions import Positions
 from credence.streams.state.store import ScopeStore
 from credence.streams.state.writes import TableWrites
 from tests.support.tracing import in_memory_spans
+from tests.unit.state.conftest import SCOPE, T0, new_tables, turn
 
-from .conftest import SCOPE, T0, new_tables, turn
 from .test_inline_answers import SETTINGS, TALK, Event, Recording, Switch
 
 

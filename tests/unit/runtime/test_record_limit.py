@@ -22,8 +22,8 @@ from credence.streams.state.store import ScopeStore
 from credence.streams.state.writes import TableWrites
 from credence.tables.clock import format_instant
 from tests.support.promoting import promoting_scope
+from tests.unit.state.conftest import T0, new_tables, turn
 
-from .conftest import T0, new_tables, turn
 from .test_inline_answers import Message, Switch, Topics
 
 LIMIT = 512 * 1024  # the least the settings accept

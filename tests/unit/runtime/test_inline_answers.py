@@ -25,8 +25,7 @@ from credence.streams.state.ownership import Ownership
 from credence.streams.state.positions import Positions
 from credence.streams.state.store import ScopeStore
 from credence.streams.state.writes import TableWrites
-
-from .conftest import SCOPE, T0, new_tables, turn
+from tests.unit.state.conftest import SCOPE, T0, new_tables, turn
 
 SETTINGS = load_settings(topic_prefix="inl", pipeline=PipelineSettings(stage1_max_batch=1))
 TALK = ["I love green tea.", "I live in Berlin.", "I really love green tea.", "My name is Sam.",

@@ -26,8 +26,7 @@ from credence.streams.state.ownership import Ownership
 from credence.streams.state.positions import Positions
 from credence.streams.state.store import ScopeStore
 from credence.streams.state.writes import TableWrites
-
-from .conftest import SCOPE, T0, new_tables, turn
+from tests.unit.state.conftest import SCOPE, T0, new_tables, turn
 
 SETTINGS = load_settings(topic_prefix="flt", pipeline=PipelineSettings(stage1_max_batch=1))
 PARTITIONS = 4
