@@ -21,7 +21,7 @@ hypothesis_settings.load_profile("credence")
 
 from credence.config import Settings, load_settings
 from credence.streams.ops.broker import EmbeddedBroker, free_port
-from credence.streams.ops.objectstore import ObjectStore
+from tests.support.objectstore import ObjectStore
 
 # Under pytest-xdist: one broker for all workers, a module's tests on one worker (see the module).
 pytest_plugins = ["tests.support.parallel"]

@@ -157,12 +157,12 @@ class ObjectStore:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m credence.streams.ops.objectstore DIR BUCKET`: serve DIR over S3 until Ctrl-C, with BUCKET
+    """`python -m tests.support.objectstore DIR BUCKET`: serve DIR over S3 until Ctrl-C, with BUCKET
     created, and print the variables a client needs (for trying the archive on object storage locally)."""
     import argparse
     import signal
 
-    parser = argparse.ArgumentParser(prog="python -m credence.streams.ops.objectstore",
+    parser = argparse.ArgumentParser(prog="python -m tests.support.objectstore",
                                      description="Run the embedded S3-compatible server (s3proxy) over a folder.")
     parser.add_argument("data_dir")
     parser.add_argument("bucket")
