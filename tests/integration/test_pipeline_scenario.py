@@ -14,7 +14,7 @@ from aiokafka import AIOKafkaProducer
 from credence.config.pipeline import PipelineSettings
 from credence.kafka import client_options
 from credence.streams.ops.admin import ensure_topics
-from credence.streams.ops.process import WorkerProcess, wait_until
+from credence.streams.ops.worker_process import WorkerProcess, wait_until
 from tests.support.pipeline import discard, pipeline_settings
 from tests.support.turns import read_topic
 
