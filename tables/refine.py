@@ -1,6 +1,6 @@
 """Refinement: clusters of near-duplicate or overlapping live entries, and what a refine answer does to them.
 
-The origin (NEKO_LOOPS.md §2) refines on a timer: clusters of similar entries go to a model that answers
+The origin (N.E.K.O.'s refinement loops) refines on a timer: clusters of similar entries go to a model that answers
 split / merge / modify / discard (or nothing). Its ids are salted with the wall clock and its splits divide
 the counters (a reflection's split or merge even drops disputation). Here every function is pure, time is a
 parameter, ids derive from the inputs, and the evidence rules are these:

@@ -1,5 +1,5 @@
 """`credence import --from-neko`: an N.E.K.O. installation mapped onto credence's entries with the counters
-and clocks intact (/work/shared/NEKO_FORMATS.md §14's checklist), written as the portable format's lines so
+and clocks intact (the mapping in docs/export.md), written as the portable format's lines so
 the import takes the same path as any export.
 
 The mapping is pure (``map_installation``: the files as read, a zone, ``now``). Counters are carried

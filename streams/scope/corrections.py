@@ -1,4 +1,4 @@
-"""Correction work (issue 32 item 1; the origin's loop in NEKO_LOOPS.md §1, kept where it loses nothing).
+"""Correction work (issue 32 item 1; N.E.K.O.'s correction loop, kept where it loses nothing).
 
 A synthesised reflection, or a promotion that would create a persona entry, on the topic of an existing
 active persona entry (the origin's detector: the share of the smaller side's keywords the two texts have

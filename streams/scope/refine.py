@@ -1,4 +1,4 @@
-"""Refinement loops inside the scope step (issue 32 item 2, NEKO_LOOPS.md §2): on a cadence in the scope's
+"""Refinement loops inside the scope step (issue 32 item 2, after N.E.K.O.'s): on a cadence in the scope's
 event time, clusters of near-duplicate or overlapping live entries go to the refine task, and its answer
 (split / merge / modify / discard, or nothing) is applied here by the rules of tables.refine.
 
