@@ -1,3 +1,3 @@
-"""The runtime's tests run over the state tests' plain-mapping tables (tests/unit/state/conftest.py)."""
+"""The runtime's tests run over plain-mapping tables (tests/support/scope_tables.py, shared with state's)."""
 
-from tests.unit.state.conftest import ownership, tables  # noqa: F401  (fixtures shared with state's tests)
+from tests.support.scope_tables import ownership, tables  # noqa: F401 - fixtures

@@ -28,7 +28,7 @@ from credence.streams.state.store import ScopeStore
 from credence.streams.state.writes import TableWrites
 from tests.support import faust_double
 from tests.support.faust_double import Stream, Switch
-from tests.unit.state.conftest import SCOPE, T0, new_tables, turn
+from tests.support.scope_tables import SCOPE, T0, new_tables, turn
 
 SETTINGS = load_settings(topic_prefix="flt", pipeline=PipelineSettings(stage1_max_batch=1))
 PARTITIONS = 4

@@ -25,7 +25,7 @@ from credence.streams.state.store import ScopeStore
 from credence.streams.state.writes import TableWrites
 from tests.support import faust_double
 from tests.support.faust_double import Switch
-from tests.unit.state.conftest import SCOPE, T0, new_tables, turn
+from tests.support.scope_tables import SCOPE, T0, new_tables, turn
 
 SETTINGS = load_settings(topic_prefix="fwd")
 PARTITIONS = 4

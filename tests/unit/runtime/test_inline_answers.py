@@ -27,7 +27,7 @@ from credence.streams.state.store import ScopeStore
 from credence.streams.state.writes import TableWrites
 from tests.support import faust_double
 from tests.support.faust_double import Switch
-from tests.unit.state.conftest import SCOPE, T0, new_tables, turn
+from tests.support.scope_tables import SCOPE, T0, new_tables, turn
 
 SETTINGS = load_settings(topic_prefix="inl", pipeline=PipelineSettings(stage1_max_batch=1))
 TALK = ["I love green tea.", "I live in Berlin.", "I really love green tea.", "My name is Sam.",

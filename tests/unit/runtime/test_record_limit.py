@@ -24,7 +24,7 @@ from credence.tables.clock import format_instant
 from tests.support import faust_double
 from tests.support.faust_double import Switch
 from tests.support.promoting import promoting_scope
-from tests.unit.state.conftest import T0, new_tables, turn
+from tests.support.scope_tables import T0, new_tables, turn
 
 from .test_inline_answers import Topics
 

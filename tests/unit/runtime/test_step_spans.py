@@ -18,8 +18,8 @@ from credence.streams.state.store import ScopeStore
 from credence.streams.state.writes import TableWrites
 from tests.support import faust_double
 from tests.support.faust_double import Switch
+from tests.support.scope_tables import SCOPE, T0, new_tables, turn
 from tests.support.tracing import in_memory_spans
-from tests.unit.state.conftest import SCOPE, T0, new_tables, turn
 
 from .test_inline_answers import SETTINGS, TALK, Event, Recording
 
