@@ -16,10 +16,15 @@ import sys
 import time
 from pathlib import Path
 
-from credence.errors import ObjectStoreError
+from credence.errors import CredenceError
 from credence.streams.ops.node import die_with_parent, free_port, log_tail, resolve_jars, stop_process
 
 log = logging.getLogger(__name__)
+
+
+class ObjectStoreError(CredenceError):
+    """The embedded S3-compatible server (s3proxy) could not be resolved or started."""
+
 
 S3PROXY_VERSION = "2.6.0"
 DEFAULT_CACHE_DIR = Path.home() / ".cache" / "credence" / "s3proxy"
