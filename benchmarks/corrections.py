@@ -142,7 +142,7 @@ def fold(journal: list[dict], until: datetime) -> list[Entry]:
 def run_worker(dialogues: list[dict], bootstrap: str, work: Path, llm=None) -> list[Outcome]:
     """Every dialogue through one worker on `bootstrap`: produce, flush, read each scope's served block."""
     from credence.streams.ops.admin import ensure_topics
-    from credence.streams.ops.process import wait_until
+    from credence.streams.ops.worker_process import wait_until
     from tests.support.pipeline import pipeline_settings, run_pipeline
 
     lines, starts = [], {}

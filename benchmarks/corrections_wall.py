@@ -110,7 +110,7 @@ def run(dialogues: list[dict], bootstrap: str, work: Path, delay: tuple[float, f
     from credence.config.llm import LLMSettings
     from credence.config.pipeline import PipelineSettings
     from credence.streams.ops.admin import ensure_topics
-    from credence.streams.ops.process import WorkerProcess, wait_until
+    from credence.streams.ops.worker_process import WorkerProcess, wait_until
     from tests.support.openai_server import OpenAICompatibleServer
     from tests.support.pipeline import (
         REPLAY_PIPELINE,

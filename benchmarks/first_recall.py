@@ -22,7 +22,7 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from credence.streams.ops.process import WorkerProcess, wait_until
+from credence.streams.ops.worker_process import WorkerProcess, wait_until
 from tests.support.api import add_tenant
 from tests.support.pipeline import pipeline_settings, produce_lines, sample_lines
 

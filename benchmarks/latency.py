@@ -140,7 +140,7 @@ def measure(bootstrap: str, work: Path, quick: bool) -> dict:
     from credence.config.pipeline import PipelineSettings
     from credence.streams.ops.admin import ensure_topics
     from credence.streams.ops.broker import free_port
-    from credence.streams.ops.process import WorkerProcess, wait_until
+    from credence.streams.ops.worker_process import WorkerProcess, wait_until
     from tests.faults.harness import taken_in
     from tests.support.pipeline import produce_lines
 

@@ -31,8 +31,8 @@ from credence.config.pipeline import PipelineSettings  # noqa: E402
 from credence.streams.ops.admin import ensure_topics  # noqa: E402
 from credence.streams.ops.broker import free_port  # noqa: E402
 from credence.streams.ops.data import generate_dialogue as dialogue  # noqa: E402
-from credence.streams.ops.process import WorkerProcess, wait_until  # noqa: E402
 from credence.streams.ops.replay import send_control  # noqa: E402
+from credence.streams.ops.worker_process import WorkerProcess, wait_until  # noqa: E402
 from credence.tables.scope import Scope  # noqa: E402
 from tests.support.openai_server import OpenAICompatibleServer  # noqa: E402
 from tests.support.pipeline import idle_status, line_scope, scopes_of, topic_values  # noqa: E402

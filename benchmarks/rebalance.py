@@ -33,7 +33,7 @@ from credence.errors import CredenceError  # noqa: E402
 from credence.kafka import client_options  # noqa: E402
 from credence.streams.ops.admin import ensure_topics  # noqa: E402
 from credence.streams.ops.broker import EmbeddedBroker, free_port  # noqa: E402
-from credence.streams.ops.process import WorkerProcess, wait_until  # noqa: E402
+from credence.streams.ops.worker_process import WorkerProcess, wait_until  # noqa: E402
 from tests.support.pipeline import pipeline_settings  # noqa: E402
 from tests.support.turns import Outgoing, produce  # noqa: E402
 

@@ -159,7 +159,7 @@ def http_recall(sizes: list[int], n_queries: int, cosine: str, bootstrap: str | 
     from credence.streams.api.tenants import TenantSettings
     from credence.streams.ops import tenant_admin
     from credence.streams.ops.broker import configured_or_embedded
-    from credence.streams.ops.process import WorkerProcess, wait_until
+    from credence.streams.ops.worker_process import WorkerProcess, wait_until
 
     spec = importlib.util.spec_from_file_location("api_prompt", Path(__file__).with_name("api_prompt.py"))
     seeding = importlib.util.module_from_spec(spec)

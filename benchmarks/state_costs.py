@@ -31,7 +31,7 @@ from benchmarks.throughput import (
 )
 from credence.kafka import client_options
 from credence.streams.ops.admin import changelog_topic, ensure_topics
-from credence.streams.ops.process import WorkerProcess, wait_until
+from credence.streams.ops.worker_process import WorkerProcess, wait_until
 from credence.streams.runtime.topics import TABLES
 from credence.streams.scope.state import ScopeState
 from credence.streams.state import codec

@@ -37,7 +37,7 @@ from credence.config.pipeline import PipelineSettings  # noqa: E402
 from credence.kafka import client_options  # noqa: E402
 from credence.streams.ops.admin import changelog_topic, ensure_topics  # noqa: E402
 from credence.streams.ops.broker import EmbeddedBroker, free_port  # noqa: E402
-from credence.streams.ops.process import WorkerProcess, wait_until  # noqa: E402
+from credence.streams.ops.worker_process import WorkerProcess, wait_until  # noqa: E402
 from credence.streams.runtime.topics import TABLES  # noqa: E402
 from credence.tables.clock import format_instant, parse_instant  # noqa: E402
 from credence.tables.scope import Scope, scope_key  # noqa: E402

@@ -148,8 +148,8 @@ class MemorySettings(BaseModel):
         default_factory=lambda: {k: list(v) for k, v in DEFAULT_ASSENT_WORDS.items()}
     )
 
-    # Refinement loops (the seed: active with powerful memory on; the origin's MEMORY_REFINE_* numbers,
-    # NEKO_LOOPS.md §2): every refine_cron_interval_seconds of a scope's event time, at most
+    # Refinement loops (the seed: active with powerful memory on; the origin's MEMORY_REFINE_* numbers):
+    # every refine_cron_interval_seconds of a scope's event time, at most
     # refine_clusters_per_pass clusters of near-duplicate live entries (of at most refine_cluster_size_max
     # members) go to the refine task; a cluster already answered is asked again only when its membership
     # changes or refine_revisit_after_days have passed.
@@ -162,7 +162,7 @@ class MemorySettings(BaseModel):
     # with few words in common ~0.7-0.8, "lives in Berlin" / "lives in Lisbon" 0.6, unrelated < 0.35).
     refine_cluster_cosine: float = Field(default=0.7, gt=0, le=1)
 
-    # Recent conversation memo (the origin's recent.json, NEKO_LOOPS.md §3 and §4, under
+    # Recent conversation memo (the origin's recent.json compression and constants, under
     # its names): each scope keeps its newest turns; past the threshold the older ones (all but the newest
     # history_max_items - 1) are summarised with the memo into a new memo. Not switched by powerful memory.
     recent_memory_enabled: bool = True

@@ -68,7 +68,3 @@ class BridgeRetired(BridgeError):
 class FencedError(StateError):
     """Another worker took over a partition this worker was writing: the broker refuses this worker's
     changelog writes. The worker must stop; it rejoins as a new member when restarted."""
-
-
-class ObjectStoreError(CredenceError):
-    """The embedded S3-compatible server (s3proxy) could not be resolved or started."""

@@ -100,7 +100,7 @@ def send_now(app) -> None:
     trip, on which a scope waits. Closing the open batches and waking the sender is what aiokafka's own
     flush before a transaction commit does, without waiting: the records queued together still share
     their produce requests (and their compression). Faust has no public call for it, so this reaches into
-    aiokafka (pinned <0.15; tests/unit/test_kafka.py checks it still works)."""
+    aiokafka (pinned <0.15; tests/integration/test_broker.py checks it still works)."""
     release(getattr(getattr(app, "producer", None), "_producer", None))
 
 

@@ -1,5 +1,5 @@
 """The recent conversation of one scope: its newest turns and a rolling memo of the older ones (the
-origin's recent.json, NEKO_LOOPS.md §3).
+origin's recent.json compression and review).
 
 Past `recent_compress_threshold_items` turns, all but the newest `recent_history_max_items - 1` are the
 *head*: a summarise task rewrites memo + head into a new memo. The answer is applied only if that head is

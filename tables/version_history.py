@@ -3,7 +3,7 @@
 A rewrite (a correction's merge or keep_new, a user's edit of the text) keeps the entry's id and its
 counters and only changes the text; what the text said before is kept here, with when, why and on which
 fact's word it was replaced, so a corrected entry still shows what it used to say. The origin keeps the
-same four fields and the last five items (NEKO_LOOPS.md §1.5, ``PERSONA_VERSION_HISTORY_MAX``); it drops the
+same four fields and the last five items (its correction apply, ``PERSONA_VERSION_HISTORY_MAX``); it drops the
 old text on keep_new, which we never do. Pure: time is a parameter.
 """
 

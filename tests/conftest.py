@@ -21,7 +21,7 @@ hypothesis_settings.load_profile("credence")
 
 from credence.config import Settings, load_settings
 from credence.streams.ops.broker import EmbeddedBroker, free_port
-from credence.streams.ops.objectstore import ObjectStore
+from tests.support.objectstore import ObjectStore
 
 # Under pytest-xdist: one broker for all workers, a module's tests on one worker (see the module).
 pytest_plugins = ["tests.support.parallel"]
@@ -38,9 +38,9 @@ def recall_model_loads_at_first_recall():
     """Test workers load recall's embedding model at their first recall (~10 s of CPU and ~1 GB each),
     not when they start, unless a test's settings ask for the warm-up by name: dozens of workers per run
     would otherwise each load it on 2 cores. WorkerProcess builds every worker's environment here."""
-    from credence.streams.ops import process
+    from credence.streams.ops import worker_process
 
-    product = process.settings_env
+    product = worker_process.settings_env
 
     def settings_env(settings: Settings, bootstrap: str) -> dict[str, str]:
         if "recall_warm_up" not in settings.pipeline.model_fields_set:
@@ -48,9 +48,9 @@ def recall_model_loads_at_first_recall():
                 "pipeline": settings.pipeline.model_copy(update={"recall_warm_up": False})})
         return product(settings, bootstrap)
 
-    process.settings_env = settings_env
+    worker_process.settings_env = settings_env
     yield
-    process.settings_env = product
+    worker_process.settings_env = product
 
 
 @pytest.fixture(scope="session")

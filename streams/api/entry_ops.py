@@ -39,7 +39,7 @@ def _checked(record: dict) -> bytes:
 
 
 async def delete_entry(handlers, call) -> tuple[int, models.ErasureReceipt]:
-    scope, state, entries, card = handlers._scope_data(call)
+    scope, state, entries, card = handlers.scope_data(call)
     entry_id = call.params["entry_id"]
     if any(e.id == entry_id for e in card):
         raise ApiError(409, f"{entry_id!r} is a character-card entry: the card is changed with PUT …/card")
@@ -54,7 +54,7 @@ async def delete_entry(handlers, call) -> tuple[int, models.ErasureReceipt]:
     ids = [e.id for e in doomed(state, entry_id)]
     before = {i: handlers.store.footprint(scope.key, i) for i in ids}
     raw = _checked(erase_record(scope.key, entry_id, by, reason, state.clock or datetime.now(UTC)))
-    await handlers._send("control", scope.key, raw)
+    await handlers.send("control", scope.key, raw)
     erased_at = await _wait_erased(handlers, scope.key, ids, state.entries[entry_id].version)
     after = {i: handlers.store.footprint(scope.key, i) for i in ids}
     stores = _table_stores(handlers, before, after)
@@ -168,14 +168,14 @@ async def post_entries(handlers, call) -> tuple[int, models.RememberResponse]:
     state = handlers.store.control(scope.key)
     at = state.clock if state is not None and state.clock else datetime.now(UTC)
     raw = _checked(remember_record(scope.key, remember_id, text, body.importance, body.subject, body.by, at))
-    await handlers._send("control", scope.key, raw)
+    await handlers.send("control", scope.key, raw)
     return 202, models.RememberResponse(remember_id=remember_id,
                                         fact_id=fact_id([remember_id], body.subject or "", "positive", text))
 
 
 async def put_entry_text(handlers, call) -> tuple[int, models.EditTextResponse]:
     body: models.EditTextRequest = call.body
-    scope, state, entries, card = handlers._scope_data(call)
+    scope, state, entries, card = handlers.scope_data(call)
     entry_id = call.params["entry_id"]
     if any(e.id == entry_id for e in card):
         raise ApiError(409, f"{entry_id!r} is a character-card entry: the card is changed with PUT …/card")
@@ -190,14 +190,14 @@ async def put_entry_text(handlers, call) -> tuple[int, models.EditTextResponse]:
         raise ApiError(422, f"text is not a statement a memory can keep on its own ({reason})")
     version = state.entries[entry_id].version
     raw = _checked(edit_record(scope.key, entry_id, text, body.by, state.clock or datetime.now(UTC)))
-    await handlers._send("control", scope.key, raw)
+    await handlers.send("control", scope.key, raw)
     loop = asyncio.get_running_loop()
     end = loop.time() + handlers.credence.settings.api.feedback_wait_seconds
     while True:
         after = handlers.store.get(scope.key)
         entry = after.entries.get(entry_id) if after is not None else None
         if entry is not None and (entry.version > version or entry.text == text):
-            view = reads.entry_view(entry, after.clock, handlers._memory(call))
+            view = reads.entry_view(entry, after.clock, handlers.tenant_memory(call))
             return 200, models.EditTextResponse(entry_id=entry_id, applied=True, entry=view, version_history=[
                 models.VersionItem.model_validate(v.to_dict()) for v in entry.version_history])
         if loop.time() >= end:

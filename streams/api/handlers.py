@@ -53,19 +53,19 @@ class Handlers:
         self.count_tokens = default_token_counter()
         self._prompts: OrderedDict[tuple, object] = OrderedDict()
 
-    # -- helpers ---------------------------------------------------------------------------------
+    # -- the surface the route modules share (entry_ops, memory_ops, recent: they take the Handlers) ---
 
-    def _memory(self, call: Call):
+    def tenant_memory(self, call: Call):
         return reads.tenant_memory(self.credence.settings.memory, call.tenant)
 
-    def _scope_data(self, call: Call):
+    def scope_data(self, call: Call):
         scope = call.scope
         state = self.store.get(scope.key)
         entries = list(state.entries.values()) if state else []
         card = self.directory.card(scope.tenant, scope.character)
         return scope, state, entries, card.scope_entries(scope) if card else []
 
-    async def _send(self, topic: str, key: str, value: bytes, partition: int | None = None):
+    async def send(self, topic: str, key: str, value: bytes, partition: int | None = None):
         try:
             fut = await getattr(self.credence.topics, topic).send(key=key.encode(), value=value, partition=partition,
                                                                   headers=tracing.record_headers())
@@ -73,7 +73,7 @@ class Handlers:
         except Exception as exc:  # noqa: BLE001 - any producer failure: nothing was acknowledged
             raise ApiError(503, f"could not write to the {topic} topic ({type(exc).__name__}); retry") from None
 
-    async def _send_soon(self, topic: str, key: str, value: bytes) -> None:
+    async def send_soon(self, topic: str, key: str, value: bytes) -> None:
         """Queue a record without waiting for the broker's acknowledgement: the recall route answers in
         about a millisecond instead of a produce round trip. What this can lose is a reinforcement (a
         recall hit whose usage record the broker then refuses, or a worker killed within the producer's
@@ -140,12 +140,12 @@ class Handlers:
         if cached is not None:
             self._prompts.move_to_end(stamp)
             return 200, cached
-        scope, state, entries, card = self._scope_data(call)
+        scope, state, entries, card = self.scope_data(call)
         now = reads.read_instant(call.query, state.clock if state else None)
         entries, now = await self._as_of(call, scope, entries, now)
         # Rendering a large scope takes milliseconds of CPU: off the event loop, so the worker's Kafka
         # heartbeats and other requests are not held up behind it.
-        result = await asyncio.to_thread(reads.prompt, scope, entries, card, now, self._memory(call),
+        result = await asyncio.to_thread(reads.prompt, scope, entries, card, now, self.tenant_memory(call),
                                          self.count_tokens)
         if "at" not in call.query and "as_of" not in call.query:  # a read of the past is not a use
             await memory_ops.record_prompt(self, scope, result, entries, now)  # issue 32: rendered = used
@@ -169,19 +169,19 @@ class Handlers:
 
     async def get_entries(self, call: Call):
         await turn_waits.before_read(self, call)
-        scope, state, entries, card = self._scope_data(call)
+        scope, state, entries, card = self.scope_data(call)
         now = reads.read_instant(call.query, state.clock if state else None)
         entries, now = await self._as_of(call, scope, entries, now)
-        return 200, await asyncio.to_thread(reads.entries, entries, card, now, self._memory(call), call.query)
+        return 200, await asyncio.to_thread(reads.entries, entries, card, now, self.tenant_memory(call), call.query)
 
     async def get_entry(self, call: Call):
-        scope, state, entries, card = self._scope_data(call)
+        scope, state, entries, card = self.scope_data(call)
         now = reads.read_instant(call.query, state.clock if state else None)
         found = {e.id: e for e in [*card, *entries]}.get(call.params["entry_id"])
         if found is None:
             raise ApiError(404, f"no entry {call.params['entry_id']!r} in this scope")
         history = [] if found.protected else self.store.history(scope.key, found.id)
-        return 200, models.EntryDetail(entry=reads.entry_view(found, now, self._memory(call)),
+        return 200, models.EntryDetail(entry=reads.entry_view(found, now, self.tenant_memory(call)),
                                        history=[models.HistoryEvent.model_validate(h) for h in history], clock=now,
                                        version_history=[models.VersionItem.model_validate(v.to_dict())
                                                         for v in found.version_history])
@@ -196,7 +196,7 @@ class Handlers:
     async def post_feedback(self, call: Call):
         body: models.FeedbackRequest = call.body
         wait = _flag(call.query, "wait")
-        scope, state, entries, card = self._scope_data(call)
+        scope, state, entries, card = self.scope_data(call)
         if any(e.id == body.entry_id for e in card):
             raise ApiError(409, f"{body.entry_id!r} is a character-card entry: protected, signals never touch it")
         if state is None or body.entry_id not in state.entries:
@@ -208,7 +208,7 @@ class Handlers:
                   "decision": body.kind, "ts": format_instant(body.ts or datetime.now(UTC))}
         raw = json.dumps(record, separators=(",", ":")).encode()
         decode_feedback(raw)  # the topic's own decoder: what the stream will accept
-        meta = await self._send("feedback", scope.key, raw)
+        meta = await self.send("feedback", scope.key, raw)
         if not wait:
             return 202, models.FeedbackResponse(feedback_id=feedback_id)
         applied = await self._wait_applied(scope.key, feedback_id, meta.partition, meta.offset)
@@ -216,7 +216,7 @@ class Handlers:
         entry = after.entries.get(body.entry_id) if after else None
         if entry is not None and entry.merged_into_id in after.entries:
             entry = after.entries[entry.merged_into_id]  # feedback on a promoted reflection lands on its persona
-        view = reads.entry_view(entry, after.clock, self._memory(call)) if entry is not None and applied else None
+        view = reads.entry_view(entry, after.clock, self.tenant_memory(call)) if entry is not None and applied else None
         return 202, models.FeedbackResponse(feedback_id=feedback_id, applied=applied, entry=view)
 
     async def _wait_applied(self, scope: str, feedback_id: str, partition: int, offset: int) -> bool:
@@ -232,14 +232,14 @@ class Handlers:
         from credence.streams.api.recall import recall  # optional: needs the recall service
 
         await turn_waits.before_read(self, call)
-        scope, state, entries, card = self._scope_data(call)
+        scope, state, entries, card = self.scope_data(call)
         now = state.clock if state and state.clock else datetime.now(UTC)
         version = self.store.version(scope.key) if hasattr(self.store, "version") else None
         entries = memory_ops.recallable(entries)
         tag = reads.tag_of(call.body.tag, 422)
         if tag is not None:  # issue 33: the tagged entries only (card entries carry none), indexed as their own set
             entries, card, version = [e for e in entries if tag in e.tags], [], None
-        response = await recall(self, scope, version, [*card, *entries], now, call.body, self._memory(call))
+        response = await recall(self, scope, version, [*card, *entries], now, call.body, self.tenant_memory(call))
         await memory_ops.record_recall(self, scope, response, entries, now)  # seed 002: hits reinforce
         return 200, response
 
@@ -269,7 +269,7 @@ class Handlers:
             raise ApiError(422, str(exc)) from None
         card = Card(tenant=call.tenant.name, character=call.params["character"], entries=entries,
                     updated_at=datetime.now(UTC))
-        await self._send("cards", card_key(card.tenant, card.character), card.encode())
+        await self.send("cards", card_key(card.tenant, card.character), card.encode())
         await self._wait_card(card)
         return 200, models.CardResponse(tenant=card.tenant, character=card.character, entries=len(entries))
 
@@ -290,7 +290,7 @@ class Handlers:
             raise ApiError(503, f"could not read the input topics' end offsets ({type(exc).__name__}); retry") from None
         raw = forget_record(tenant, user, after)
         for partition in range(partitions):  # a user's scopes (one per character) live on many partitions
-            await self._send("control", user_prefix(tenant, user), raw, partition=partition)
+            await self.send("control", user_prefix(tenant, user), raw, partition=partition)
         return 202, models.ForgetResponse(tenant=tenant, user=user, partitions=partitions)
 
     async def get_recent(self, call: Call):

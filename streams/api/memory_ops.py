@@ -36,7 +36,7 @@ async def record_recall(handlers, scope, response: models.RecallResponse, entrie
     """One usage record (source "recall") for the hits actually returned to the caller."""
     ids = usage_ids([h.id for h in response.hits], entries)
     if ids:
-        await handlers._send_soon("usage", scope.key, _raw(usage_record(scope.key, ids, RECALL, now)))
+        await handlers.send_soon("usage", scope.key, _raw(usage_record(scope.key, ids, RECALL, now)))
 
 
 async def record_prompt(handlers, scope, response: models.PromptResponse, entries: list[Entry], now: datetime):
@@ -46,11 +46,11 @@ async def record_prompt(handlers, scope, response: models.PromptResponse, entrie
     by_id = {e.id: e for e in entries}
     ids = prompt_hits((by_id[p.id] for p in response.entries if p.id in by_id), now)
     if ids:
-        await handlers._send_soon("usage", scope.key, _raw(usage_record(scope.key, ids, PROMPT, now)))
+        await handlers.send_soon("usage", scope.key, _raw(usage_record(scope.key, ids, PROMPT, now)))
 
 
 async def restore(handlers, call) -> tuple[int, models.MemoryActionResponse]:
-    scope, state, entries, card = handlers._scope_data(call)
+    scope, state, entries, card = handlers.scope_data(call)
     entry_id = call.params["entry_id"]
     entry = state.entries.get(entry_id) if state else None
     if entry is None:
@@ -60,12 +60,12 @@ async def restore(handlers, call) -> tuple[int, models.MemoryActionResponse]:
     body: models.MemoryActionRequest = call.body
     # At the scope's clock, like the API's reads: the restore lands in the scope's own event time.
     record = restore_record(scope.key, entry_id, body.by, state.clock or datetime.now(UTC))
-    await handlers._send("control", scope.key, _raw(record))
+    await handlers.send("control", scope.key, _raw(record))
     return 202, models.MemoryActionResponse(entry_id=entry_id, requested="restore")
 
 
 async def consensus(handlers, call) -> tuple[int, models.MemoryActionResponse]:
-    scope, state, entries, card = handlers._scope_data(call)
+    scope, state, entries, card = handlers.scope_data(call)
     entry_id = call.params["entry_id"]
     if any(e.id == entry_id for e in card):
         raise ApiError(409, f"{entry_id!r} is a character-card entry: protected, it takes no consensus score")
@@ -78,7 +78,7 @@ async def consensus(handlers, call) -> tuple[int, models.MemoryActionResponse]:
         decode_control(_raw(record))  # the topic's own decoder: what the stream will accept
     except RecordError as exc:
         raise ApiError(422, str(exc)) from None
-    await handlers._send("control", scope.key, _raw(record))
+    await handlers.send("control", scope.key, _raw(record))
     return 202, models.MemoryActionResponse(entry_id=entry_id, requested="consensus")
 
 
@@ -89,7 +89,7 @@ async def nominate(handlers, call) -> tuple[int, models.MemoryActionResponse]:
     if not settings.bridge.bridge_enabled:
         raise ApiError(409, "the bridge to verified facts is retired (bridge_enabled is false): nothing was "
                             "nominated; an operator sets CREDENCE_BRIDGE__BRIDGE_ENABLED=true to open it")
-    scope, state, entries, card = handlers._scope_data(call)
+    scope, state, entries, card = handlers.scope_data(call)
     entry_id = call.params["entry_id"]
     if state is None or entry_id not in state.entries:
         raise ApiError(404, f"no entry {entry_id!r} in this scope")
@@ -100,7 +100,7 @@ async def nominate(handlers, call) -> tuple[int, models.MemoryActionResponse]:
                                            state.incarnation)  # never a forgotten incarnation's
     except BridgeError as exc:
         raise ApiError(409, str(exc)) from None
-    await handlers._send("fact_candidates", scope.key, _raw(candidate))
+    await handlers.send("fact_candidates", scope.key, _raw(candidate))
     return 202, models.MemoryActionResponse(entry_id=entry_id, requested="nominate",
                                             candidate_id=candidate["candidate_id"])
 

@@ -27,7 +27,7 @@ def max_tokens(query, default: int) -> int:
 
 
 async def recent(handlers, call) -> tuple[int, models.RecentResponse]:
-    budget = max_tokens(call.query, handlers._memory(call).recent_render_max_tokens)
+    budget = max_tokens(call.query, handlers.tenant_memory(call).recent_render_max_tokens)
     # the prompt route's own answer (read at the scope's clock; a use of what it renders, counted there)
     _, block = await handlers.get_prompt(replace(call, body=None, query={}))
     state = handlers.store.get(call.scope.key)

@@ -12,7 +12,7 @@ Polarity = Literal["positive", "negative"]
 Relation = Literal["reinforce", "negate"]
 Feedback = Literal["confirm", "deny", "ignore"]
 MergeAction = Literal["create", "merge", "reject"]
-# The correction task's choices (NEKO_LOOPS.md §1.4): fuse, the new replaces the old, the old stands, or
+# The correction task's choices (the origin's, docs/corrections.md): fuse, the new replaces the old, the old stands, or
 # both stand (a similar topic, no contradiction).
 CorrectionAction = Literal["merge", "keep_new", "keep_old", "keep_both"]
 RefineKind = Literal["split", "merge", "modify", "discard"]

@@ -14,8 +14,8 @@ from pathlib import Path
 from credence.config import Settings
 from credence.streams.api.tenants import TenantSettings
 from credence.streams.ops.broker import configured_or_embedded, free_port
-from credence.streams.ops.process import WorkerProcess, wait_until
 from credence.streams.ops.replay import replay, scopes_in, send_control
+from credence.streams.ops.worker_process import WorkerProcess, wait_until
 
 log = logging.getLogger(__name__)
 

@@ -1,5 +1,6 @@
 """`credence import --from-neko`: an N.E.K.O. installation mapped onto credence's entries with the counters
-and clocks intact, written as the portable format's lines so the import takes the same path as any export.
+and clocks intact (the mapping in docs/export.md), written as the portable format's lines so
+the import takes the same path as any export.
 
 The mapping is pure (``map_installation``: the files as read, a zone, ``now``). Counters are carried
 verbatim, so the evidence score at any instant is the origin's formula on the origin's values; naive local

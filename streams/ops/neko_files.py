@@ -1,5 +1,5 @@
-"""An N.E.K.O. installation's memory folder read from disk (the shapes are /work/shared/NEKO_FORMATS.md's,
-cited there by file and line): every file that carries evidence, the modern per-character layout and the
+"""An N.E.K.O. installation's memory folder read from disk (the shapes N.E.K.O.'s own code
+writes): every file that carries evidence, the modern per-character layout and the
 legacy flat one, each read defensively. Nothing is mapped here (streams/ops/neko.py does that); what is
 skipped, and why, is written down in ``notes``.
 """

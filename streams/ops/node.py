@@ -1,6 +1,6 @@
 """One Kafka JVM on this machine: the runtime jars (resolved from Maven Central once), its config,
 storage format, start and stop. streams/ops/broker.py builds the single embedded broker from it and
-streams/ops/cluster.py a controller with N brokers.
+tests/support/cluster.py (a test rig) a controller with N brokers.
 
 Resolution writes a tiny pom for the configured Kafka version into the cache and lets the machine's
 Maven copy the runtime jars next to it; a marker file makes the second start skip Maven entirely.

@@ -28,7 +28,7 @@ from credence.config.kafka import KafkaSettings
 from credence.kafka import client_options
 from credence.sinks.schema import ARCHIVE, EVIDENCE, IDENTITY, TABLES, identity
 from credence.streams.ops.broker import EmbeddedBroker
-from credence.streams.ops.process import WorkerProcess, settings_env, wait_until
+from credence.streams.ops.worker_process import WorkerProcess, settings_env, wait_until
 from credence.streams.state.fence import Fence
 from tests.support.pipeline import (
     CLUSTER_LINES,

@@ -18,9 +18,9 @@ from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
 from credence.config import Settings, load_settings
 from credence.kafka import client_options
 from credence.streams.ops.admin import changelog_topic
-from credence.streams.ops.cluster import KafkaCluster
-from credence.streams.ops.process import WorkerProcess, wait_until
+from credence.streams.ops.worker_process import WorkerProcess, wait_until
 from credence.streams.runtime.topics import TABLES, TOPICS
+from tests.support.cluster import KafkaCluster
 from tests.support.pipeline import (
     CLUSTER_LINES,
     FAST_GROUP_ENV,

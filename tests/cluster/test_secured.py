@@ -16,7 +16,7 @@ import pytest
 
 from credence.config import load_settings
 from credence.streams.ops.broker import EmbeddedBroker, SecureListeners
-from credence.streams.ops.process import WorkerProcess, settings_env, wait_until
+from credence.streams.ops.worker_process import WorkerProcess, settings_env, wait_until
 from tests.support.certs import make_pki
 from tests.support.pipeline import (
     CLUSTER_LINES,

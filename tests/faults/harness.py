@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from credence.config import Settings
-from credence.streams.ops.process import WorkerProcess, wait_until
+from credence.streams.ops.worker_process import WorkerProcess, wait_until
 from tests.support.pipeline import (
     DEADLINE_S,
     FAST_GROUP_ENV,

@@ -12,7 +12,7 @@ import pytest
 
 from credence.config import load_settings
 from credence.streams.ops.broker import EmbeddedBroker
-from credence.streams.ops.process import WorkerProcess, wait_until
+from credence.streams.ops.worker_process import WorkerProcess, wait_until
 from tests.faults.harness import (
     deadline_for,
     end_state_differences,

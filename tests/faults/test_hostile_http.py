@@ -12,7 +12,7 @@ import uuid
 import httpx
 import pytest
 
-from credence.streams.ops.process import WorkerProcess
+from credence.streams.ops.worker_process import WorkerProcess
 from tests.faults.hostile import http_requests, turn_batch
 from tests.support.api import add_tenant
 from tests.support.pipeline import discard, flush_and_wait_idle, pipeline_settings, turn_counts
@@ -64,7 +64,7 @@ def test_a_mixed_turn_batch_takes_the_good_and_names_every_bad(served, kafka_boo
     assert sorted(rejected) == [i for i, _ in expected]
     for index, pattern in expected:
         assert re.search(pattern, rejected[index]), (index, bodies[index], rejected[index])
-    from credence.streams.ops.process import wait_until
+    from credence.streams.ops.worker_process import wait_until
 
     wait_until(lambda: turn_counts(worker).get("acme/hapi/barista") == len(good), 120, "the good turns")
     flush_and_wait_idle(worker, kafka_bootstrap, settings, ["acme/hapi/barista"])

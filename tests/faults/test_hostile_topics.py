@@ -21,7 +21,7 @@ from aiokafka import AIOKafkaProducer
 from credence.deadletter import MAX_ORIGINAL_BYTES
 from credence.kafka import client_options
 from credence.streams.ops.admin import ensure_topics
-from credence.streams.ops.process import WorkerProcess, settings_env, wait_until
+from credence.streams.ops.worker_process import WorkerProcess, settings_env, wait_until
 from tests.faults.conversations import conversations
 from tests.faults.harness import deadline_for, fresh_settings, reference_run, wait_turns_or_explain
 from tests.faults.hostile import _enc, isolated_turns, topic_corpus

@@ -27,7 +27,7 @@ import asyncio
 import pytest
 
 from credence.streams.ops.broker import free_port
-from credence.streams.ops.process import WorkerProcess, wait_until
+from credence.streams.ops.worker_process import WorkerProcess, wait_until
 from tests.faults.harness import (
     READY_S,
     deadline_for,

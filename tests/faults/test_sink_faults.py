@@ -21,7 +21,7 @@ from aiokafka import AIOKafkaProducer
 
 from credence.kafka import client_options
 from credence.streams.ops.admin import ensure_topics
-from credence.streams.ops.process import settings_env
+from credence.streams.ops.worker_process import settings_env
 from tests.support.turns import uncommitted
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]

@@ -12,7 +12,7 @@ import pytest
 from credence.client import AsyncClient
 from credence.errors import ApiError
 from credence.streams.api.routes import ROUTES
-from credence.streams.ops.process import WorkerProcess, settings_env, wait_until
+from credence.streams.ops.worker_process import WorkerProcess, settings_env, wait_until
 from credence.tables.entries import Entry, record_signal
 from credence.tables.evidence import FEEDBACK_SIGNALS as FEEDBACK_SIGNAL
 from credence.tables.lifecycle import deny

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from credence.streams.api.routes import ROUTES
-from credence.streams.ops.process import WorkerProcess, wait_until
+from credence.streams.ops.worker_process import WorkerProcess, wait_until
 from tests.support.api import add_tenant
 from tests.support.pipeline import (
     discard,

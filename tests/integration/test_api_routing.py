@@ -9,8 +9,8 @@ import uuid
 import pytest
 
 from credence.streams.ops.broker import free_port
-from credence.streams.ops.process import WorkerProcess, wait_until
 from credence.streams.ops.replay import send_control
+from credence.streams.ops.worker_process import WorkerProcess, wait_until
 from credence.tables.entries import Entry
 from credence.tables.rendering import render_memory_block
 from credence.tables.scope import Scope

@@ -13,7 +13,7 @@ from aiokafka import AIOKafkaProducer
 from credence.config.pipeline import PipelineSettings
 from credence.kafka import client_options
 from credence.streams.ops.admin import changelog_topic, ensure_topics
-from credence.streams.ops.process import WorkerProcess, wait_until
+from credence.streams.ops.worker_process import WorkerProcess, wait_until
 from credence.streams.state.ownership import Ownership
 from tests.support.pipeline import discard
 from tests.support.turns import Outgoing, produce, turn

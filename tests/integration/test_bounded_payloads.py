@@ -18,7 +18,7 @@ from aiokafka import AIOKafkaProducer
 from credence.config.pipeline import PipelineSettings
 from credence.kafka import client_options
 from credence.streams.ops.admin import ensure_topics
-from credence.streams.ops.process import WorkerProcess, wait_until
+from credence.streams.ops.worker_process import WorkerProcess, wait_until
 from credence.streams.state import codec, redo
 from credence.streams.state.redo import Write
 from credence.tables.clock import format_instant

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from credence.streams.ops.process import WorkerProcess, wait_until
+from credence.streams.ops.worker_process import WorkerProcess, wait_until
 from tests.support.pipeline import (
     discard,
     flush_and_wait_idle,

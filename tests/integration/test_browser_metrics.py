@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from credence.errors import CredenceError
 from credence.streams.llm.embeddings import extra_installed
-from credence.streams.ops.process import WorkerProcess, wait_until
+from credence.streams.ops.worker_process import WorkerProcess, wait_until
 from tests.support.pipeline import (
     discard,
     flush_and_wait_idle,

@@ -15,7 +15,7 @@ from aiokafka.structs import TopicPartition
 
 from credence.kafka import client_options
 from credence.streams.ops.admin import changelog_topic
-from credence.streams.ops.process import WorkerProcess
+from credence.streams.ops.worker_process import WorkerProcess
 from credence.streams.runtime.topics import TABLES
 from tests.support.pipeline import (
     FAST_GROUP_ENV,

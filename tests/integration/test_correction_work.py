@@ -27,7 +27,7 @@ from credence.config.llm import LLMSettings
 from credence.kafka import client_options
 from credence.streams.llm.prompts import correction
 from credence.streams.llm.rules.correction_work import decide
-from credence.streams.ops.process import WorkerProcess, wait_until
+from credence.streams.ops.worker_process import WorkerProcess, wait_until
 from credence.streams.scope.requests import reflection_id
 from tests.support.pipeline import (
     DEADLINE_S,

@@ -22,7 +22,7 @@ import pytest
 from aiokafka import AIOKafkaProducer
 
 from credence.kafka import client_options
-from credence.streams.ops.process import WorkerProcess, wait_until
+from credence.streams.ops.worker_process import WorkerProcess, wait_until
 from credence.streams.scope.requests import reflection_id
 from credence.tables.rendering import DISPUTED_HEADING
 from tests.support.pipeline import (

@@ -13,8 +13,8 @@ from collections import Counter
 
 import pytest
 
-from credence.streams.ops.process import WorkerProcess, wait_until
 from credence.streams.ops.replay import send_control
+from credence.streams.ops.worker_process import WorkerProcess, wait_until
 from tests.support.pipeline import (
     DEADLINE_S,
     FAST_GROUP_ENV,

@@ -16,7 +16,7 @@ import pytest
 
 from credence.streams.ops.neko import from_neko
 from credence.streams.ops.portable import parse
-from credence.streams.ops.process import WorkerProcess, settings_env, wait_until
+from credence.streams.ops.worker_process import WorkerProcess, settings_env, wait_until
 from credence.tables.entries import Entry
 from tests.support.api import add_tenant, client
 from tests.support.cli import in_process

@@ -15,8 +15,8 @@ from credence.sinks.consumer import drain
 from credence.sinks.schema import ARCHIVE, EVIDENCE
 from credence.streams.ops.admin import changelog_topic, ensure_topics
 from credence.streams.ops.cli import main as cli
-from credence.streams.ops.process import WorkerProcess, wait_until
 from credence.streams.ops.replay import replay, send_control
+from credence.streams.ops.worker_process import WorkerProcess, wait_until
 from credence.streams.state import redo
 from tests.support.pipeline import discard
 
@@ -128,7 +128,7 @@ def test_forget_removes_the_user_everywhere_and_only_them(settings_factory, kafk
 
 
 def settings_env_items(settings) -> dict[str, str]:
-    from credence.streams.ops.process import settings_env
+    from credence.streams.ops.worker_process import settings_env
 
     env = settings_env(settings, settings.kafka_bootstrap)
     return {k: v for k, v in env.items() if k.startswith("CREDENCE_")}

@@ -10,8 +10,8 @@ import json
 import pytest
 
 from credence.streams.ops.admin import changelog_topic, ensure_topics
-from credence.streams.ops.process import WorkerProcess, wait_until
 from credence.streams.ops.replay import forget_record, send_forget
+from credence.streams.ops.worker_process import WorkerProcess, wait_until
 from tests.support.pipeline import discard
 from tests.support.turns import Outgoing, produce, read_topic, turn, uncommitted
 

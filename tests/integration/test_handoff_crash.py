@@ -25,7 +25,7 @@ from credence.kafka import client_options
 from credence.sinks.consumer import drain
 from credence.sinks.schema import ARCHIVE
 from credence.streams.ops.admin import ensure_topics
-from credence.streams.ops.process import WorkerProcess, wait_until
+from credence.streams.ops.worker_process import WorkerProcess, wait_until
 from tests.support.pipeline import FAST_GROUP_ENV, discard
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from credence.streams.ops.admin import ensure_topics
-from credence.streams.ops.process import WorkerProcess, wait_until
+from credence.streams.ops.worker_process import WorkerProcess, wait_until
 from tests.support.pipeline import discard
 from tests.support.turns import (
     INVALID_KINDS,

@@ -13,7 +13,7 @@ import uuid
 import httpx
 import pytest
 
-from credence.streams.ops.process import WorkerProcess, wait_until
+from credence.streams.ops.worker_process import WorkerProcess, wait_until
 from tests.support.api import add_tenant, client, mcp_session
 from tests.support.pipeline import (
     discard,

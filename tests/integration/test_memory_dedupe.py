@@ -11,7 +11,7 @@ import pytest
 
 from credence.config.memory import MemorySettings
 from credence.streams.ops.cli import main as cli
-from credence.streams.ops.process import WorkerProcess, settings_env, wait_until
+from credence.streams.ops.worker_process import WorkerProcess, settings_env, wait_until
 from tests.support.pipeline import (
     DEADLINE_S,
     FAST_GROUP_ENV,

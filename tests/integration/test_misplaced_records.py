@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from credence.streams.ops.admin import changelog_topic, ensure_topics
-from credence.streams.ops.process import WorkerProcess, wait_until
+from credence.streams.ops.worker_process import WorkerProcess, wait_until
 from credence.streams.runtime.forwards import FORWARDED_FROM
 from credence.streams.runtime.topics import TABLES
 from credence.streams.state import codec

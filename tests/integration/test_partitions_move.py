@@ -13,7 +13,7 @@ from credence.config.pipeline import PipelineSettings
 from credence.streams.llm.prompts import stage1_extraction
 from credence.streams.ops.admin import ensure_topics
 from credence.streams.ops.broker import free_port
-from credence.streams.ops.process import WorkerProcess, wait_until
+from credence.streams.ops.worker_process import WorkerProcess, wait_until
 from tests.support.openai_server import OpenAICompatibleServer
 from tests.support.pipeline import FAST_GROUP_ENV, discard, produce_lines
 

@@ -11,7 +11,7 @@ import uuid
 
 import pytest
 
-from credence.streams.ops.process import WorkerProcess, wait_until
+from credence.streams.ops.worker_process import WorkerProcess, wait_until
 from tests.support.pipeline import (
     DEADLINE_S,
     FAST_GROUP_ENV,

@@ -14,7 +14,7 @@ from aiokafka import AIOKafkaProducer
 from credence.config.pipeline import PipelineSettings
 from credence.kafka import client_options
 from credence.streams.ops.admin import ensure_topics
-from credence.streams.ops.process import WorkerProcess, wait_until
+from credence.streams.ops.worker_process import WorkerProcess, wait_until
 from tests.support.pipeline import discard, pipeline_settings
 from tests.support.turns import read_topic
 
@@ -256,7 +256,7 @@ def assert_denial_won(u1: dict, journal: list[dict]) -> None:
 def test_a_denial_racing_a_promotion_wins_rules(scenario_settings, kafka_bootstrap, tmp_path):
     # The merge answer through the runner and the result topics, as a model server's comes: answered in
     # the batch (the rules default) it is never in flight, and the denial applies to what it decided
-    # (tests/unit/state/test_inline_answers.py).
+    # (tests/unit/runtime/test_inline_answers.py).
     from credence.config.llm import LLMSettings
 
     u1, journal = run_race(scenario_settings(llm=LLMSettings(inline_in_process=False)), kafka_bootstrap, tmp_path)

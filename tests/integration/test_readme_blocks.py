@@ -19,7 +19,7 @@ import pytest
 
 from credence.sinks.consumer import drain
 from credence.sinks.schema import ARCHIVE, EVIDENCE
-from credence.streams.ops.process import WorkerProcess, settings_env, wait_until
+from credence.streams.ops.worker_process import WorkerProcess, settings_env, wait_until
 from tests.support.pipeline import idle_status, pipeline_settings, sample_lines, scopes_of
 from tests.support.readme_blocks import Block, all_runnable_blocks, reads_the_archive
 

@@ -22,7 +22,7 @@ import pytest
 from credence.config.llm import LLMSettings
 from credence.errors import ApiError
 from credence.streams.llm.prompts import recent_summary
-from credence.streams.ops.process import WorkerProcess, wait_until
+from credence.streams.ops.worker_process import WorkerProcess, wait_until
 from tests.support.api import add_tenant, client, mcp_session
 from tests.support.openai_server import OpenAICompatibleServer
 from tests.support.pipeline import FAST_GROUP_ENV, discard, flush_and_wait_idle, pipeline_settings, topic_values

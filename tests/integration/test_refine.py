@@ -19,7 +19,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from credence.config.memory import MemorySettings
-from credence.streams.ops.process import WorkerProcess
+from credence.streams.ops.worker_process import WorkerProcess
 from credence.tables import refine
 from credence.tables.clock import parse_instant
 from credence.tables.entries import Entry

@@ -261,7 +261,7 @@ def test_a_deleted_entry_leaves_the_s3_archive(settings_factory, kafka_bootstrap
     (here beside the suite's other s3:// tests, to share their object store)."""
     import pyarrow.fs as pafs
 
-    from credence.streams.ops.process import WorkerProcess
+    from credence.streams.ops.worker_process import WorkerProcess
     from tests.integration.test_entry_delete import _archived, _delete, _gone_from_reads, _world
     from tests.support.api import client
 

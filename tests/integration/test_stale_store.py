@@ -17,8 +17,8 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from credence.kafka import client_options
 from credence.streams.ops.admin import changelog_configs, changelog_topic, ensure_topics
-from credence.streams.ops.process import WorkerProcess, wait_until
 from credence.streams.ops.replay import send_forget
+from credence.streams.ops.worker_process import WorkerProcess, wait_until
 from credence.streams.runtime.topics import TABLES
 from tests.support.pipeline import discard, flush_and_wait_idle, produce_lines, turn_counts
 

@@ -15,8 +15,8 @@ import pytest
 from credence.config.llm import LLMSettings
 from credence.config.pipeline import PipelineSettings
 from credence.streams.llm.prompts import stage1_extraction
-from credence.streams.ops.process import WorkerProcess, wait_until
 from credence.streams.ops.replay import replay
+from credence.streams.ops.worker_process import WorkerProcess, wait_until
 from tests.support.api import add_tenant, client, mcp_session
 from tests.support.openai_server import OpenAICompatibleServer
 from tests.support.otlp_collector import Collector

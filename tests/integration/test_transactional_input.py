@@ -14,7 +14,7 @@ from aiokafka import AIOKafkaProducer
 from credence.config import Settings
 from credence.kafka import client_options
 from credence.streams.ops.admin import ensure_topics
-from credence.streams.ops.process import WorkerProcess, wait_until
+from credence.streams.ops.worker_process import WorkerProcess, wait_until
 from tests.support.pipeline import FAST_GROUP_ENV, discard
 from tests.support.turns import uncommitted
 

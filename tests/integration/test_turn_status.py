@@ -11,7 +11,7 @@ from aiokafka.partitioner import DefaultPartitioner
 from credence.config.pipeline import PipelineSettings
 from credence.errors import ApiError
 from credence.streams.ops.broker import free_port
-from credence.streams.ops.process import WorkerProcess, wait_until
+from credence.streams.ops.worker_process import WorkerProcess, wait_until
 from tests.support.api import add_tenant, client
 from tests.support.pipeline import FAST_GROUP_ENV, discard, pipeline_settings
 

@@ -27,7 +27,7 @@ from credence.config.usage import BridgeSettings, TopicFilter, UsageSettings
 from credence.kafka import client_options
 from credence.streams.llm.embeddings import extra_installed
 from credence.streams.ops.cli import main as cli
-from credence.streams.ops.process import WorkerProcess, settings_env, wait_until
+from credence.streams.ops.worker_process import WorkerProcess, settings_env, wait_until
 from credence.streams.scope.requests import reflection_id
 from credence.tables.entries import Entry
 from credence.tables.validity import as_of

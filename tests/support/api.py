@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 from credence.client import Client
 from credence.config import Settings
 from credence.streams.ops import tenant_admin
-from credence.streams.ops.process import WorkerProcess
+from credence.streams.ops.worker_process import WorkerProcess
 
 
 def add_tenant(bootstrap: str, settings: Settings, name: str, **overrides) -> str:

@@ -31,7 +31,7 @@ SHARED_RUNS = {
     "tests/faults/test_scale_out.py": "restart_reference",
     # The bundled embedding model, loaded in the test process (load_encoder keeps it per process): ~20 s
     # of CPU per load on the 2-core CI, once for both modules when one worker runs them.
-    "tests/unit/test_embeddings.py": "bundled_model",
+    "tests/unit/llm/test_embeddings.py": "bundled_model",
     "tests/unit/serving/test_recall_cosine.py": "bundled_model",
 }
 

@@ -20,8 +20,8 @@ from credence.errors import RecordError
 from credence.kafka import client_options
 from credence.streams.ops.admin import ensure_topics
 from credence.streams.ops.broker import free_port
-from credence.streams.ops.process import WorkerProcess, wait_until
 from credence.streams.ops.replay import send_control
+from credence.streams.ops.worker_process import WorkerProcess, wait_until
 from credence.streams.runtime.records import decode_turn, scope_key
 from credence.streams.scope.context import FACTS_KIND
 from credence.tables.entries import Entry, apply_snapshot

@@ -309,3 +309,37 @@ def test_no_module_docstring_over_twelve_lines():
             long[name] = n
     assert long == {}, (f"module docstrings over {MAX_DOCSTRING_LINES} lines (say what the module is; move "
                         f"the design into a docs/ page): {long}")
+
+
+def test_the_wheel_holds_no_test_rig():
+    # A wheel module that imports tests/ breaks once installed; one that nothing in the wheel reaches from
+    # its commands ([project.scripts]) is there only for the tests: a rig, whose home is tests/support/.
+    # Reached = imported, lazily too; a dynamic import_module(f"pkg.{name}") reaches every module of pkg.
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    installed = set(project["tool"]["setuptools"]["packages"])
+    wheel = {module for module, path in MODULES.items()
+             if (module if path.name == "__init__.py" else module.rsplit(".", 1)[0]) in installed}
+    into_tests = sorted({f"{i.importer}:{i.line}" for module in wheel for i in IMPORTS[module]
+                         if i.imported == "tests"})
+    assert into_tests == [], f"wheel modules importing the test suite (move the rig to tests/support/): {into_tests}"
+
+    def dynamic_prefixes(module: str) -> set[str]:
+        tree = ast.parse(MODULES[module].read_text())
+        return {f"{name}." for node in ast.walk(tree) if isinstance(node, ast.Call)
+                and isinstance(node.args[0] if node.args else None, ast.JoinedStr) and (name := _dynamic_name(node))}
+
+    reached: set[str] = set()
+    todo = [target.split(":")[0] for target in project["project"]["scripts"].values()]
+    while todo:
+        module = todo.pop()
+        if module in reached or module not in MODULES:
+            continue
+        reached.add(module)
+        parts = module.split(".")
+        todo += [".".join(parts[:n]) for n in range(1, len(parts))]
+        todo += [i.imported for i in IMPORTS[module]]
+        todo += [other for prefix in dynamic_prefixes(module) for other in MODULES if other.startswith(prefix)]
+    unreached = sorted(wheel - reached)
+    assert unreached == [], f"wheel modules nothing in the product imports (a rig: tests/support/): {unreached}"

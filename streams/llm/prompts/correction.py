@@ -1,5 +1,5 @@
 """Correction work: a new statement came up on the topic of an existing entry; merge, keep the new, keep
-the old, or keep both (NEKO_LOOPS.md §1.4; the origin's PERSONA_CORRECTION_PROMPT, in our words)."""
+the old, or keep both (the origin's PERSONA_CORRECTION_PROMPT, in our words; docs/corrections.md)."""
 
 from __future__ import annotations
 

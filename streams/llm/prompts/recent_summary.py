@@ -1,5 +1,5 @@
 """Recent conversation: the older turns and the previous memo rewritten into one rolling memo (the origin's
-recent compression, NEKO_LOOPS.md §3.3: concise, corrections kept as "originally X, later Y", the user's
+recent compression: concise, corrections kept as "originally X, later Y", the user's
 objections word for word)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """`credence import --from-neko`'s mapping, on the fixture installations under tests/fixtures/neko/ (built
-from /work/shared/NEKO_FORMATS.md): every status, shards, a restored entry in both places, group-chat
+from N.E.K.O.'s on-disk formats): every status, shards, a restored entry in both places, group-chat
 subjects as their own users, the old counter-less shapes; scores equal the origin's formulas at a fixed
 instant, computed here from the raw files, independently of credence's evidence code."""
 

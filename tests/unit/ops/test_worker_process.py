@@ -4,7 +4,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import ClassVar
 
 from credence.config import load_settings
-from credence.streams.ops.process import WorkerProcess
+from credence.streams.ops.worker_process import WorkerProcess
 
 
 class _Status(BaseHTTPRequestHandler):

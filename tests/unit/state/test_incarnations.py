@@ -22,9 +22,11 @@ from credence.streams.state.ownership import Ownership
 from credence.streams.state.positions import Positions
 from credence.streams.state.store import ScopeStore
 from credence.streams.state.writes import TableWrites
+from tests.support import faust_double
+from tests.support.faust_double import Switch
+from tests.unit.runtime.test_forward_and_forget import forget
 
 from .conftest import SCOPE, new_tables, turn
-from .test_forward_and_forget import Switch, forget
 
 SETTINGS = load_settings(topic_prefix="inc", pipeline=PipelineSettings(stage1_max_batch=1))
 
@@ -32,34 +34,16 @@ OTHER = "acme/u2/aria"  # another user
 LATER = "acme/u1/coach"  # the same user, another character
 
 
-class Recorder:
+class Recorder(faust_double.Topics):
     """The topics of a worker, keeping every record sent."""
 
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, dict]] = []
-
-    def __getattr__(self, name):
-        recorder = self
-
-        class Channel:
-            async def send(self, key, value, partition=None, headers=None):
-                recorder.sent.append((name, json.loads(value)))
-                done = asyncio.get_running_loop().create_future()
-                done.set_result(None)
-                return done
-        return Channel()
+    keep = staticmethod(lambda sent: (sent.topic, json.loads(sent.value)))
 
 
-class Message:
-    def __init__(self, topic: str, partition: int, offset: int) -> None:
-        self.topic, self.partition, self.offset = topic, partition, offset
-
-
-class Event:
+class Event(faust_double.Event):
     def __init__(self, name: str, partition: int, offset: int, record: dict) -> None:
-        self.message = Message(SETTINGS.topic(name), partition, offset)
         key = record["tenant"] + "/" + record["user"] + "/" + record.get("character", "")
-        self.key, self.value, self.headers = key.encode(), json.dumps(record).encode(), {}
+        super().__init__(SETTINGS.topic(name), partition, offset, key, record)
 
 
 async def _unused(topic, scope, record):  # pragma: no cover - the rules backend answers in the batch

@@ -23,6 +23,8 @@ from credence.streams.state.ownership import Ownership
 from credence.streams.state.positions import APPLY, ASK, GAP, SEEN, Positions, position_key
 from credence.streams.state.store import ScopeStore
 from credence.streams.state.writes import TableWrites
+from tests.support import faust_double
+from tests.support.faust_double import Switch, Topics
 
 from .conftest import SCOPE, new_tables, turn
 
@@ -30,27 +32,9 @@ SETTINGS = load_settings(topic_prefix="pos")
 TURNS = SETTINGS.topic("turns")
 
 
-class Message:
-    def __init__(self, topic: str, partition: int, offset: int) -> None:
-        self.topic, self.partition, self.offset = topic, partition, offset
-
-
-class Event:
+class Event(faust_double.Event):
     def __init__(self, partition: int, offset: int, record: dict) -> None:
-        self.message = Message(TURNS, partition, offset)
-        self.key, self.value = SCOPE.encode(), json.dumps(record).encode()
-
-
-class Channel:
-    async def send(self, key, value):
-        done = asyncio.get_running_loop().create_future()
-        done.set_result(None)
-        return done
-
-
-class Topics:
-    def __getattr__(self, name):
-        return Channel()
+        super().__init__(TURNS, partition, offset, SCOPE, record)
 
 
 class Consumer:
@@ -82,11 +66,6 @@ class Runner:
 
     def submit(self, scope, req):
         pass
-
-
-class Switch:
-    def enabled(self, tenant):
-        return True
 
 
 def agent_over(tables, ownership, consumer: Consumer, probe: Probe | None = None) -> tuple[ScopeAgent, int]:

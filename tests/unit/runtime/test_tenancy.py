@@ -23,8 +23,7 @@ from credence.streams.state.positions import Positions
 from credence.streams.state.store import ScopeStore
 from credence.streams.state.writes import TableWrites
 from credence.tables.evidence import Evidence, sweep
-
-from .conftest import new_tables
+from tests.support.scope_tables import new_tables
 
 NOW = datetime(2026, 1, 1, 12, tzinfo=UTC)
 SETTINGS = load_settings(topic_prefix="ten")

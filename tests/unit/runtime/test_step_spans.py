@@ -16,29 +16,16 @@ from credence.streams.state.ownership import Ownership
 from credence.streams.state.positions import Positions
 from credence.streams.state.store import ScopeStore
 from credence.streams.state.writes import TableWrites
+from tests.support import faust_double
+from tests.support.faust_double import Switch
+from tests.support.scope_tables import SCOPE, T0, new_tables, turn
 from tests.support.tracing import in_memory_spans
 
-from .conftest import SCOPE, T0, new_tables, turn
-from .test_inline_answers import SETTINGS, TALK, Event, Recording, Switch
+from .test_inline_answers import SETTINGS, TALK, Event, Recording
 
 
-class Channel:
-    def __init__(self, name: str, sent: list) -> None:
-        self.name, self.sent = name, sent
-
-    async def send(self, key, value, partition=None, headers=None):
-        self.sent.append((self.name, value, headers))
-        done = asyncio.get_running_loop().create_future()
-        done.set_result(None)
-        return done
-
-
-class Topics:
-    def __init__(self) -> None:
-        self.sent: list = []
-
-    def __getattr__(self, name):
-        return Channel(name, self.sent)
+class Topics(faust_double.Topics):
+    keep = staticmethod(lambda sent: (sent.topic, sent.value, sent.headers))
 
 
 def agent() -> tuple[ScopeAgent, Topics, int]:

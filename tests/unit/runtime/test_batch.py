@@ -3,8 +3,7 @@
 from datetime import timedelta
 
 from credence.streams.runtime.batch import RELEASE, Applied, ScopeWork, apply, rebuild
-
-from .conftest import SCOPE, T0, make_context, store_over, turn
+from tests.support.scope_tables import SCOPE, T0, make_context, store_over, turn
 
 
 def test_a_step_that_fails_half_way_leaves_nothing_behind(tables, ownership):

@@ -16,10 +16,15 @@ import sys
 import time
 from pathlib import Path
 
-from credence.errors import ObjectStoreError
+from credence.errors import CredenceError
 from credence.streams.ops.node import die_with_parent, free_port, log_tail, resolve_jars, stop_process
 
 log = logging.getLogger(__name__)
+
+
+class ObjectStoreError(CredenceError):
+    """The embedded S3-compatible server (s3proxy) could not be resolved or started."""
+
 
 S3PROXY_VERSION = "2.6.0"
 DEFAULT_CACHE_DIR = Path.home() / ".cache" / "credence" / "s3proxy"
@@ -157,12 +162,12 @@ class ObjectStore:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m credence.streams.ops.objectstore DIR BUCKET`: serve DIR over S3 until Ctrl-C, with BUCKET
+    """`python -m tests.support.objectstore DIR BUCKET`: serve DIR over S3 until Ctrl-C, with BUCKET
     created, and print the variables a client needs (for trying the archive on object storage locally)."""
     import argparse
     import signal
 
-    parser = argparse.ArgumentParser(prog="python -m credence.streams.ops.objectstore",
+    parser = argparse.ArgumentParser(prog="python -m tests.support.objectstore",
                                      description="Run the embedded S3-compatible server (s3proxy) over a folder.")
     parser.add_argument("data_dir")
     parser.add_argument("bucket")

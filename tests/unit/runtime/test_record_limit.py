@@ -21,10 +21,12 @@ from credence.streams.state.positions import Positions
 from credence.streams.state.store import ScopeStore
 from credence.streams.state.writes import TableWrites
 from credence.tables.clock import format_instant
+from tests.support import faust_double
+from tests.support.faust_double import Switch
 from tests.support.promoting import promoting_scope
+from tests.support.scope_tables import T0, new_tables, turn
 
-from .conftest import T0, new_tables, turn
-from .test_inline_answers import Message, Switch, Topics
+from .test_inline_answers import Topics
 
 LIMIT = 512 * 1024  # the least the settings accept
 # Every due reflection asked at once (no in-flight cap to speak of): the control value outgrows LIMIT.
@@ -56,10 +58,9 @@ def agent_over() -> tuple[ScopeAgent, Topics, ScopeStore]:
     return agent, topics, store
 
 
-class Event:
+class Event(faust_double.Event):
     def __init__(self, name: str, scope: str, offset: int, record: dict) -> None:
-        self.message = Message(SETTINGS.topic(name), 0, offset)
-        self.key, self.value = scope.encode(), json.dumps(record).encode()
+        super().__init__(SETTINGS.topic(name), 0, offset, scope, record)
 
 
 def event(name: str, scope: str, offset: int, record: dict) -> Event:

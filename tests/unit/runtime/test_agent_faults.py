@@ -26,58 +26,22 @@ from credence.streams.state.ownership import Ownership
 from credence.streams.state.positions import Positions
 from credence.streams.state.store import ScopeStore
 from credence.streams.state.writes import TableWrites
-
-from .conftest import SCOPE, T0, new_tables, turn
+from tests.support import faust_double
+from tests.support.faust_double import Stream, Switch
+from tests.support.scope_tables import SCOPE, T0, new_tables, turn
 
 SETTINGS = load_settings(topic_prefix="flt", pipeline=PipelineSettings(stage1_max_batch=1))
 PARTITIONS = 4
 OTHER = "acme/u2/aria"  # a second scope of the same tenant
 
 
-class Message:
-    def __init__(self, topic: str, partition: int, offset: int, timestamp: float) -> None:
-        self.topic, self.partition, self.offset, self.timestamp = topic, partition, offset, timestamp
-
-
-class Event:
+class Event(faust_double.Event):
     def __init__(self, name: str, scope: str, partition: int, offset: int, record: dict, received: datetime):
-        self.message = Message(SETTINGS.topic(name), partition, offset, received.timestamp())
-        self.key, self.value = scope.encode(), json.dumps(record).encode()
+        super().__init__(SETTINGS.topic(name), partition, offset, scope, record, timestamp=received.timestamp())
 
 
-class Channel:
-    def __init__(self, name: str, sent: list) -> None:
-        self.name, self.sent = name, sent
-
-    async def send(self, key, value):
-        self.sent.append((self.name, key, value))
-        done = asyncio.get_running_loop().create_future()
-        done.set_result(None)
-        return done
-
-
-class Topics:
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, bytes, bytes]] = []
-
-    def __getattr__(self, name):
-        return Channel(name, self.sent)
-
-
-class Switch:
-    def enabled(self, tenant):
-        return True
-
-
-class Stream:
-    """Faust's stream as the agent reads it: batches of events, each taken once."""
-
-    def __init__(self, batches: list[list[Event]]) -> None:
-        self.batches = list(batches)
-
-    async def take_events(self, max_records, within):
-        while self.batches:
-            yield self.batches.pop(0)
+class Topics(faust_double.Topics):
+    keep = staticmethod(lambda sent: (sent.topic, sent.key, sent.value))
 
 
 class Halted(BaseException):

@@ -2,7 +2,7 @@
 data dir under one root. For the fault tests, and for anyone who wants to try credence on a real
 cluster (RF 3, min.insync.replicas 2) without one:
 
-    python -m credence.streams.ops.cluster /tmp/kafka-cluster 3
+    python -m tests.support.cluster /tmp/kafka-cluster 3
 
 Each JVM gets a small heap (CREDENCE_BROKER_HEAP-like `heap`, default 384m): four JVMs fit in ~2 GB.
 """

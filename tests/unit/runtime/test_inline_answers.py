@@ -25,47 +25,22 @@ from credence.streams.state.ownership import Ownership
 from credence.streams.state.positions import Positions
 from credence.streams.state.store import ScopeStore
 from credence.streams.state.writes import TableWrites
-
-from .conftest import SCOPE, T0, new_tables, turn
+from tests.support import faust_double
+from tests.support.faust_double import Switch
+from tests.support.scope_tables import SCOPE, T0, new_tables, turn
 
 SETTINGS = load_settings(topic_prefix="inl", pipeline=PipelineSettings(stage1_max_batch=1))
 TALK = ["I love green tea.", "I live in Berlin.", "I really love green tea.", "My name is Sam.",
         "I hate mornings.", "I love green tea, especially in winter."]
 
 
-class Message:
-    def __init__(self, topic: str, partition: int, offset: int) -> None:
-        self.topic, self.partition, self.offset = topic, partition, offset
-
-
-class Event:
+class Event(faust_double.Event):
     def __init__(self, name: str, partition: int, offset: int, record: dict) -> None:
-        self.message = Message(SETTINGS.topic(name), partition, offset)
-        self.key, self.value = SCOPE.encode(), json.dumps(record).encode()
+        super().__init__(SETTINGS.topic(name), partition, offset, SCOPE, record)
 
 
-class Channel:
-    def __init__(self, name: str, sent: list) -> None:
-        self.name, self.sent = name, sent
-
-    async def send(self, key, value):
-        self.sent.append((self.name, key, value))
-        done = asyncio.get_running_loop().create_future()
-        done.set_result(None)
-        return done
-
-
-class Topics:
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, bytes, bytes]] = []
-
-    def __getattr__(self, name):
-        return Channel(name, self.sent)
-
-
-class Switch:
-    def enabled(self, tenant):
-        return True
+class Topics(faust_double.Topics):
+    keep = staticmethod(lambda sent: (sent.topic, sent.key, sent.value))
 
 
 class Recording(Runner):

@@ -23,42 +23,22 @@ from credence.streams.state.ownership import Ownership
 from credence.streams.state.positions import Positions
 from credence.streams.state.store import ScopeStore
 from credence.streams.state.writes import TableWrites
-
-from .conftest import SCOPE, T0, new_tables, turn
+from tests.support import faust_double
+from tests.support.faust_double import Switch
+from tests.support.scope_tables import SCOPE, T0, new_tables, turn
 
 SETTINGS = load_settings(topic_prefix="fwd")
 PARTITIONS = 4
 
 
-class Message:
-    def __init__(self, topic: str, partition: int, offset: int) -> None:
-        self.topic, self.partition, self.offset = topic, partition, offset
-
-
-class Event:
+class Event(faust_double.Event):
     def __init__(self, name: str, partition: int, offset: int, record: dict, key: str = SCOPE,
                  headers: dict | None = None) -> None:
-        self.message = Message(SETTINGS.topic(name), partition, offset)
-        self.key, self.value, self.headers = key.encode(), json.dumps(record).encode(), headers or {}
+        super().__init__(SETTINGS.topic(name), partition, offset, key, record, headers)
 
 
-class Channel:
-    def __init__(self, name: str, sent: list) -> None:
-        self.name, self.sent = name, sent
-
-    async def send(self, key, value, partition=None, headers=None):
-        self.sent.append((self.name, key, partition, headers))
-        done = asyncio.get_running_loop().create_future()
-        done.set_result(None)
-        return done
-
-
-class Topics:
-    def __init__(self) -> None:
-        self.sent: list = []
-
-    def __getattr__(self, name):
-        return Channel(name, self.sent)
+class Topics(faust_double.Topics):
+    keep = staticmethod(lambda sent: (sent.topic, sent.key, sent.partition, sent.headers))
 
 
 class Runner:
@@ -67,11 +47,6 @@ class Runner:
 
     def submit(self, scope, req):
         pass
-
-
-class Switch:
-    def enabled(self, tenant):
-        return True
 
 
 def agent_over(tables) -> ScopeAgent:
