@@ -1,7 +1,7 @@
 """Arrow schemas of the two Parquet tables (archive, evidence) and the record -> row conversion.
 
 Column rules (docs/records.md is the source of the record formats):
-- Each field of a journal record (credence/journal_records.py's FIELDS, which the worker builds its records
+- Each field of a journal record (credence/records/journal.py's FIELDS, which the worker builds its records
   from) is a column of its own, in that order, typed by the field's kind; a field added there is a column.
 - The hive partition columns tenant, kind, date are *not* stored in the files; they come from the path
   (kind = entry_kind, date = UTC day of archived_at / at).
@@ -25,9 +25,9 @@ from urllib.parse import quote
 
 import pyarrow as pa
 
-from credence.envelope import check
 from credence.errors import ArchiveError, DomainError, RecordError
-from credence.journal_records import ARCHIVE, EVIDENCE, FACTS_KIND, FIELDS, IDENTITY, KINDS, Field, event_id
+from credence.records.envelope import check
+from credence.records.journal import ARCHIVE, EVIDENCE, FACTS_KIND, FIELDS, IDENTITY, KINDS, Field, event_id
 from credence.tables.scope import check_part
 
 TABLES = (ARCHIVE, EVIDENCE)
@@ -74,7 +74,7 @@ SNAPSHOT_FIELDS: tuple[tuple[str, str, pa.DataType], ...] = (
 # Snapshot keys that repeat the record's own identity; checked, not stored twice.
 IDENTITY_KEYS = {"id": "entry_id", "kind": "entry_kind", "tenant": "tenant", "user": "user", "character": "character"}
 
-# The column type of each kind of journal field (credence/journal_records.py). The tenant is the hive
+# The column type of each kind of journal field (credence/records/journal.py). The tenant is the hive
 # path's, and the snapshot is spread over the snapshot columns, so neither is a record column.
 COLUMN_TYPES = {"version": pa.int16(), "part": pa.string(), "text": pa.string(), "string": pa.string(),
                 "instant": TS, "number": pa.float64(), "count": pa.int64()}

@@ -9,9 +9,9 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 
-from credence.envelope import decode, parse_utc
 from credence.errors import DomainError, RecordError
-from credence.streams.runtime.records import MAX_TEXT
+from credence.records.envelope import decode, parse_utc
+from credence.records.inputs import MAX_TEXT
 from credence.tables.clock import format_instant
 from credence.tables.entries import ACTIVE, PERSONA, Entry
 from credence.tables.scope import Scope, check_part

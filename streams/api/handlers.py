@@ -14,11 +14,11 @@ from datetime import UTC, datetime
 from credence import api_models as models
 from credence import tracing
 from credence.errors import ApiError, RecordError
+from credence.records.inputs import decode_feedback, decode_turn, forget_record
 from credence.streams.api import consistency, entry_ops, memory_ops, reads, recent, turn_waits
 from credence.streams.api.cards import Card, card_key, check_card_entries
 from credence.streams.api.openapi import document
 from credence.streams.api.tenants import Tenant
-from credence.streams.runtime.records import decode_feedback, decode_turn, forget_record
 from credence.streams.runtime.topics import end_offsets
 from credence.tables.clock import format_instant
 from credence.tables.scope import Scope, user_prefix

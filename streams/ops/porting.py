@@ -20,14 +20,14 @@ from datetime import datetime
 from aiokafka import AIOKafkaProducer
 
 from credence.config import Settings
-from credence.deadletter import dead_letter
 from credence.kafka import client_options
+from credence.records.dead_letter import dead_letter
+from credence.records.inputs import import_record
 from credence.streams.api.cards import Card, card_key
 from credence.streams.api.directory import Directory, follow
 from credence.streams.ops.admin import ensure_topics
 from credence.streams.ops.portable import Parsed, chunks, dumps, import_id, selected
 from credence.streams.runtime.journal import entries_from_journal, journal_of, scope_incarnations
-from credence.streams.runtime.records import import_record
 from credence.streams.runtime.switch import PowerSwitch
 from credence.tables.entries import Entry
 from credence.tables.scope import Scope, selection_parts

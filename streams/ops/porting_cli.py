@@ -18,7 +18,7 @@ def _settings():
 
 
 def _at(args) -> datetime:
-    from credence.envelope import parse_utc
+    from credence.records.envelope import parse_utc
 
     return parse_utc(args.at, "--at") if args.at else datetime.now(UTC)
 

@@ -33,6 +33,7 @@ from credence.config.memory import MemorySettings
 from credence.config.topics import INPUTS
 from credence.errors import RecordError
 from credence.kafka import send_now
+from credence.records.inputs import Input, decode_control, decode_input
 from credence.streams.llm.runner import Runner
 from credence.streams.runtime.batch import (
     RELEASE,
@@ -47,7 +48,6 @@ from credence.streams.runtime.batch import (
 from credence.streams.runtime.dead_letters import DeadLetters
 from credence.streams.runtime.forwards import duplicate_id, header, origin_of
 from credence.streams.runtime.probe import OffsetProbe
-from credence.streams.runtime.records import Input, decode_control, decode_input
 from credence.streams.runtime.tenancy import Switch
 from credence.streams.runtime.topics import Topics
 from credence.streams.runtime.traces import carried, emit, stepped

@@ -9,7 +9,7 @@ import logging
 from datetime import UTC, datetime
 
 from credence.config import Settings
-from credence.deadletter import dead_letter
+from credence.records.dead_letter import dead_letter
 from credence.streams.runtime.batch import Sends
 from credence.streams.runtime.forwards import header
 

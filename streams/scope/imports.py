@@ -16,7 +16,7 @@ input, as they would have at the origin.
 from __future__ import annotations
 
 from credence.errors import DomainError
-from credence.journal_records import archive_record
+from credence.records.journal import archive_record
 from credence.streams.scope.context import Emit, StepContext
 from credence.streams.scope.state import ScopeState
 from credence.tables.entries import ARCHIVED, Entry

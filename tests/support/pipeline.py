@@ -18,11 +18,11 @@ from credence.config import Settings, load_settings
 from credence.config.pipeline import PipelineSettings
 from credence.errors import RecordError
 from credence.kafka import client_options
+from credence.records.inputs import decode_turn, scope_key
 from credence.streams.ops.admin import ensure_topics
 from credence.streams.ops.broker import free_port
 from credence.streams.ops.process import WorkerProcess, wait_until
 from credence.streams.ops.replay import send_control
-from credence.streams.runtime.records import decode_turn, scope_key
 from credence.streams.scope.context import FACTS_KIND
 from credence.tables.entries import Entry, apply_snapshot
 from tests.support.turns import end_offsets, read_topic

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from credence.deadletter import dead_letter
 from credence.errors import RecordError
-from credence.streams.runtime.records import MAX_PART, MAX_TEXT, TurnRecord, decode_turn, parse_utc
+from credence.records.dead_letter import dead_letter
+from credence.records.inputs import MAX_PART, MAX_TEXT, TurnRecord, decode_turn, parse_utc
 from credence.tables.clock import format_instant
 
 GOOD = {"v": 1, "tenant": "acme", "user": "alice", "character": "barista", "turn_id": "t-1",
@@ -175,7 +175,7 @@ def test_format_instant_and_parse_utc_round_trip(ts):
 
 
 def test_surfaced_ids_are_bounded():
-    from credence.streams.runtime.records import MAX_SURFACED_IDS
+    from credence.records.inputs import MAX_SURFACED_IDS
 
     base = {"v": 1, "tenant": "acme", "user": "u1", "character": "aria", "turn_id": "t1", "role": "ai",
             "text": "hello", "ts": "2026-03-02T12:00:00Z"}
@@ -186,7 +186,7 @@ def test_surfaced_ids_are_bounded():
 
 
 def test_an_input_carrying_large_unknown_fields_is_refused_with_the_reason():
-    from credence.streams.runtime.records import MAX_INPUT_BYTES, decode_input
+    from credence.records.inputs import MAX_INPUT_BYTES, decode_input
 
     base = {"v": 1, "tenant": "acme", "user": "u1", "character": "aria", "turn_id": "t1", "role": "user",
             "text": "\U0001F600" * MAX_TEXT, "ts": "2026-03-02T12:00:00Z", "surfaced_ids": ["e" * MAX_PART] * 100}
@@ -199,7 +199,7 @@ def test_an_input_carrying_large_unknown_fields_is_refused_with_the_reason():
 
 
 def test_a_control_record_is_bounded_too_but_an_llm_answer_is_bounded_by_the_record_limit():
-    from credence.streams.runtime.records import MAX_INPUT_BYTES, decode_input
+    from credence.records.inputs import MAX_INPUT_BYTES, decode_input
 
     scope = {"v": 1, "tenant": "acme", "user": "u1", "character": "aria"}
     with pytest.raises(RecordError, match="input limit"):

@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 from credence.config.memory import MemorySettings
 from credence.config.pipeline import PipelineSettings
 from credence.errors import DomainError, RecordError
+from credence.records.inputs import MAX_INPUT_BYTES, decode_input, import_record
 from credence.streams.api.cards import Card
 from credence.streams.ops.portable import ExportFormatError, header, import_id, lines, parse, selected
 from credence.streams.runtime.journal import entries_from_journal
-from credence.streams.runtime.records import MAX_INPUT_BYTES, decode_input, import_record
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.state import ScopeState
 from credence.streams.scope.step import step

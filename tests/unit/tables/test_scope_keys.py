@@ -13,7 +13,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from credence.errors import DomainError
-from credence.streams.runtime.records import decode_input, restore_record, usage_record
+from credence.records.inputs import decode_input, restore_record, usage_record
 from credence.tables.scope import _UNPRINTABLE, Scope, scope_key, tenant_of, user_prefix, user_prefix_of
 
 ROOT = Path(__file__).resolve().parents[3]

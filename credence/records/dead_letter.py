@@ -7,8 +7,8 @@ import base64
 import json
 from datetime import datetime
 
-from credence.envelope import decode
 from credence.errors import RecordError
+from credence.records.envelope import decode
 from credence.tables.clock import format_instant
 
 # The envelope must fit in one Kafka record (1 MiB by default) after base64 (+33%): a bigger original

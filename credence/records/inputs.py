@@ -10,9 +10,9 @@ import json
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from credence.envelope import CONTROL_TYPES, DECISIONS, EARLIEST, LATEST, ROLES, decode, parse_utc, part
-from credence.envelope import encodable as _encodable
 from credence.errors import DomainError, RecordError
+from credence.records.envelope import CONTROL_TYPES, DECISIONS, EARLIEST, LATEST, ROLES, decode, parse_utc, part
+from credence.records.envelope import encodable as _encodable
 from credence.tables.clock import format_instant, parse_instant
 from credence.tables.scope import MAX_PART, Scope, scope_key, user_prefix
 from credence.tables.tags import check_tags

@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from credence.errors import DomainError, RecordError
-from credence.journal_records import FIELDS as JOURNAL_FIELDS
+from credence.records.journal import FIELDS as JOURNAL_FIELDS
 from credence.tables.scope import check_part
 
 VERSION = 1
@@ -119,7 +119,7 @@ class RecordType:
 
 SCOPE = {"tenant": part, "user": part, "character": part}
 _JOURNAL = {**SCOPE, "entry_id": text, "entry_kind": text}
-# The journal's fields are credence/journal_records.py's; the envelope checks the required ones by kind.
+# The journal's fields are credence/records/journal.py's; the envelope checks the required ones by kind.
 _REQUIRED = {"part": part, "text": text, "instant": instant, "snapshot": mapping}
 
 
