@@ -20,6 +20,7 @@ from typing import Any
 
 from credence.errors import DomainError, RecordError
 from credence.records.journal import FIELDS as JOURNAL_FIELDS
+from credence.records.kind import CONTROL_KINDS
 from credence.tables.scope import check_part
 
 VERSION = 1
@@ -30,8 +31,7 @@ EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
 LATEST = datetime(2100, 1, 1, tzinfo=UTC)
 ROLES = ("user", "ai")
 DECISIONS = ("confirm", "deny", "ignore")
-CONTROL_TYPES = ("result", "failed", "tick", "flush", "forget", "restore", "consensus", "dedupe", "import",
-                 "erase", "remember", "edit")
+CONTROL_TYPES = tuple(kind.value for kind in CONTROL_KINDS)  # plain strings: a refusal names them as such
 
 Check = Callable[[Any, str], None]
 

@@ -11,7 +11,7 @@ from datetime import datetime
 
 from credence.errors import DomainError, RecordError
 from credence.records.envelope import decode, parse_utc
-from credence.records.inputs import MAX_TEXT
+from credence.records.turn import MAX_TEXT
 from credence.tables.clock import format_instant
 from credence.tables.entries import ACTIVE, PERSONA, Entry
 from credence.tables.scope import Scope, check_part

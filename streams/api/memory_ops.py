@@ -10,7 +10,8 @@ from datetime import UTC, datetime
 
 from credence import api_models as models
 from credence.errors import ApiError, BridgeError, RecordError
-from credence.records.inputs import consensus_record, decode_control, restore_record, usage_record
+from credence.records.control import consensus_record, decode_control, restore_record
+from credence.records.usage import usage_record
 from credence.streams.state.versions import Truncated
 from credence.tables.clock import format_instant
 from credence.tables.entries import ARCHIVED, Entry

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from credence import api_models as models
 from credence.config.memory import MemorySettings
 from credence.errors import ApiError, DomainError, RecordError
-from credence.records.inputs import parse_utc
+from credence.records.envelope import parse_utc
 from credence.streams.api.tenants import Tenant
 from credence.tables.entries import KINDS, Entry
 from credence.tables.evidence import ARCHIVE_CANDIDATE, derived_tier

@@ -16,7 +16,8 @@ from aiokafka import AIOKafkaProducer
 
 from credence.config import Settings
 from credence.kafka import client_options
-from credence.records.inputs import consensus_record, dedupe_record, restore_record, usage_record
+from credence.records.control import consensus_record, dedupe_record, restore_record
+from credence.records.usage import usage_record
 from credence.streams.ops.admin import ensure_topics
 from credence.tables.scope import Scope
 

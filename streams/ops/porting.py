@@ -21,8 +21,8 @@ from aiokafka import AIOKafkaProducer
 
 from credence.config import Settings
 from credence.kafka import client_options
+from credence.records.control import import_record
 from credence.records.dead_letter import dead_letter
-from credence.records.inputs import import_record
 from credence.streams.api.cards import Card, card_key
 from credence.streams.api.directory import Directory, follow
 from credence.streams.ops.admin import ensure_topics

@@ -16,8 +16,8 @@ from credence import tracing
 from credence.config import Settings
 from credence.errors import CredenceError, DomainError
 from credence.kafka import client_options, start
+from credence.records.control import forget_record
 from credence.records.dead_letter import dead_letter
-from credence.records.inputs import forget_record
 from credence.streams.ops.admin import ensure_topics
 from credence.streams.runtime.topics import end_offsets
 from credence.tables.scope import Scope, user_prefix

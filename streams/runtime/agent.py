@@ -30,10 +30,12 @@ from faust.types import TP
 from credence import tracing
 from credence.config import Settings
 from credence.config.memory import MemorySettings
-from credence.config.topics import INPUTS
+from credence.config.topics import INPUTS, TOPICS
 from credence.errors import RecordError
 from credence.kafka import send_now
-from credence.records.inputs import Input, decode_control, decode_input
+from credence.records.control import decode_control
+from credence.records.inputs import Input, decode_input
+from credence.records.kind import ACTS_ON_STATE
 from credence.streams.llm.runner import Runner
 from credence.streams.runtime.batch import (
     RELEASE,
@@ -62,8 +64,6 @@ from credence.streams.state.writes import TableWrites
 from credence.tables.scope import tenant_of
 
 log = logging.getLogger(__name__)
-# Control records that act on a scope's existing state: they never create a scope.
-ACTS_ON_STATE = ("result", "failed", "tick", "flush", "restore", "consensus", "dedupe", "edit")
 # In-process answers applied after one record, at most; past it (a loop of requests raising requests, a
 # bug) the rest go to the runner and come back through the result topics.
 MAX_INLINE_ANSWERS = 64
@@ -391,7 +391,7 @@ class ScopeAgent:
         doomed = self.store.forget(prefix, partition, offset)
         marks = self.marks.forget(prefix, partition)
         if after is not None:
-            self.forgets.hold(prefix, partition, {name: ends for name, ends in after.items() if name in INPUTS})
+            self.forgets.hold(prefix, partition, {name: ends for name, ends in after.items() if TOPICS.get(name) in INPUTS})
             self.forgets.write(partition, self.positions.expected)
         for scope in doomed:
             self.ownership.busy.discard(scope)

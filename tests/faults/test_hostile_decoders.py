@@ -10,7 +10,9 @@ from datetime import UTC
 import pytest
 
 from credence.errors import RecordError
-from credence.records.inputs import decode_control, decode_feedback, decode_turn
+from credence.records.control import decode_control
+from credence.records.feedback import decode_feedback
+from credence.records.turn import decode_turn
 from tests.faults.hostile import _enc, http_requests, isolated_turns, topic_corpus
 
 DECODERS = {"turns": decode_turn, "feedback": decode_feedback, "control": decode_control}

@@ -18,13 +18,14 @@ from credence.config import Settings, load_settings
 from credence.config.pipeline import PipelineSettings
 from credence.errors import RecordError
 from credence.kafka import client_options
-from credence.records.inputs import decode_turn, scope_key
+from credence.records.turn import decode_turn
 from credence.streams.ops.admin import ensure_topics
 from credence.streams.ops.broker import free_port
 from credence.streams.ops.process import WorkerProcess, wait_until
 from credence.streams.ops.replay import send_control
 from credence.streams.scope.context import FACTS_KIND
 from credence.tables.entries import Entry, apply_snapshot
+from credence.tables.scope import scope_key
 from tests.support.turns import end_offsets, read_topic
 
 SAMPLE = Path(__file__).resolve().parents[2] / "streams" / "ops" / "data" / "sample_turns.jsonl"

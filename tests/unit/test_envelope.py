@@ -16,7 +16,7 @@ from credence.config.topics import TOPICS
 from credence.errors import ArchiveError, RecordError
 from credence.records.dead_letter import dead_letter, read_dead_letter
 from credence.records.envelope import RECORDS, decode
-from credence.records.inputs import decode_turn
+from credence.records.turn import decode_turn
 from credence.sinks.schema import EVIDENCE, to_row
 from credence.streams.api.cards import Card, decode_card
 from credence.streams.api.tenants import Tenant, decode_tenant, hash_key

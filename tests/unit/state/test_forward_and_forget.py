@@ -13,7 +13,7 @@ import pytest
 from credence.config import load_settings
 from credence.config.state import StateSettings
 from credence.errors import RecordError
-from credence.records.inputs import decode_control
+from credence.records.control import decode_control
 from credence.streams.runtime.agent import ScopeAgent
 from credence.streams.runtime.app import Stats
 from credence.streams.runtime.forwards import FORWARDED_FROM, header
