@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 from credence.config.topics import TOPICS, TopicSpec
 from credence.errors import RecordError
@@ -27,6 +28,24 @@ MAX_INPUT_BYTES = 512 * 1024
 # Records bounded by the record limit (CREDENCE_KAFKA__MAX_RECORD_BYTES), not MAX_INPUT_BYTES: LLM answers, and
 # an import, which carries a whole scope's entries (`credence import` refuses one over the limit before sending).
 BOUNDED_BY_RECORD_LIMIT = (*ANSWERS, Kind.IMPORT)
+
+
+class Applicable(Protocol):
+    """What a scope step applies (streams/scope/step.py): a record's kind and its checked fields."""
+
+    @property
+    def kind(self) -> Kind: ...
+
+    @property
+    def record(self) -> dict: ...
+
+
+@dataclass(frozen=True)
+class Application:
+    """An Applicable with nothing else: a record the scope makes for itself, or a test's input."""
+
+    kind: Kind
+    record: dict
 
 
 @dataclass(frozen=True)

@@ -91,7 +91,7 @@ def apply(work: ScopeWork, item: Applied, make_context: MakeContext) -> StepCont
     if item.turn:
         state.turns += 1
     ctx = make_context(state.scope, item.now, item.powerful)
-    step(state, item.kind, item.record, ctx)
+    step(state, item, ctx)
     state.applied[item.position] = item.offset
     work.applied.append(item)
     work.emits.extend(ctx.emits)
@@ -133,7 +133,7 @@ def is_idle_tick(work: ScopeWork, item: Applied, make_context: MakeContext) -> b
     probe = Live(codec.decode_control(before).state)
     probe.state.entries = dict(state.entries)
     ctx = make_context(state.scope, item.now, item.powerful)
-    step(probe.state, item.kind, item.record, ctx)
+    step(probe.state, item, ctx)
     return not ctx.emits and not ctx.requests and codec.encode_control(probe.state) == before
 
 

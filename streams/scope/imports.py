@@ -17,12 +17,13 @@ from __future__ import annotations
 
 from credence.errors import DomainError
 from credence.records.journal import archive_record
+from credence.records.kind import Kind
 from credence.streams.scope.context import Emit, StepContext
 from credence.streams.scope.state import ScopeState
 from credence.tables.entries import ARCHIVED, Entry
 from credence.tables.scope import Scope
 
-KIND = "import"
+KIND = Kind.IMPORT
 EVENT = "imported"
 KEEP_IMPORT_IDS = 100  # imports remembered per scope to make a re-sent one a no-op
 

@@ -75,7 +75,7 @@ def imported(text_lines: list[str]) -> list[Entry]:
         raw = json.dumps(import_record(scope, import_id(scope, snapshots), snapshots, "ops", T0)).encode()
         item = decode_input(TOPICS.control, raw)
         ctx = StepContext(now=T0, powerful=True, boot="b", memory=MEMORY, pipeline=PIPELINE)
-        step(ScopeState(scope), item.kind, item.record, ctx)
+        step(ScopeState(scope), item, ctx)
         out += entries_from_journal([e.record for e in ctx.emits if e.topic == "evidence"])  # one scope's fold
     return out
 

@@ -6,6 +6,8 @@ from datetime import UTC, datetime, timedelta
 from credence.config.memory import MemorySettings
 from credence.config.pipeline import PipelineSettings
 from credence.config.usage import UsageSettings
+from credence.records.inputs import Application
+from credence.records.kind import Kind
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import candidate_pool
 from credence.streams.scope.state import ScopeState
@@ -36,7 +38,7 @@ def persona(id="p1", **fields):
 def run(state, kind, record, at=None, usage=UsageSettings()) -> StepContext:
     ctx = StepContext(now=event_now(state, at), powerful=True, boot="b", memory=MemorySettings(),
                       pipeline=PipelineSettings(), usage=usage)
-    step(state, kind, record, ctx)
+    step(state, Application(Kind(kind), record), ctx)
     return ctx
 
 
