@@ -54,7 +54,7 @@ def run_scope(key: str, turns: list[dict], loop: asyncio.AbstractEventLoop, back
         step(state, Application(Kind(kind), record), ctx)
         codec.encode_control(state)
         for emit in ctx.emits:
-            digest.update(emit.topic.encode() + orjson.dumps(emit.record, option=orjson.OPT_SORT_KEYS))
+            digest.update(emit.topic.name.encode() + orjson.dumps(emit.record, option=orjson.OPT_SORT_KEYS))
         emitted += len(ctx.emits)
         for req in ctx.requests:
             if req.id in state.requests:  # not answered yet by an earlier answer's own requests

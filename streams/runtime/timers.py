@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
+from credence.config.topics import TOPICS
 from credence.streams.runtime.views import is_ready
 from credence.tables.clock import format_instant
 from credence.tables.scope import Scope
@@ -48,7 +49,7 @@ async def tick_once(credence) -> int:
     ticks = []
     for scope in scopes:
         ticks.append((scope, {"v": 1, "type": "tick", **Scope.parse(scope).fields(), "now": now}))
-    await credence.agent.send_many("control", ticks)
+    await credence.agent.send_many(TOPICS.control, ticks)
     return len(ticks)
 
 

@@ -15,6 +15,7 @@ input, as they would have at the origin.
 
 from __future__ import annotations
 
+from credence.config.topics import TOPICS
 from credence.errors import DomainError
 from credence.records.journal import archive_record
 from credence.records.kind import Kind
@@ -63,7 +64,7 @@ def apply(state: ScopeState, record: dict, ctx: StepContext) -> None:
         ctx.journal(entry, EVENT, cause, held)
         applied += 1
         if entry.status == ARCHIVED:
-            ctx.emits.append(Emit("archive", archive_record(
+            ctx.emits.append(Emit(TOPICS.archive, archive_record(
                 Scope(entry.tenant, entry.user, entry.character), entry_id=entry.id, entry_kind=entry.kind,
                 archived_at=entry.archived_at or ctx.now, reason=cause, entry=entry.to_dict(),
                 incarnation=ctx.incarnation)))

@@ -62,7 +62,7 @@ def _emitted(incarnation: int = 7) -> dict[str, list[dict]]:
     ctx.archive(state, replace(entry, status=ARCHIVED, version=2), entry, "sweep")
     out: dict[str, list[dict]] = {EVIDENCE: [], ARCHIVE: []}
     for emit in ctx.emits:
-        out[emit.topic].append(json.loads(json.dumps(emit.record)))  # as a reader decodes it from the topic
+        out[emit.topic.name].append(json.loads(json.dumps(emit.record)))  # as a reader decodes it from the topic
     return out
 
 

@@ -76,7 +76,7 @@ def imported(text_lines: list[str]) -> list[Entry]:
         item = decode_input(TOPICS.control, raw)
         ctx = StepContext(now=T0, powerful=True, boot="b", memory=MEMORY, pipeline=PIPELINE)
         step(ScopeState(scope), item, ctx)
-        out += entries_from_journal([e.record for e in ctx.emits if e.topic == "evidence"])  # one scope's fold
+        out += entries_from_journal([e.record for e in ctx.emits if e.topic.name == "evidence"])  # one scope's fold
     return out
 
 

@@ -137,10 +137,10 @@ class Driver:
         return self
 
     def journal(self) -> list[dict]:
-        return [e.record for e in self.emits if e.topic == "evidence"]
+        return [e.record for e in self.emits if e.topic.name == "evidence"]
 
     def archives(self) -> list[dict]:
-        return [e.record for e in self.emits if e.topic == "archive"]
+        return [e.record for e in self.emits if e.topic.name == "archive"]
 
     def requests_of(self, task: str) -> list[Request]:
         return [r for r in self.issued if r.task == task]
