@@ -184,6 +184,11 @@ def import_record(scope: str, import_id: str, entries: list[dict], by: str, at: 
             "entries": entries, "by": by, "ts": format_instant(at)}
 
 
+def tick_record(scope: str, now: str | None) -> dict:
+    """A credence.control v1 tick of the wall clock (``now`` an ISO instant, None: re-issue lost requests only)."""
+    return {"v": VERSION, "type": "tick", **Scope.parse(scope).fields(), "now": now}
+
+
 def forget_record(tenant: str, user: str, after: dict[str, list[int]]) -> bytes:
     """A credence.control v1 forget of the user, ordered after everything `after` (input topic -> end
     offset by partition) counts."""

@@ -152,7 +152,7 @@ async def _erase_archive(handlers, scope, ids: list[str]) -> models.StoreErasure
 def _journal_kept(handlers) -> models.StoreErasure:
     settings = handlers.credence.settings
     return models.StoreErasure(store="journal topic", removed=0, remaining=0, detail=(
-        f"the entry's earlier events stay on {settings.topic('evidence')} and {settings.topic('archive')} until "
+        f"the entry's earlier events stay on {settings.topic(TOPICS.evidence)} and {settings.topic(TOPICS.archive)} until "
         "their retention (journal_retention_hours) or an operator's compaction, as for forget; nothing reads "
         "them back: the journal's folds leave the entry out from its 'erased' event, which keeps no text"))
 

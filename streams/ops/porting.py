@@ -20,6 +20,7 @@ from datetime import datetime
 from aiokafka import AIOKafkaProducer
 
 from credence.config import Settings
+from credence.config.topics import TOPICS
 from credence.kafka import client_options
 from credence.records.control import import_record
 from credence.records.dead_letter import dead_letter
@@ -99,11 +100,11 @@ async def send_import(bootstrap: str, settings: Settings, parsed: Parsed, by: st
                 sent.dead_lettered += 1
                 continue
             for body in bodies:
-                await producer.send_and_wait(settings.topic("control"), body, key=scope.encode())
+                await producer.send_and_wait(settings.topic(TOPICS.control), body, key=scope.encode())
             sent.scopes += 1
             sent.entries += len(entries)
         for card in parsed.cards:
-            await producer.send_and_wait(settings.topic("cards"), card.encode(),
+            await producer.send_and_wait(settings.topic(TOPICS.cards), card.encode(),
                                          key=card_key(card.tenant, card.character).encode())
             sent.cards += 1
     finally:
@@ -126,7 +127,7 @@ def _import_bodies(settings: Settings, scope: str, entries: list[dict], by: str,
 
 async def _dead_letter(producer, settings: Settings, source: str, line: int, reason: str, text: str,
                        at: datetime) -> None:
-    await producer.send_and_wait(settings.topic("dlq"), dead_letter(
+    await producer.send_and_wait(settings.topic(TOPICS.dlq), dead_letter(
         topic=f"import:{source}", partition=-1, offset=line, reason=reason, original=text.encode(), at=at))
 
 

@@ -189,7 +189,7 @@ def create_app(settings: Settings, bootstrap: str, *, tenants: TenantRecords | N
     changelog = {k: v for k, v in changelog_configs(settings).items() if k != "cleanup.policy"}
     # Values are bytes we encode once ourselves (streams/state/codec.py), stored and changelogged as is.
     tables = StateTables(**{name: raw_table(app, name, settings.topic_partitions, changelog) for name in TABLES})
-    ownership = Ownership(settings.topic_partitions, settings.topic("turns"))
+    ownership = Ownership(settings.topic_partitions, settings.topic(TOPICS.turns))
     writes = TableWrites({name: tables[name] for name in TABLES}, freshness=freshness, fence=fence)
     store = ScopeStore(tables, settings.state, ownership.partition_of, writes)
     marks = Marks(tables.seen, settings.state.seen_horizon_days, ownership.partition_of, writes)

@@ -17,6 +17,7 @@ import orjson
 
 from credence.config.topics import TOPICS, TopicSpec
 from credence.errors import RecordError
+from credence.records.kind import ANSWERS, Kind
 from credence.streams.scope.context import FACTS_KIND, Emit, StepContext
 from credence.streams.scope.state import Request
 from credence.streams.scope.step import step
@@ -81,7 +82,7 @@ MakeContext = Callable[[str, datetime, bool], StepContext]  # (scope, now, power
 def apply(work: ScopeWork, item: Applied, make_context: MakeContext) -> StepContext:
     """Apply one input to the live state and collect its effects. Raises whatever the step raises."""
     state = work.live.state
-    if item.kind in (RELEASE, "result", "failed"):
+    if item.kind in (RELEASE, *ANSWERS):
         # answered (an in-process backend, within the batch) or given up: nothing to send to the runner
         work.requests = [r for r in work.requests if r.id != item.record.get("request_id")]
     if item.kind == RELEASE:
@@ -127,7 +128,7 @@ def apply_within(work: ScopeWork, item: Applied, make_context: MakeContext, limi
 def is_idle_tick(work: ScopeWork, item: Applied, make_context: MakeContext) -> bool:
     """A tick that would change nothing (no effects, same control value): it is not applied at all, so
     an idle scope's ticks write nothing (and a redelivered one is harmless)."""
-    if item.kind != "tick":
+    if item.kind != Kind.TICK:
         return False
     state = work.live.state
     before = codec.encode_control(state)

@@ -17,6 +17,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.partitioner import DefaultPartitioner
 
 from credence.config import Settings
+from credence.config.topics import TOPICS
 from credence.errors import BridgeError, CredenceError
 from credence.kafka import client_options
 from credence.records.envelope import decode
@@ -58,7 +59,7 @@ def entries_from_journal(events: list[dict], incarnation: int | None = None) -> 
 async def journal_of(bootstrap: str, settings: Settings, entry_id: str | None, scope: Scope | None = None) -> list[dict]:
     """Every journal event of ``entry_id`` (of ``scope``, when given: then only its partition is read);
     with no ``entry_id``, every event of ``scope``."""
-    topic = settings.topic("evidence")
+    topic = settings.topic(TOPICS.evidence)
     consumer = AIOKafkaConsumer(**client_options(bootstrap, settings.kafka, enable_auto_commit=False,
                                                  auto_offset_reset="earliest", isolation_level="read_committed"))
     await consumer.start()
@@ -77,7 +78,7 @@ async def journal_of(bootstrap: str, settings: Settings, entry_id: str | None, s
                         continue
                     if key is not None and r.key != key:
                         continue  # another scope's event (the journal is keyed by scope): never decoded
-                    event = decode(r.value, "evidence")
+                    event = decode(r.value, TOPICS.evidence.record)
                     if (entry_id is None or event.get("entry_id") == entry_id) and (
                             scope is None or (event.get("tenant"), event.get("user"), event.get("character"))
                             == (scope.tenant, scope.user, scope.character)):

@@ -9,9 +9,9 @@ import logging
 from datetime import UTC, datetime
 
 from credence.config.topics import TOPICS
+from credence.records.control import tick_record
 from credence.streams.runtime.views import is_ready
 from credence.tables.clock import format_instant
-from credence.tables.scope import Scope
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,7 @@ async def tick_once(credence) -> int:
         scopes = [s for s in list(ownership.busy) if ownership.owns(s) and _waiting(credence, s)]
     ticks = []
     for scope in scopes:
-        ticks.append((scope, {"v": 1, "type": "tick", **Scope.parse(scope).fields(), "now": now}))
+        ticks.append((scope, tick_record(scope, now)))
     await credence.agent.send_many(TOPICS.control, ticks)
     return len(ticks)
 
