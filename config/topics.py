@@ -23,7 +23,7 @@ class TopicSpec:
     name: str  # logical name: the full topic is <CREDENCE_TOPIC_PREFIX>.<name>
     cleanup: Cleanup  # compacted topics keep the latest record per key; forgetting tombstones them
     retention: Retention  # ignored by the broker under compaction alone, set anyway so the config is whole
-    record: str  # the record type of its values (docs/records.md; credence/records/envelope.py's RECORDS)
+    record: str  # the record type of its values (docs/records.md; credence/records/envelope.py: RECORDS)
     key: Literal["scope", "tenant", "tenant/character", "original"]  # a record's key ("original": the dead
     # record's own key, if it had one)
     codec: Literal["json"] = "json"  # values are UTF-8 JSON objects, keys UTF-8 text; both raw bytes to Kafka

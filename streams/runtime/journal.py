@@ -5,7 +5,7 @@ streams/state/versions.py).
 
 A forget never touches the journal: a forgotten user's events stay, and a returning user's entries come
 back under the same deterministic ids with version lines begun again. Every fold here keeps one
-incarnation of the scope (journal_records.INCARNATION): the one the caller names (the scope's owner knows
+incarnation of the scope (records.journal.INCARNATION): the one the caller names (the scope's owner knows
 its state's), else the newest the scope's events show."""
 
 from __future__ import annotations

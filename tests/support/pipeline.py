@@ -198,7 +198,7 @@ def fold_journal(events: list[dict]) -> dict[str, Entry]:
         if event["entry_kind"] == FACTS_KIND:
             continue  # what became of a request's facts (docs/records.md): no entry to fold
         snap = Entry.from_dict(event["entry"])
-        life = f"~{event['incarnation']}" if event.get("incarnation") else ""  # journal_records.event_id
+        life = f"~{event['incarnation']}" if event.get("incarnation") else ""  # records.journal.event_id
         assert snap.id == event["entry_id"] and event["event_id"] == f"{snap.id}@{snap.version}{life}", event
         out[snap.id] = apply_snapshot(out.get(snap.id), snap)
     return out
