@@ -117,7 +117,7 @@ def _after(after) -> None:
 
 
 def _consensus(obj: dict) -> None:
-    """{entry_id, score (0..1), by, ts}: an external consensus on one entry (seed 002)."""
+    """{entry_id, score (0..1), by, ts}: an external consensus on one entry."""
     entry_ref(obj, "entry_id")
     score = obj.get("score")
     if isinstance(score, bool) or not isinstance(score, int | float) or not 0 <= score <= 1:

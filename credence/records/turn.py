@@ -29,7 +29,7 @@ class TurnRecord:
     text: str
     ts: datetime
     surfaced_ids: tuple[str, ...] = field(default=())
-    tags: tuple[str, ...] = field(default=())  # metadata.tags: the tenant's (issue 33)
+    tags: tuple[str, ...] = field(default=())  # metadata.tags: the tenant's labels, inherited by its entries
 
     @property
     def scope(self) -> str:
@@ -78,7 +78,7 @@ def decode_turn(raw: bytes | None) -> TurnRecord:
 
 
 def _tags(metadata) -> tuple[str, ...]:
-    """A turn's `metadata.tags` (issue 33); the rest of `metadata` is the tenant's and ignored."""
+    """A turn's `metadata.tags`; the rest of `metadata` is the tenant's and ignored."""
     if metadata is None:
         return ()
     if not isinstance(metadata, dict):

@@ -15,7 +15,7 @@ MAX_USAGE_IDS = 100  # entries one recall can return
 
 
 def decode_usage(raw: bytes | None) -> dict:
-    """credence.usage v1 (seed 002): recall hits actually returned to a caller,
+    """credence.usage v1: recall hits actually returned to a caller,
     {tenant, user, character, entry_ids: [..], source, ts}; the scope's owner reinforces each entry once
     per (source, UTC day)."""
     obj = decode(raw, "usage")

@@ -73,7 +73,7 @@ class StepContext:
             # "<id>@<version>" never names two snapshots and a newest-version-wins replay keeps the live one.
             entry = replace(entry, version=state.archived.pop(entry.id) + entry.version)
         if before is not None and means_differently(before, entry):
-            # Seed 002: a change of meaning never overwrites — the old meaning is journalled closed first.
+            # A change of meaning never overwrites — the old meaning is journalled closed first.
             closed, entry = supersede(before, entry, self.now)
             self.journal(closed, "invalidated", "superseded", before)
         state.entries[entry.id] = entry
