@@ -103,7 +103,7 @@ class ScopeAgent:
         self.ownership, self.switch, self.stats = ownership, switch, stats  # switch: per tenant (tenancy.py)
         self._powerful: dict[str, bool] = {}  # tenant -> the switch, read once per batch (a file stat each)
         self.boot = uuid.uuid4().hex[:12]
-        self.by_name = {settings.topic(n): n for n in INPUTS}
+        self.by_name = {settings.topic(spec): spec for spec in INPUTS}  # full topic name -> its spec
         self.runner = runner  # asks the scopes' LLM requests
         # scope -> the evidence settings it is stepped with (per tenant: tenancy.TenantMemory)
         self.memory_for = memory_for or (lambda scope: settings.memory)
