@@ -197,7 +197,7 @@ def run_inprocess(dialogues: list[dict]) -> list[Outcome]:
             driver.step("turn", t, at)
         driver.flush()
         end = driver.state.clock
-        journal = [e.record for e in driver.emits if e.topic == "evidence"]
+        journal = [e.record for e in driver.emits if e.topic.name == "evidence"]
         out.append(Outcome(d, before or "", block_at(list(driver.state.entries.values()), scope, end),
                            change_seconds(d, journal, start)))
     return out

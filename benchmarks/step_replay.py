@@ -29,6 +29,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from benchmarks.production_path import dialogue_lines  # noqa: E402
 from credence.config.memory import MemorySettings  # noqa: E402
 from credence.config.pipeline import PipelineSettings  # noqa: E402
+from credence.records.inputs import Application
+from credence.records.kind import Kind
 from credence.streams.llm.rules.backend import RulesBackend  # noqa: E402
 from credence.streams.llm.runner import execute  # noqa: E402
 from credence.streams.scope.context import StepContext  # noqa: E402
@@ -49,10 +51,10 @@ def run_scope(key: str, turns: list[dict], loop: asyncio.AbstractEventLoop, back
         nonlocal emitted
         ctx = StepContext(now=event_now(state, at) or parse_instant(turns[0]["ts"]), powerful=True, boot="b",
                           memory=memory, pipeline=pipeline)
-        step(state, kind, record, ctx)
+        step(state, Application(Kind(kind), record), ctx)
         codec.encode_control(state)
         for emit in ctx.emits:
-            digest.update(emit.topic.encode() + orjson.dumps(emit.record, option=orjson.OPT_SORT_KEYS))
+            digest.update(emit.topic.name.encode() + orjson.dumps(emit.record, option=orjson.OPT_SORT_KEYS))
         emitted += len(ctx.emits)
         for req in ctx.requests:
             if req.id in state.requests:  # not answered yet by an earlier answer's own requests

@@ -48,7 +48,7 @@ class KafkaSettings(BaseModel):
     # (`max.message.bytes`, the producer's `max.request.size`, 1 MiB by default) less headroom for the
     # batch and record framing. A record over it is never sent: the input that would produce it is
     # dead-lettered with the reason instead, and the scope and its partition go on. At least 512 KiB: a
-    # dead letter keeps up to 256 kB of its original, base64-encoded (credence.deadletter).
+    # dead letter keeps up to 256 kB of its original, base64-encoded (credence.records.dead_letter).
     max_record_bytes: int = Field(default=1024 * 1024 - 16 * 1024, ge=512 * 1024)
 
     @model_validator(mode="after")

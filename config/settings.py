@@ -18,7 +18,7 @@ from credence.config.llm import LLMSettings
 from credence.config.memory import MemorySettings
 from credence.config.pipeline import PipelineSettings
 from credence.config.state import StateSettings
-from credence.config.topics import TOPICS
+from credence.config.topics import TOPICS, TopicSpec
 from credence.config.usage import BridgeSettings, UsageSettings
 from credence.errors import ConfigError
 
@@ -118,16 +118,17 @@ class Settings(BaseSettings):
                              f"name), not '.' or '..'; got {value[:40]!r}")
         return value
 
-    def retention_hours(self, name: str) -> int:
+    def retention_hours(self, topic: TopicSpec | str) -> int:
         """Retention of a logical topic in hours (-1 = forever), as its spec in config/topics.py says."""
+        name = topic.name if isinstance(topic, TopicSpec) else topic
         spec = TOPICS.get(name)
         if spec is None:
             raise ConfigError(f"unknown topic {name!r}; credence's topics are {', '.join(TOPICS)}")
         return getattr(self, spec.retention)
 
-    def topic(self, name: str) -> str:
-        """Full topic name for a logical topic ("turns" -> "credence.turns")."""
-        return f"{self.topic_prefix}.{name}"
+    def topic(self, topic: TopicSpec | str) -> str:
+        """Full topic name of a topic (TOPICS.turns -> "credence.turns"; a logical name works too)."""
+        return f"{self.topic_prefix}.{topic.name if isinstance(topic, TopicSpec) else topic}"
 
 
 def load_settings(**overrides) -> Settings:

@@ -9,6 +9,7 @@ holds its state, whichever topic they come from, so no topic gets a count of its
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -22,7 +23,7 @@ class TopicSpec:
     name: str  # logical name: the full topic is <CREDENCE_TOPIC_PREFIX>.<name>
     cleanup: Cleanup  # compacted topics keep the latest record per key; forgetting tombstones them
     retention: Retention  # ignored by the broker under compaction alone, set anyway so the config is whole
-    record: str  # the record type of its values (docs/records.md; credence.envelope.RECORDS)
+    record: str  # the record type of its values (docs/records.md; credence/records/envelope.py: RECORDS)
     key: Literal["scope", "tenant", "tenant/character", "original"]  # a record's key ("original": the dead
     # record's own key, if it had one)
     codec: Literal["json"] = "json"  # values are UTF-8 JSON objects, keys UTF-8 text; both raw bytes to Kafka
@@ -38,24 +39,40 @@ class TopicSpec:
         return self.name.replace("-", "_")
 
 
-_SPECS = (
-    TopicSpec("turns", "delete", "topic_retention_hours", "turn", "scope", agent_input=True),
-    TopicSpec("feedback", "delete", "topic_retention_hours", "feedback", "scope", agent_input=True),
-    TopicSpec("facts", "delete", "topic_retention_hours", "control", "scope", agent_input=True),
-    # The journal and the hand-off to the Parquet sink, which re-reads whole spans after a restart.
-    TopicSpec("evidence", "delete", "journal_retention_hours", "evidence", "scope"),
-    TopicSpec("archive", "delete", "journal_retention_hours", "archive", "scope"),
-    TopicSpec("control", "delete", "topic_retention_hours", "control", "scope", agent_input=True),
-    TopicSpec("dlq", "delete", "dlq_retention_hours", "dead letter", "original"),
-    # Every worker reads these two whole into memory (streams/api/directory.py).
-    TopicSpec("tenants", "compact", "topic_retention_hours", "tenant", "tenant"),
-    TopicSpec("cards", "compact", "topic_retention_hours", "card", "tenant/character"),
-    # Seed 002: recall hits (input of the scope agent) and the bridge's fact candidates (output only, kept
-    # like the journal: switching the bridge off never removes a candidate already emitted).
-    TopicSpec("usage", "delete", "topic_retention_hours", "usage", "scope", agent_input=True),
-    TopicSpec("fact-candidates", "delete", "journal_retention_hours", "fact candidate", "scope"),
-)
+class Registry(Mapping[str, TopicSpec]):
+    """The topics, each spec once: by attribute (``TOPICS.evidence``, ``TOPICS.fact_candidates``), the
+    handle every sender, reader and declaration takes, and by logical name as a mapping, in this order."""
 
-TOPICS: dict[str, TopicSpec] = {spec.name: spec for spec in _SPECS}
+    turns = TopicSpec("turns", "delete", "topic_retention_hours", "turn", "scope", agent_input=True)
+    feedback = TopicSpec("feedback", "delete", "topic_retention_hours", "feedback", "scope", agent_input=True)
+    facts = TopicSpec("facts", "delete", "topic_retention_hours", "control", "scope", agent_input=True)
+    # The journal and the hand-off to the Parquet sink, which re-reads whole spans after a restart.
+    evidence = TopicSpec("evidence", "delete", "journal_retention_hours", "evidence", "scope")
+    archive = TopicSpec("archive", "delete", "journal_retention_hours", "archive", "scope")
+    control = TopicSpec("control", "delete", "topic_retention_hours", "control", "scope", agent_input=True)
+    dlq = TopicSpec("dlq", "delete", "dlq_retention_hours", "dead letter", "original")
+    # Every worker reads these two whole into memory (streams/api/directory.py).
+    tenants = TopicSpec("tenants", "compact", "topic_retention_hours", "tenant", "tenant")
+    cards = TopicSpec("cards", "compact", "topic_retention_hours", "card", "tenant/character")
+    # Recall hits (input of the scope agent) and the bridge's fact candidates (output only, kept like the
+    # journal: switching the bridge off never removes a candidate already emitted).
+    usage = TopicSpec("usage", "delete", "topic_retention_hours", "usage", "scope", agent_input=True)
+    fact_candidates = TopicSpec("fact-candidates", "delete", "journal_retention_hours", "fact candidate", "scope")
+
+    def __init__(self) -> None:
+        specs = [spec for spec in vars(type(self)).values() if isinstance(spec, TopicSpec)]
+        self._by_name = {spec.name: spec for spec in specs}
+
+    def __getitem__(self, name: str) -> TopicSpec:
+        return self._by_name[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_name)
+
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+
+TOPICS = Registry()
 # What the scope agent subscribes to, in this order (streams/runtime/agent.py); all keyed by scope.
-INPUTS: tuple[str, ...] = tuple(spec.name for spec in _SPECS if spec.agent_input)
+INPUTS: tuple[TopicSpec, ...] = tuple(spec for spec in TOPICS.values() if spec.agent_input)

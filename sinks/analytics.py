@@ -91,7 +91,7 @@ def _entry_versions_view(conn: duckdb.DuckDBPyConnection) -> None:
     valid_from = "coalesce(valid_from, created_at)" if "valid_from" in have else "created_at"
     invalidated_at = "invalidated_at" if "invalidated_at" in have else "CAST(NULL AS TIMESTAMPTZ)"
     incarnation = "coalesce(incarnation, 0)" if "incarnation" in have else "0"
-    # Only a scope's newest incarnation (journal_records.INCARNATION): a user forgotten and back again
+    # Only a scope's newest incarnation (records.journal.INCARNATION): a user forgotten and back again
     # restarts the version lines under the same entry ids, and the forgotten lines are not theirs.
     conn.execute(f"""
         CREATE VIEW entry_versions AS

@@ -20,9 +20,9 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 
 from credence.config.archive import ArchiveSettings
 from credence.config.kafka import KafkaSettings
-from credence.deadletter import dead_letter
 from credence.errors import SinkError
 from credence.kafka import client_options, start
+from credence.records.dead_letter import dead_letter
 from credence.sinks.base import Batch, Offsets, Record, Sink, SinkStats, Written
 from credence.sinks.parquet import ParquetSink
 

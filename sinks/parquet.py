@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from aiokafka import TopicPartition
 
 from credence.config.archive import ArchiveSettings
-from credence.envelope import loads
 from credence.errors import ArchiveError, RecordError
+from credence.records.envelope import loads
 from credence.sinks.base import Batch, Record, SinkStats, Written
 from credence.sinks.dedup import IdentitySet, decide_duplicates, load_identities
 from credence.sinks.erase import archive_markers

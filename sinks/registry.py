@@ -30,8 +30,8 @@ def _parquet(topic: TopicSpec) -> Callable[[Settings], Sink]:
 
 
 SINKS: dict[str, Callable[[Settings], Sink]] = {
-    "archive": _parquet(TOPICS["archive"]),  # credence.archive -> <root>/archive
-    "evidence": _parquet(TOPICS["evidence"]),  # credence.evidence -> <root>/evidence
+    "archive": _parquet(TOPICS.archive),  # credence.archive -> <root>/archive
+    "evidence": _parquet(TOPICS.evidence),  # credence.evidence -> <root>/evidence
 }
 
 

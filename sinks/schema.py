@@ -1,6 +1,6 @@
 """Arrow schemas of the two Parquet tables (archive, evidence) and the record -> row conversion.
 
-Each journal record field (credence/journal_records.py's FIELDS) is a column; tenant, kind and date come
+Each journal record field (credence/records/journal.py's FIELDS) is a column; tenant, kind and date come
 from the hive path; every Entry snapshot key is a column of its own (counters flattened), and
 snapshot_json keeps the exact snapshot. docs/records.md is the source of the record formats.
 
@@ -17,9 +17,9 @@ from urllib.parse import quote
 
 import pyarrow as pa
 
-from credence.envelope import check
 from credence.errors import ArchiveError, DomainError, RecordError
-from credence.journal_records import ARCHIVE, EVIDENCE, FACTS_KIND, FIELDS, IDENTITY, KINDS, Field, event_id
+from credence.records.envelope import check
+from credence.records.journal import ARCHIVE, EVIDENCE, FACTS_KIND, FIELDS, IDENTITY, KINDS, Field, event_id
 from credence.tables.scope import check_part
 
 TABLES = (ARCHIVE, EVIDENCE)
@@ -66,7 +66,7 @@ SNAPSHOT_FIELDS: tuple[tuple[str, str, pa.DataType], ...] = (
 # Snapshot keys that repeat the record's own identity; checked, not stored twice.
 IDENTITY_KEYS = {"id": "entry_id", "kind": "entry_kind", "tenant": "tenant", "user": "user", "character": "character"}
 
-# The column type of each kind of journal field (credence/journal_records.py). The tenant is the hive
+# The column type of each kind of journal field (credence/records/journal.py). The tenant is the hive
 # path's, and the snapshot is spread over the snapshot columns, so neither is a record column.
 COLUMN_TYPES = {"version": pa.int16(), "part": pa.string(), "text": pa.string(), "string": pa.string(),
                 "instant": TS, "number": pa.float64(), "count": pa.int64()}

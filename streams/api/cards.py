@@ -9,9 +9,10 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 
-from credence.envelope import decode, parse_utc
+from credence.config.topics import TOPICS
 from credence.errors import DomainError, RecordError
-from credence.streams.runtime.records import MAX_TEXT
+from credence.records.envelope import decode, parse_utc
+from credence.records.turn import MAX_TEXT
 from credence.tables.clock import format_instant
 from credence.tables.entries import ACTIVE, PERSONA, Entry
 from credence.tables.scope import Scope, check_part
@@ -69,7 +70,7 @@ def check_card_entries(entries: object) -> tuple[tuple[str, str], ...]:
 def decode_card(raw: bytes | None) -> Card | None:
     if raw is None:
         return None
-    obj = decode(raw, "card")
+    obj = decode(raw, TOPICS.cards.record)
     return Card(tenant=obj["tenant"], character=obj["character"], entries=check_card_entries(obj["entries"]),
                 updated_at=parse_utc(obj["updated_at"], "updated_at"))
 

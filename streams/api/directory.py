@@ -14,6 +14,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from credence.config import Settings
 from credence.config.tenants import TenantSettings
+from credence.config.topics import TOPICS, TopicSpec
 from credence.errors import RecordError
 from credence.kafka import client_options
 from credence.streams.api.cards import Card, card_key, decode_card
@@ -47,16 +48,16 @@ class Directory:
     def card(self, tenant: str, character: str) -> Card | None:
         return self.cards.get(card_key(tenant, character))
 
-    def apply(self, kind: str, key: bytes | None, value: bytes | None) -> None:
+    def apply(self, topic: TopicSpec, key: bytes | None, value: bytes | None) -> None:
         """One record of the tenants or cards topic (latest per key wins, as compaction keeps it)."""
         try:
-            if kind == "tenants":
+            if topic == TOPICS.tenants:
                 self._apply_tenant(key, decode_tenant(key, value))
             else:
                 self._apply_card(key, decode_card(value))
         except RecordError as exc:
             self.rejected += 1
-            log.warning("ignored a %s record keyed %r: %s", kind, key, exc)
+            log.warning("ignored a %s record keyed %r: %s", topic.name, key, exc)
 
     def _apply_tenant(self, key: bytes | None, tenant: Tenant | None) -> None:
         name = tenant.name if tenant else (key or b"").decode("utf-8", "replace")
@@ -79,7 +80,7 @@ async def follow(directory: Directory, bootstrap: str, settings: Settings, stop:
                  until_caught_up: bool = False) -> None:
     """Read the tenants and cards topics from the start into `directory`; keep following unless
     `until_caught_up` (what the CLI uses to list tenants)."""
-    names = {settings.topic("tenants"): "tenants", settings.topic("cards"): "cards"}
+    names = {settings.topic(spec): spec for spec in (TOPICS.tenants, TOPICS.cards)}
     consumer = AIOKafkaConsumer(**client_options(bootstrap, settings.kafka, group_id=None, enable_auto_commit=False,
                                                  auto_offset_reset="earliest"))
     await consumer.start()

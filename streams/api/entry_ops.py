@@ -15,10 +15,11 @@ import uuid
 from datetime import UTC, datetime
 
 from credence import api_models as models
+from credence.config.topics import TOPICS
 from credence.errors import ApiError, CredenceError, RecordError
+from credence.records.control import decode_control, edit_record, erase_record, remember_record
 from credence.streams.api import reads
 from credence.streams.llm.models import fact_id
-from credence.streams.runtime.records import decode_control, edit_record, erase_record, remember_record
 from credence.streams.scope.erase import doomed, refusal
 from credence.tables.statement import is_self_contained
 
@@ -54,7 +55,7 @@ async def delete_entry(handlers, call) -> tuple[int, models.ErasureReceipt]:
     ids = [e.id for e in doomed(state, entry_id)]
     before = {i: handlers.store.footprint(scope.key, i) for i in ids}
     raw = _checked(erase_record(scope.key, entry_id, by, reason, state.clock or datetime.now(UTC)))
-    await handlers.send("control", scope.key, raw)
+    await handlers.send(TOPICS.control, scope.key, raw)
     erased_at = await _wait_erased(handlers, scope.key, ids, state.entries[entry_id].version)
     after = {i: handlers.store.footprint(scope.key, i) for i in ids}
     stores = _table_stores(handlers, before, after)
@@ -151,7 +152,7 @@ async def _erase_archive(handlers, scope, ids: list[str]) -> models.StoreErasure
 def _journal_kept(handlers) -> models.StoreErasure:
     settings = handlers.credence.settings
     return models.StoreErasure(store="journal topic", removed=0, remaining=0, detail=(
-        f"the entry's earlier events stay on {settings.topic('evidence')} and {settings.topic('archive')} until "
+        f"the entry's earlier events stay on {settings.topic(TOPICS.evidence)} and {settings.topic(TOPICS.archive)} until "
         "their retention (journal_retention_hours) or an operator's compaction, as for forget; nothing reads "
         "them back: the journal's folds leave the entry out from its 'erased' event, which keeps no text"))
 
@@ -168,7 +169,7 @@ async def post_entries(handlers, call) -> tuple[int, models.RememberResponse]:
     state = handlers.store.control(scope.key)
     at = state.clock if state is not None and state.clock else datetime.now(UTC)
     raw = _checked(remember_record(scope.key, remember_id, text, body.importance, body.subject, body.by, at))
-    await handlers.send("control", scope.key, raw)
+    await handlers.send(TOPICS.control, scope.key, raw)
     return 202, models.RememberResponse(remember_id=remember_id,
                                         fact_id=fact_id([remember_id], body.subject or "", "positive", text))
 
@@ -190,7 +191,7 @@ async def put_entry_text(handlers, call) -> tuple[int, models.EditTextResponse]:
         raise ApiError(422, f"text is not a statement a memory can keep on its own ({reason})")
     version = state.entries[entry_id].version
     raw = _checked(edit_record(scope.key, entry_id, text, body.by, state.clock or datetime.now(UTC)))
-    await handlers.send("control", scope.key, raw)
+    await handlers.send(TOPICS.control, scope.key, raw)
     loop = asyncio.get_running_loop()
     end = loop.time() + handlers.credence.settings.api.feedback_wait_seconds
     while True:

@@ -13,12 +13,15 @@ from datetime import UTC, datetime
 
 from credence import api_models as models
 from credence import tracing
+from credence.config.topics import TOPICS, TopicSpec
 from credence.errors import ApiError, RecordError
+from credence.records.control import forget_record
+from credence.records.feedback import decode_feedback
+from credence.records.turn import decode_turn
 from credence.streams.api import consistency, entry_ops, memory_ops, reads, recent, turn_waits
 from credence.streams.api.cards import Card, card_key, check_card_entries
 from credence.streams.api.openapi import document
 from credence.streams.api.tenants import Tenant
-from credence.streams.runtime.records import decode_feedback, decode_turn, forget_record
 from credence.streams.runtime.topics import end_offsets
 from credence.tables.clock import format_instant
 from credence.tables.scope import Scope, user_prefix
@@ -65,27 +68,27 @@ class Handlers:
         card = self.directory.card(scope.tenant, scope.character)
         return scope, state, entries, card.scope_entries(scope) if card else []
 
-    async def send(self, topic: str, key: str, value: bytes, partition: int | None = None):
+    async def send(self, topic: TopicSpec, key: str, value: bytes, partition: int | None = None):
         try:
-            fut = await getattr(self.credence.topics, topic).send(key=key.encode(), value=value, partition=partition,
+            fut = await getattr(self.credence.topics, topic.attribute).send(key=key.encode(), value=value, partition=partition,
                                                                   headers=tracing.record_headers())
             return await fut
         except Exception as exc:  # noqa: BLE001 - any producer failure: nothing was acknowledged
-            raise ApiError(503, f"could not write to the {topic} topic ({type(exc).__name__}); retry") from None
+            raise ApiError(503, f"could not write to the {topic.name} topic ({type(exc).__name__}); retry") from None
 
-    async def send_soon(self, topic: str, key: str, value: bytes) -> None:
+    async def send_soon(self, topic: TopicSpec, key: str, value: bytes) -> None:
         """Queue a record without waiting for the broker's acknowledgement: the recall route answers in
         about a millisecond instead of a produce round trip. What this can lose is a reinforcement (a
         recall hit whose usage record the broker then refuses, or a worker killed within the producer's
         linger), never a memory; a refused record is logged and counted."""
         try:
-            fut = await getattr(self.credence.topics, topic).send(key=key.encode(), value=value,
+            fut = await getattr(self.credence.topics, topic.attribute).send(key=key.encode(), value=value,
                                                                   headers=tracing.record_headers())
         except Exception as exc:  # noqa: BLE001 - the answer stands; the hit is not reinforced
-            self._unsent(topic, exc)
+            self._unsent(topic.name, exc)
             return
         fut.add_done_callback(lambda done: done.cancelled() or done.exception() is None
-                              or self._unsent(topic, done.exception()))
+                              or self._unsent(topic.name, done.exception()))
 
     def _unsent(self, topic: str, exc: BaseException) -> None:
         self.credence.stats.unsent[topic] = self.credence.stats.unsent.get(topic, 0) + 1
@@ -208,7 +211,7 @@ class Handlers:
                   "decision": body.kind, "ts": format_instant(body.ts or datetime.now(UTC))}
         raw = json.dumps(record, separators=(",", ":")).encode()
         decode_feedback(raw)  # the topic's own decoder: what the stream will accept
-        meta = await self.send("feedback", scope.key, raw)
+        meta = await self.send(TOPICS.feedback, scope.key, raw)
         if not wait:
             return 202, models.FeedbackResponse(feedback_id=feedback_id)
         applied = await self._wait_applied(scope.key, feedback_id, meta.partition, meta.offset)
@@ -269,7 +272,7 @@ class Handlers:
             raise ApiError(422, str(exc)) from None
         card = Card(tenant=call.tenant.name, character=call.params["character"], entries=entries,
                     updated_at=datetime.now(UTC))
-        await self.send("cards", card_key(card.tenant, card.character), card.encode())
+        await self.send(TOPICS.cards, card_key(card.tenant, card.character), card.encode())
         await self._wait_card(card)
         return 200, models.CardResponse(tenant=card.tenant, character=card.character, entries=len(entries))
 
@@ -290,7 +293,7 @@ class Handlers:
             raise ApiError(503, f"could not read the input topics' end offsets ({type(exc).__name__}); retry") from None
         raw = forget_record(tenant, user, after)
         for partition in range(partitions):  # a user's scopes (one per character) live on many partitions
-            await self.send("control", user_prefix(tenant, user), raw, partition=partition)
+            await self.send(TOPICS.control, user_prefix(tenant, user), raw, partition=partition)
         return 202, models.ForgetResponse(tenant=tenant, user=user, partitions=partitions)
 
     async def get_recent(self, call: Call):

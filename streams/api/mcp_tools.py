@@ -13,10 +13,10 @@ from pydantic import BaseModel, Field, ValidationError
 
 from credence import api_models as models
 from credence.errors import ApiError
+from credence.records.envelope import ROLES
 from credence.streams.api.http import path_parts
 from credence.streams.api.reads import TIERS
 from credence.streams.api.routes import ROUTES, Route
-from credence.streams.runtime.records import ROLES
 from credence.tables.scope import scope_key
 
 

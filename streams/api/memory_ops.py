@@ -9,8 +9,10 @@ import json
 from datetime import UTC, datetime
 
 from credence import api_models as models
+from credence.config.topics import TOPICS
 from credence.errors import ApiError, BridgeError, RecordError
-from credence.streams.runtime.records import consensus_record, decode_control, restore_record, usage_record
+from credence.records.control import consensus_record, decode_control, restore_record
+from credence.records.usage import usage_record
 from credence.streams.state.versions import Truncated
 from credence.tables.clock import format_instant
 from credence.tables.entries import ARCHIVED, Entry
@@ -36,7 +38,7 @@ async def record_recall(handlers, scope, response: models.RecallResponse, entrie
     """One usage record (source "recall") for the hits actually returned to the caller."""
     ids = usage_ids([h.id for h in response.hits], entries)
     if ids:
-        await handlers.send_soon("usage", scope.key, _raw(usage_record(scope.key, ids, RECALL, now)))
+        await handlers.send_soon(TOPICS.usage, scope.key, _raw(usage_record(scope.key, ids, RECALL, now)))
 
 
 async def record_prompt(handlers, scope, response: models.PromptResponse, entries: list[Entry], now: datetime):
@@ -46,7 +48,7 @@ async def record_prompt(handlers, scope, response: models.PromptResponse, entrie
     by_id = {e.id: e for e in entries}
     ids = prompt_hits((by_id[p.id] for p in response.entries if p.id in by_id), now)
     if ids:
-        await handlers.send_soon("usage", scope.key, _raw(usage_record(scope.key, ids, PROMPT, now)))
+        await handlers.send_soon(TOPICS.usage, scope.key, _raw(usage_record(scope.key, ids, PROMPT, now)))
 
 
 async def restore(handlers, call) -> tuple[int, models.MemoryActionResponse]:
@@ -60,7 +62,7 @@ async def restore(handlers, call) -> tuple[int, models.MemoryActionResponse]:
     body: models.MemoryActionRequest = call.body
     # At the scope's clock, like the API's reads: the restore lands in the scope's own event time.
     record = restore_record(scope.key, entry_id, body.by, state.clock or datetime.now(UTC))
-    await handlers.send("control", scope.key, _raw(record))
+    await handlers.send(TOPICS.control, scope.key, _raw(record))
     return 202, models.MemoryActionResponse(entry_id=entry_id, requested="restore")
 
 
@@ -78,7 +80,7 @@ async def consensus(handlers, call) -> tuple[int, models.MemoryActionResponse]:
         decode_control(_raw(record))  # the topic's own decoder: what the stream will accept
     except RecordError as exc:
         raise ApiError(422, str(exc)) from None
-    await handlers.send("control", scope.key, _raw(record))
+    await handlers.send(TOPICS.control, scope.key, _raw(record))
     return 202, models.MemoryActionResponse(entry_id=entry_id, requested="consensus")
 
 
@@ -100,7 +102,7 @@ async def nominate(handlers, call) -> tuple[int, models.MemoryActionResponse]:
                                            state.incarnation)  # never a forgotten incarnation's
     except BridgeError as exc:
         raise ApiError(409, str(exc)) from None
-    await handlers.send("fact_candidates", scope.key, _raw(candidate))
+    await handlers.send(TOPICS.fact_candidates, scope.key, _raw(candidate))
     return 202, models.MemoryActionResponse(entry_id=entry_id, requested="nominate",
                                             candidate_id=candidate["candidate_id"])
 

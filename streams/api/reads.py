@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 from credence import api_models as models
 from credence.config.memory import MemorySettings
 from credence.errors import ApiError, DomainError, RecordError
+from credence.records.envelope import parse_utc
 from credence.streams.api.tenants import Tenant
-from credence.streams.runtime.records import parse_utc
 from credence.tables.entries import KINDS, Entry
 from credence.tables.evidence import ARCHIVE_CANDIDATE, derived_tier
 from credence.tables.mentions import is_suppressed

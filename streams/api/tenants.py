@@ -17,8 +17,9 @@ from datetime import datetime
 from pydantic import ValidationError
 
 from credence.config.tenants import TenantSettings
-from credence.envelope import decode, parse_utc
+from credence.config.topics import TOPICS
 from credence.errors import DomainError, RecordError
+from credence.records.envelope import decode, parse_utc
 from credence.tables.clock import format_instant
 from credence.tables.scope import check_part
 
@@ -68,7 +69,7 @@ def decode_tenant(key: bytes | None, raw: bytes | None) -> Tenant | None:
     """A tenants-topic record; None for a tombstone. RecordError says what is wrong."""
     if raw is None:
         return None
-    obj = decode(raw, "tenant")
+    obj = decode(raw, TOPICS.tenants.record)
     name = obj["tenant"]
     if key is not None and key.decode("utf-8", "replace") != name:
         raise RecordError(f"tenant record for {name!r} is keyed {key!r}")

@@ -9,6 +9,7 @@ import json
 from collections.abc import Callable
 
 from credence import api_models as models
+from credence.config.topics import TOPICS
 from credence.errors import ApiError
 from credence.streams.api import consistency
 from credence.streams.scope.turn_status import ACCEPTED, APPLIED, at_least, reached, turn_state
@@ -54,14 +55,14 @@ def _reached(handlers, scope: str, partition: int, offset: int, wait: str) -> bo
     """The token's partition position is compared, not the scope's own: other scopes' turns on the same
     partition raise the token's offset past anything this scope applies."""
     settings = handlers.credence.settings
-    past = durable_next(handlers.credence.tables.seen, settings.topic("turns"), partition)
+    past = durable_next(handlers.credence.tables.seen, settings.topic(TOPICS.turns), partition)
     return reached(handlers.store.control(scope), partition, offset, wait, past)
 
 
 def status(handlers, scope: Scope, turn_id: str) -> models.TurnStatus | None:
     """The turn's state in its scope, or None when the scope keeps no mark of it (not applied yet, refused,
     forgotten, or older than the duplicate-mark horizon)."""
-    position = handlers.credence.marks.position_of("turns", scope.key, turn_id)
+    position = handlers.credence.marks.position_of(TOPICS.turns.name, scope.key, turn_id)
     state = handlers.store.control(scope.key) if position is not None else None
     if state is None:
         return None

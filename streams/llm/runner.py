@@ -28,8 +28,10 @@ from aiokafka import AIOKafkaProducer
 
 from credence import tracing
 from credence.config import Settings
+from credence.config.topics import TOPICS, TopicSpec
 from credence.errors import CredenceError, LLMUnavailable
 from credence.kafka import client_options, producer_max_request_size, start
+from credence.records.kind import Kind
 from credence.streams.llm.backend import LLMBackend
 from credence.streams.llm.embeddings import mark_similar, rank_by_similarity, text_vectors
 from credence.streams.llm.tasks import TASKS, TaskName
@@ -37,7 +39,7 @@ from credence.tables.scope import Scope
 
 log = logging.getLogger(__name__)
 
-Send = Callable[[str, str, dict], Awaitable[None]]  # (logical topic, scope, record)
+Send = Callable[[TopicSpec, str, dict], Awaitable[None]]  # (topic, scope, record)
 
 
 class Request(Protocol):
@@ -61,7 +63,7 @@ class ResultSender:
         self._producer: AIOKafkaProducer | None = None
         self._starting = asyncio.Lock()
 
-    async def __call__(self, topic: str, scope: str, record: dict) -> None:
+    async def __call__(self, topic: TopicSpec, scope: str, record: dict) -> None:
         producer = self._producer or await self._start()
         # the current span's trace context rides along: the step applying the result continues the trace
         fut = await producer.send(self._settings.topic(topic), key=scope.encode(), value=self._encode(record),
@@ -138,20 +140,20 @@ class Runner:
         started = time.perf_counter()
         with self._span(req.task, parsed.tenant) as span:
             try:
-                record = head | {"type": "result",
+                record = head | {"type": Kind.RESULT.value,
                                  "output": await execute(self.backend, req.task, req.payload, self.encode)}
             except Exception as exc:  # noqa: BLE001 - any failure is reported to the scope, never lost
                 log.warning("LLM %s for %s failed: %s", req.task, scope, exc)
                 # transient: the backend was unavailable, not refusing the request; the scope keeps its facts
                 # waiting for a later attempt instead of dead-lettering them (scope/results.py).
-                record = head | {"type": "failed", "error": str(exc)[:500],
+                record = head | {"type": Kind.FAILED.value, "error": str(exc)[:500],
                                  "transient": isinstance(exc, LLMUnavailable)}
                 tracing.failed(span, exc)
             size = len(orjson.dumps(record)) if self.max_record_bytes else 0
             if size > (self.max_record_bytes or 0):
                 # Failed like a call that raised: retried, then dead-lettered with this reason by the scope.
                 log.warning("LLM %s for %s: a %d-byte result, over the record limit", req.task, scope, size)
-                record = head | {"type": "failed", "error": f"the result is a {size}-byte record, over the "
+                record = head | {"type": Kind.FAILED.value, "error": f"the result is a {size}-byte record, over the "
                                                             "record limit (CREDENCE_KAFKA__MAX_RECORD_BYTES)"}
             if span is not None:
                 span.set_attribute("credence.llm.outcome", record["type"])
@@ -171,7 +173,7 @@ class Runner:
         try:
             async with self.slots:  # the call's latency is measured inside the slot, not the queueing
                 record = await self.answer(scope, req)
-            topic = "facts" if req.task == TaskName.STAGE1 and record["type"] == "result" else "control"
+            topic = TOPICS.facts if req.task == TaskName.STAGE1 and record["type"] == Kind.RESULT else TOPICS.control
             try:
                 await self.send(topic, scope, record)
             except Exception:  # noqa: BLE001

@@ -14,6 +14,7 @@ from pathlib import Path
 from aiokafka.errors import KafkaError
 
 from credence import __version__
+from credence.config.topics import TOPICS
 from credence.errors import CredenceError
 from credence.streams.ops.operator_cli import add_operator_parsers
 from credence.streams.ops.porting_cli import add_porting_parsers
@@ -73,7 +74,7 @@ def cmd_replay(args) -> int:
     tracing.setup("credence-replay")  # off unless the OTEL_* variables ask for export
     written: dict[int, int] = {}
     sent = asyncio.run(replay(Path(args.file), bootstrap, settings, progress=not args.quiet, written=written))
-    print(f"replayed {sent} records to {settings.topic('turns')} on {bootstrap}")
+    print(f"replayed {sent} records to {settings.topic(TOPICS.turns)} on {bootstrap}")
     if args.wait:
         from credence.streams.ops.replay import wait_replayed
 
@@ -109,7 +110,7 @@ def cmd_sink(args) -> int:
 
     settings = _settings(args)
     sinks = build_sinks(settings)
-    bootstrap, dlq = bootstrap_for(settings), settings.topic("dlq")
+    bootstrap, dlq = bootstrap_for(settings), settings.topic(TOPICS.dlq)
     if args.drain:
         for sink in sinks:
             stats = asyncio.run(SinkRunner(sink, bootstrap, dead_letter_topic=dlq, kafka=settings.kafka).drain())

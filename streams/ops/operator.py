@@ -15,9 +15,11 @@ from datetime import datetime
 from aiokafka import AIOKafkaProducer
 
 from credence.config import Settings
+from credence.config.topics import TOPICS, TopicSpec
 from credence.kafka import client_options
+from credence.records.control import consensus_record, dedupe_record, restore_record
+from credence.records.usage import usage_record
 from credence.streams.ops.admin import ensure_topics
-from credence.streams.runtime.records import consensus_record, dedupe_record, restore_record, usage_record
 from credence.tables.scope import Scope
 
 
@@ -25,38 +27,38 @@ def _body(record: dict) -> bytes:
     return json.dumps(record, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-async def _send(bootstrap: str, settings: Settings, name: str, scope: str, record: dict) -> None:
+async def _send(bootstrap: str, settings: Settings, topic: TopicSpec, scope: str, record: dict) -> None:
     await ensure_topics(bootstrap, settings)
     producer = AIOKafkaProducer(**client_options(bootstrap, settings.kafka, acks="all"))
     await producer.start()
     try:
-        await producer.send_and_wait(settings.topic(name), _body(record), key=scope.encode())
+        await producer.send_and_wait(settings.topic(topic), _body(record), key=scope.encode())
     finally:
         await producer.stop()
 
 
 async def send_usage(bootstrap: str, settings: Settings, scope: Scope, entry_ids: list[str], source: str,
                      at: datetime) -> None:
-    await _send(bootstrap, settings, "usage", scope.key, usage_record(scope.key, entry_ids, source, at))
+    await _send(bootstrap, settings, TOPICS.usage, scope.key, usage_record(scope.key, entry_ids, source, at))
 
 
 async def send_restore(bootstrap: str, settings: Settings, scope: Scope, entry_id: str, by: str,
                        at: datetime) -> None:
     """Ask the scope's owner to restore a soft-archived entry (a control record, applied in order)."""
-    await _send(bootstrap, settings, "control", scope.key, restore_record(scope.key, entry_id, by, at))
+    await _send(bootstrap, settings, TOPICS.control, scope.key, restore_record(scope.key, entry_id, by, at))
 
 
 async def send_consensus(bootstrap: str, settings: Settings, scope: Scope, entry_id: str, score: float, by: str,
                          at: datetime) -> None:
     """Ask the scope's owner to set an entry's external consensus (a control record, applied in order)."""
-    await _send(bootstrap, settings, "control", scope.key, consensus_record(scope.key, entry_id, score, by, at))
+    await _send(bootstrap, settings, TOPICS.control, scope.key, consensus_record(scope.key, entry_id, score, by, at))
 
 
 async def send_dedupe(bootstrap: str, settings: Settings, scope: Scope, by: str, at: datetime) -> None:
     """Ask the scope's owner to merge its near-duplicate live entries (a control record, applied in order)."""
-    await _send(bootstrap, settings, "control", scope.key, dedupe_record(scope.key, by, at))
+    await _send(bootstrap, settings, TOPICS.control, scope.key, dedupe_record(scope.key, by, at))
 
 
 async def send_candidate(bootstrap: str, settings: Settings, candidate: dict) -> None:
     scope = Scope(candidate["tenant"], candidate["user"], candidate["character"])
-    await _send(bootstrap, settings, "fact-candidates", scope.key, candidate)
+    await _send(bootstrap, settings, TOPICS.fact_candidates, scope.key, candidate)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
+from credence.config.topics import TOPICS
 from credence.errors import CredenceError
 
 
@@ -129,7 +130,7 @@ def cmd_bridge_nominate(args) -> int:
     candidate = candidate_from_journal(events, args.entry_id, datetime.now(UTC), by, settings, incarnation)
     asyncio.run(send_candidate(bootstrap, settings, candidate))
     print(f"nominated {candidate['candidate_id']} ({candidate['tenant']}/{candidate['user']}/"
-          f"{candidate['character']}) to {settings.topic('fact-candidates')} with "
+          f"{candidate['character']}) to {settings.topic(TOPICS.fact_candidates)} with "
           f"{len(candidate['provenance']['versions'])} versions and {len(candidate['provenance']['signals'])} events")
     return 0
 

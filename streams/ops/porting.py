@@ -20,14 +20,15 @@ from datetime import datetime
 from aiokafka import AIOKafkaProducer
 
 from credence.config import Settings
-from credence.deadletter import dead_letter
+from credence.config.topics import TOPICS
 from credence.kafka import client_options
+from credence.records.control import import_record
+from credence.records.dead_letter import dead_letter
 from credence.streams.api.cards import Card, card_key
 from credence.streams.api.directory import Directory, follow
 from credence.streams.ops.admin import ensure_topics
 from credence.streams.ops.portable import Parsed, chunks, dumps, import_id, selected
 from credence.streams.runtime.journal import entries_from_journal, journal_of, scope_incarnations
-from credence.streams.runtime.records import import_record
 from credence.streams.runtime.switch import PowerSwitch
 from credence.tables.entries import Entry
 from credence.tables.scope import Scope, selection_parts
@@ -99,11 +100,11 @@ async def send_import(bootstrap: str, settings: Settings, parsed: Parsed, by: st
                 sent.dead_lettered += 1
                 continue
             for body in bodies:
-                await producer.send_and_wait(settings.topic("control"), body, key=scope.encode())
+                await producer.send_and_wait(settings.topic(TOPICS.control), body, key=scope.encode())
             sent.scopes += 1
             sent.entries += len(entries)
         for card in parsed.cards:
-            await producer.send_and_wait(settings.topic("cards"), card.encode(),
+            await producer.send_and_wait(settings.topic(TOPICS.cards), card.encode(),
                                          key=card_key(card.tenant, card.character).encode())
             sent.cards += 1
     finally:
@@ -126,7 +127,7 @@ def _import_bodies(settings: Settings, scope: str, entries: list[dict], by: str,
 
 async def _dead_letter(producer, settings: Settings, source: str, line: int, reason: str, text: str,
                        at: datetime) -> None:
-    await producer.send_and_wait(settings.topic("dlq"), dead_letter(
+    await producer.send_and_wait(settings.topic(TOPICS.dlq), dead_letter(
         topic=f"import:{source}", partition=-1, offset=line, reason=reason, original=text.encode(), at=at))
 
 

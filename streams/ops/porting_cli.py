@@ -8,6 +8,7 @@ import asyncio
 from datetime import UTC, datetime
 from pathlib import Path
 
+from credence.config.topics import TOPICS
 from credence.errors import CredenceError
 
 
@@ -18,7 +19,7 @@ def _settings():
 
 
 def _at(args) -> datetime:
-    from credence.envelope import parse_utc
+    from credence.records.envelope import parse_utc
 
     return parse_utc(args.at, "--at") if args.at else datetime.now(UTC)
 
@@ -80,9 +81,9 @@ def cmd_import(args) -> int:
         return 1 if parsed.problems else 0
     by = (args.by or getpass.getuser() or "operator").strip()
     sent = asyncio.run(send_import(bootstrap_for(settings), settings, parsed, by, _at(args), source))
-    print(f"sent {sent.entries} entries of {sent.scopes} scopes to {settings.topic('control')} (each applied by "
+    print(f"sent {sent.entries} entries of {sent.scopes} scopes to {settings.topic(TOPICS.control)} (each applied by "
           f"its scope's owner, in order, journalled as 'imported'), {sent.cards} cards to "
-          f"{settings.topic('cards')}, {sent.dead_lettered} dead letters to {settings.topic('dlq')}")
+          f"{settings.topic(TOPICS.cards)}, {sent.dead_lettered} dead letters to {settings.topic(TOPICS.dlq)}")
     return 1 if sent.dead_lettered else 0
 
 

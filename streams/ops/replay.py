@@ -14,11 +14,12 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from credence import tracing
 from credence.config import Settings
-from credence.deadletter import dead_letter
+from credence.config.topics import TOPICS
 from credence.errors import CredenceError, DomainError
 from credence.kafka import client_options, start
+from credence.records.control import forget_record
+from credence.records.dead_letter import dead_letter
 from credence.streams.ops.admin import ensure_topics
-from credence.streams.runtime.records import forget_record
 from credence.streams.runtime.topics import end_offsets
 from credence.tables.scope import Scope, user_prefix
 
@@ -89,12 +90,12 @@ async def _produce(producer: AIOKafkaProducer, lines: list[bytes], settings: Set
     """Send the lines (each turn with the replay's trace context, when tracing is on); returns the count
     sent to turns."""
     headers = tracing.aiokafka_headers()
-    topic = settings.topic("turns")
+    topic = settings.topic(TOPICS.turns)
     futures = []
     sent = 0
     for i, line in enumerate(lines, 1):
         if len(line) > MAX_RECORD_BYTES:
-            futures.append(await producer.send(settings.topic("dlq"), _too_large(line, topic, i)))
+            futures.append(await producer.send(settings.topic(TOPICS.dlq), _too_large(line, topic, i)))
             continue
         sent += 1
         futures.append(await producer.send(topic, line, key=key_of(line), headers=headers))
@@ -105,7 +106,7 @@ async def _produce(producer: AIOKafkaProducer, lines: list[bytes], settings: Set
         if written is not None and meta.topic == topic:
             written[meta.partition] = max(meta.offset, written.get(meta.partition, -1))
     if sent < len(lines):
-        print(f"replay: {len(lines) - sent} line(s) too large for Kafka went to {settings.topic('dlq')}",
+        print(f"replay: {len(lines) - sent} line(s) too large for Kafka went to {settings.topic(TOPICS.dlq)}",
               file=sys.stderr)
     return sent
 
@@ -128,7 +129,7 @@ async def send_control(bootstrap: str, settings: Settings, scopes: list[Scope | 
         for scope in checked:
             body = {"v": 1, "type": record_type, "tenant": scope.tenant, "user": scope.user,
                     "character": scope.character}
-            await producer.send_and_wait(settings.topic("control"), json.dumps(body).encode(),
+            await producer.send_and_wait(settings.topic(TOPICS.control), json.dumps(body).encode(),
                                          key=scope.key.encode())
     finally:
         await producer.stop()
@@ -141,7 +142,7 @@ async def flush_when_read(bootstrap: str, settings: Settings, scopes: list[Scope
     the scope's last turns (it travels on another topic) and leave them in a window no later turn closes.
     Returns the scopes flushed; CredenceError when no worker has read the turns within ``timeout_s``."""
     partitions = list(range(settings.topic_partitions))
-    ends = dict(zip(partitions, (await end_offsets(bootstrap, settings, partitions))["turns"], strict=True))
+    ends = dict(zip(partitions, (await end_offsets(bootstrap, settings, partitions))[TOPICS.turns.name], strict=True))
     await wait_committed(bootstrap, settings, {p: end - 1 for p, end in ends.items() if end}, timeout_s, poll_s)
     await send_control(bootstrap, settings, scopes, "flush")
     return len(scopes)
@@ -152,7 +153,7 @@ async def wait_committed(bootstrap: str, settings: Settings, offsets: dict[int, 
     """Return once the worker group has committed each turns partition past `offsets` (partition -> the last
     offset to be read): a worker commits a batch's offsets only after its state is durable, so every turn
     up to them is applied (`credence replay --wait applied`). CredenceError after `timeout_s`."""
-    tps = [TopicPartition(settings.topic("turns"), p) for p in sorted(offsets)]
+    tps = [TopicPartition(settings.topic(TOPICS.turns), p) for p in sorted(offsets)]
     if not tps:
         return
     admin = AIOKafkaAdminClient(**client_options(bootstrap, settings.kafka))
@@ -167,7 +168,7 @@ async def wait_committed(bootstrap: str, settings: Settings, offsets: dict[int, 
                 break
             if time.monotonic() > deadline:
                 raise CredenceError(
-                    f"the worker group {settings.app_id!r} has not read {settings.topic('turns')} that far "
+                    f"the worker group {settings.app_id!r} has not read {settings.topic(TOPICS.turns)} that far "
                     f"within {timeout_s:.0f} s (partition: (committed, needed) {behind}); is `credence worker` "
                     "running with the same CREDENCE_APP_ID and CREDENCE_TOPIC_PREFIX?")
             await asyncio.sleep(poll_s)
@@ -192,7 +193,7 @@ async def send_forget_at(bootstrap: str, settings: Settings, tenant: str, user: 
     producer = AIOKafkaProducer(**client_options(bootstrap, settings.kafka, acks="all"))
     await start(producer, bootstrap, settings.kafka)
     try:
-        topic = settings.topic("control")
+        topic = settings.topic(TOPICS.control)
         parts = sorted(producer.client.cluster.partitions_for_topic(topic) or range(settings.topic_partitions))
         body = forget_record(tenant, user, await end_offsets(bootstrap, settings, parts))
         written = {}

@@ -8,6 +8,7 @@ from aiokafka import AIOKafkaProducer
 from pydantic import ValidationError
 
 from credence.config import Settings
+from credence.config.topics import TOPICS
 from credence.errors import RecordError, TenantError
 from credence.kafka import client_options
 from credence.streams.api.directory import Directory, follow
@@ -27,7 +28,7 @@ async def _write(bootstrap: str, settings: Settings, name: str, value: bytes | N
     producer = AIOKafkaProducer(**client_options(bootstrap, settings.kafka, acks="all"))
     await producer.start()
     try:
-        await producer.send_and_wait(settings.topic("tenants"), value, key=name.encode())
+        await producer.send_and_wait(settings.topic(TOPICS.tenants), value, key=name.encode())
     finally:
         await producer.stop()
 

@@ -30,9 +30,12 @@ from faust.types import TP
 from credence import tracing
 from credence.config import Settings
 from credence.config.memory import MemorySettings
-from credence.config.topics import INPUTS
+from credence.config.topics import INPUTS, TOPICS, TopicSpec
 from credence.errors import RecordError
 from credence.kafka import send_now
+from credence.records.control import decode_control
+from credence.records.inputs import Input, decode_input
+from credence.records.kind import ACTS_ON_STATE, ANSWERS, Kind
 from credence.streams.llm.runner import Runner
 from credence.streams.runtime.batch import (
     RELEASE,
@@ -47,7 +50,6 @@ from credence.streams.runtime.batch import (
 from credence.streams.runtime.dead_letters import DeadLetters
 from credence.streams.runtime.forwards import duplicate_id, header, origin_of
 from credence.streams.runtime.probe import OffsetProbe
-from credence.streams.runtime.records import Input, decode_control, decode_input
 from credence.streams.runtime.tenancy import Switch
 from credence.streams.runtime.topics import Topics
 from credence.streams.runtime.traces import carried, emit, stepped
@@ -62,8 +64,6 @@ from credence.streams.state.writes import TableWrites
 from credence.tables.scope import tenant_of
 
 log = logging.getLogger(__name__)
-# Control records that act on a scope's existing state: they never create a scope.
-ACTS_ON_STATE = ("result", "failed", "tick", "flush", "restore", "consensus", "dedupe", "edit")
 # In-process answers applied after one record, at most; past it (a loop of requests raising requests, a
 # bug) the rest go to the runner and come back through the result topics.
 MAX_INLINE_ANSWERS = 64
@@ -103,22 +103,22 @@ class ScopeAgent:
         self.ownership, self.switch, self.stats = ownership, switch, stats  # switch: per tenant (tenancy.py)
         self._powerful: dict[str, bool] = {}  # tenant -> the switch, read once per batch (a file stat each)
         self.boot = uuid.uuid4().hex[:12]
-        self.by_name = {settings.topic(n): n for n in INPUTS}
+        self.by_name = {settings.topic(spec): spec for spec in INPUTS}  # full topic name -> its spec
         self.runner = runner  # asks the scopes' LLM requests
         # scope -> the evidence settings it is stepped with (per tenant: tenancy.TenantMemory)
         self.memory_for = memory_for or (lambda scope: settings.memory)
         self.dlq = DeadLetters(settings, stats)
 
-    async def send(self, topic: str, scope: str, record: dict) -> None:
+    async def send(self, topic: TopicSpec, scope: str, record: dict) -> None:
         """One record, acknowledged before this returns (the runner's results, the timers' ticks)."""
-        channel = getattr(self.topics, topic)
+        channel = getattr(self.topics, topic.attribute)
         fut = await channel.send(key=scope.encode(), value=encode_record(record))
         send_now(getattr(channel, "app", None))
         await fut
 
-    async def send_many(self, topic: str, records: list[tuple[str, dict]]) -> None:
+    async def send_many(self, topic: TopicSpec, records: list[tuple[str, dict]]) -> None:
         """(scope, record) pairs, all queued first, then every acknowledgement awaited."""
-        channel = getattr(self.topics, topic)
+        channel = getattr(self.topics, topic.attribute)
         futures = [await channel.send(key=scope.encode(), value=encode_record(record)) for scope, record in records]
         send_now(getattr(channel, "app", None))
         for fut in futures:
@@ -172,7 +172,7 @@ class ScopeAgent:
                 self.positions.advance(msg.topic, msg.partition, msg.offset)
                 self.dlq.reject(sends, event, str(exc))
                 continue
-            if item.kind == "forget":
+            if item.kind == Kind.FORGET:
                 await self.commit(work, sends, last)
                 work, sends, last = {}, Sends(), {event.message.partition: event}
                 set_current_event(event)
@@ -201,10 +201,10 @@ class ScopeAgent:
         """Send a record that arrived on a partition other than its scope's, or under another key, on to its
         scope's partition (forwards.py), or dead-letter it if the copy would be over the record limit; never
         apply it here: this partition's store lacks the scope, whose keys another changelog partition holds."""
-        if self.dlq.forward(sends, event, item.name, item.scope.encode(), home, origin_of(event, item.name),
+        if self.dlq.forward(sends, event, item.topic, item.scope.encode(), home, origin_of(event, item.name),
                             carried(event)):
             self.stats.records_forwarded += 1
-            self.stats.turns_rekeyed += item.name == "turns" and event.key != item.scope.encode()
+            self.stats.turns_rekeyed += item.topic == TOPICS.turns and event.key != item.scope.encode()
 
     async def verdict(self, topic: str, partition: int, offset: int) -> str:
         """positions.check's verdict on an input record; when offsets before it did not come, the broker
@@ -262,15 +262,15 @@ class ScopeAgent:
         if msg.offset <= state.applied.get(position, -1):
             self.stats.redelivered += 1
             return
-        ident = duplicate_id(event, item.name, item.record)
+        ident = duplicate_id(event, item.topic, item.record)
         if ident is not None and not self.marks.first_time(item.name, item.scope, ident, f"{position}:{msg.offset}",
                                                            item.at or state.clock, received_at(msg)):
-            self.stats.turns_duplicate += item.name == "turns"
-            self.stats.redelivered += item.name not in ("turns", "feedback")  # a forward made again
+            self.stats.turns_duplicate += item.topic == TOPICS.turns
+            self.stats.redelivered += item.topic not in (TOPICS.turns, TOPICS.feedback)  # a forward made again
             return
         applied = Applied(item.kind, item.record, event_now(state, item.at) or datetime.now(UTC),
                           self.powerful(tenant_of(item.scope)), position, msg.offset,
-                          item.name == "turns")
+                          item.topic == TOPICS.turns)
         await stepped(self.step(work, sends, event, item, applied), work, event, item)
 
     async def step(self, work: dict[str, ScopeWork], sends: Sends, event, item: Input, applied: Applied) -> None:
@@ -289,7 +289,7 @@ class ScopeAgent:
             self.dlq.reject(sends, event, f"could not apply to scope {item.scope}: {type(exc).__name__}: {exc}")
             scope_work = work[item.scope] = rebuild(self.store, item.scope, scope_work, self.context)
             request_id = item.record.get("request_id", "")
-            if item.kind in ("result", "failed") and request_id in scope_work.live.state.requests:
+            if item.kind in ANSWERS and request_id in scope_work.live.state.requests:
                 apply(scope_work, Applied(RELEASE, {"request_id": request_id}, applied.now, applied.powerful,
                                           applied.position, msg.offset, False), self.context)
             return
@@ -317,7 +317,7 @@ class ScopeAgent:
                 apply_within(scope_work, answer, self.context, self.settings.kafka.max_record_bytes)
             except Exception as exc:  # noqa: BLE001 - as for a result read from the log: DLQ, release
                 log.exception("step failed for %s on an in-process %s answer", scope, req.task)
-                self.dlq.add(sends, self.settings.topic("control"), scope_work.partition, asked.offset,
+                self.dlq.add(sends, self.settings.topic(TOPICS.control), scope_work.partition, asked.offset,
                              scope.encode(), encode_record(record),
                              f"could not apply to scope {scope}: {type(exc).__name__}: {exc}")
                 scope_work = rebuild(self.store, scope, scope_work, self.context)
@@ -337,13 +337,13 @@ class ScopeAgent:
         try:
             for item in sends.items:
                 topic, key, value = self.dlq.bounded(*item[:3])
-                self.writes.emit(item[3], getattr(self.topics, topic), key, value)
+                self.writes.emit(item[3], getattr(self.topics, topic.attribute), key, value)
             for topic, key, value, partition, origin, trace in sends.forwards:
-                self.writes.forward(getattr(self.topics, topic), key, value, partition, header(origin) | trace)
+                self.writes.forward(getattr(self.topics, topic.attribute), key, value, partition, header(origin) | trace)
             for scope, scope_work in work.items():
                 key = scope.encode()
                 for e in scope_work.emits:
-                    emit(self.writes, scope_work.partition, getattr(self.topics, e.topic), key,
+                    emit(self.writes, scope_work.partition, getattr(self.topics, e.topic.attribute), key,
                          encode_record(e.record), e, scope_work.traced.get(id(e)))
             turns = 0
             for partition, event in last.items():
@@ -376,7 +376,7 @@ class ScopeAgent:
         state = scope_work.live.state
         self.ownership.mark(scope, state.idle)
         self.stats.journal_events += len(journal)
-        self.stats.archived += sum(1 for e in scope_work.emits if e.topic == "archive")
+        self.stats.archived += sum(1 for e in scope_work.emits if e.topic == TOPICS.archive)
         turns = sum(1 for a in scope_work.applied if a.turn)
         self.stats.count_step(scope, turns, scope_work.emits)
         self.stats.count_refused(scope_work.refused)
@@ -391,7 +391,7 @@ class ScopeAgent:
         doomed = self.store.forget(prefix, partition, offset)
         marks = self.marks.forget(prefix, partition)
         if after is not None:
-            self.forgets.hold(prefix, partition, {name: ends for name, ends in after.items() if name in INPUTS})
+            self.forgets.hold(prefix, partition, {name: ends for name, ends in after.items() if TOPICS.get(name) in INPUTS})
             self.forgets.write(partition, self.positions.expected)
         for scope in doomed:
             self.ownership.busy.discard(scope)

@@ -11,7 +11,7 @@ from typing import Protocol
 import faust
 
 from credence.config import Settings
-from credence.config.topics import INPUTS
+from credence.config.topics import INPUTS, TOPICS, TopicSpec
 from credence.streams.llm.backend import LLMBackend
 from credence.streams.llm.embeddings import Encode, load_encoder
 from credence.streams.llm.factory import make_backend
@@ -72,7 +72,7 @@ class Stats:
         if turns:
             self.turns_by_tenant[tenant] = self.turns_by_tenant.get(tenant, 0) + turns
         for emit in emits:
-            if emit.topic == "evidence" and emit.record.get("event") == "signal":
+            if emit.topic == TOPICS.evidence and emit.record.get("event") == "signal":
                 kinds = self.signals_by_tenant.setdefault(tenant, {})
                 kind = emit.record["cause"].rsplit(":", 1)[-1]  # "<source>:<kind>" or the kind alone
                 kinds[kind] = kinds.get(kind, 0) + 1
@@ -119,7 +119,7 @@ class Credence:
         """Held scopes with work in flight, queued or buffered."""
         return self.ownership.busy
 
-    async def send(self, topic: str, scope: str, record: dict) -> None:
+    async def send(self, topic: TopicSpec, scope: str, record: dict) -> None:
         await self.agent.send(topic, scope, record)
 
 
@@ -189,7 +189,7 @@ def create_app(settings: Settings, bootstrap: str, *, tenants: TenantRecords | N
     changelog = {k: v for k, v in changelog_configs(settings).items() if k != "cleanup.policy"}
     # Values are bytes we encode once ourselves (streams/state/codec.py), stored and changelogged as is.
     tables = StateTables(**{name: raw_table(app, name, settings.topic_partitions, changelog) for name in TABLES})
-    ownership = Ownership(settings.topic_partitions, settings.topic("turns"))
+    ownership = Ownership(settings.topic_partitions, settings.topic(TOPICS.turns))
     writes = TableWrites({name: tables[name] for name in TABLES}, freshness=freshness, fence=fence)
     store = ScopeStore(tables, settings.state, ownership.partition_of, writes)
     marks = Marks(tables.seen, settings.state.seen_horizon_days, ownership.partition_of, writes)

@@ -15,7 +15,9 @@ from datetime import datetime
 
 import orjson
 
+from credence.config.topics import TOPICS, TopicSpec
 from credence.errors import RecordError
+from credence.records.kind import ANSWERS, Kind
 from credence.streams.scope.context import FACTS_KIND, Emit, StepContext
 from credence.streams.scope.state import Request
 from credence.streams.scope.step import step
@@ -53,23 +55,23 @@ class ScopeWork:
 
     @property
     def journal(self) -> list[dict]:
-        return [e.record for e in self.emits if e.topic == "evidence"]
+        return [e.record for e in self.emits if e.topic == TOPICS.evidence]
 
 
 @dataclass
 class Sends:
     """Records that are not a scope's effects (dead letters, forwarded inputs), sent with the batch."""
 
-    # (logical topic, key, value, the input partition whose record made it: its state commits it)
-    items: list[tuple[str, bytes | None, bytes, int]] = field(default_factory=list)
-    # input records sent on to their scope's partition: (logical topic, key, value, partition, origin, the
+    # (topic, key, value, the input partition whose record made it: its state commits it)
+    items: list[tuple[TopicSpec, bytes | None, bytes, int]] = field(default_factory=list)
+    # input records sent on to their scope's partition: (topic, key, value, partition, origin, the
     # record's trace context headers)
-    forwards: list[tuple[str, bytes, bytes, int, tuple, dict]] = field(default_factory=list)
+    forwards: list[tuple[TopicSpec, bytes, bytes, int, tuple, dict]] = field(default_factory=list)
 
-    def add(self, topic: str, key: bytes | None, value: bytes, source: int) -> None:
+    def add(self, topic: TopicSpec, key: bytes | None, value: bytes, source: int) -> None:
         self.items.append((topic, key, value, source))
 
-    def forward(self, topic: str, key: bytes, value: bytes, partition: int, origin: tuple,
+    def forward(self, topic: TopicSpec, key: bytes, value: bytes, partition: int, origin: tuple,
                 trace: dict | None = None) -> None:
         self.forwards.append((topic, key, value, partition, origin, trace or {}))
 
@@ -80,7 +82,7 @@ MakeContext = Callable[[str, datetime, bool], StepContext]  # (scope, now, power
 def apply(work: ScopeWork, item: Applied, make_context: MakeContext) -> StepContext:
     """Apply one input to the live state and collect its effects. Raises whatever the step raises."""
     state = work.live.state
-    if item.kind in (RELEASE, "result", "failed"):
+    if item.kind in (RELEASE, *ANSWERS):
         # answered (an in-process backend, within the batch) or given up: nothing to send to the runner
         work.requests = [r for r in work.requests if r.id != item.record.get("request_id")]
     if item.kind == RELEASE:
@@ -91,7 +93,7 @@ def apply(work: ScopeWork, item: Applied, make_context: MakeContext) -> StepCont
     if item.turn:
         state.turns += 1
     ctx = make_context(state.scope, item.now, item.powerful)
-    step(state, item.kind, item.record, ctx)
+    step(state, item, ctx)
     state.applied[item.position] = item.offset
     work.applied.append(item)
     work.emits.extend(ctx.emits)
@@ -101,7 +103,7 @@ def apply(work: ScopeWork, item: Applied, make_context: MakeContext) -> StepCont
         work.refused[key] = work.refused.get(key, 0) + n
     # A facts event (stage2_dropped, facts_failed) names no entry: nothing to write or delete for it.
     work.changed.update(e.record["entry_id"] for e in ctx.emits
-                        if e.topic == "evidence" and e.record.get("entry_kind") != FACTS_KIND)
+                        if e.topic == TOPICS.evidence and e.record.get("entry_kind") != FACTS_KIND)
     return ctx
 
 
@@ -114,7 +116,7 @@ def apply_within(work: ScopeWork, item: Applied, make_context: MakeContext, limi
     ctx = apply(work, item, make_context)
     key = len(work.live.state.scope.encode())
     sizes = [("the scope's state", key + len(codec.encode_control(work.live.state)))]
-    sizes += [(f"its {e.topic} record", key + len(orjson.dumps(e.record))) for e in work.emits[start:]]
+    sizes += [(f"its {e.topic.name} record", key + len(orjson.dumps(e.record))) for e in work.emits[start:]]
     over = next(((what, size) for what, size in sizes if size > limit), None)
     if over is not None:
         work.applied.pop()  # a rebuild must not apply it again
@@ -126,14 +128,14 @@ def apply_within(work: ScopeWork, item: Applied, make_context: MakeContext, limi
 def is_idle_tick(work: ScopeWork, item: Applied, make_context: MakeContext) -> bool:
     """A tick that would change nothing (no effects, same control value): it is not applied at all, so
     an idle scope's ticks write nothing (and a redelivered one is harmless)."""
-    if item.kind != "tick":
+    if item.kind != Kind.TICK:
         return False
     state = work.live.state
     before = codec.encode_control(state)
     probe = Live(codec.decode_control(before).state)
     probe.state.entries = dict(state.entries)
     ctx = make_context(state.scope, item.now, item.powerful)
-    step(probe.state, item.kind, item.record, ctx)
+    step(probe.state, item, ctx)
     return not ctx.emits and not ctx.requests and codec.encode_control(probe.state) == before
 
 

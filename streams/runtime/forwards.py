@@ -13,6 +13,8 @@ change the scope) by a duplicate mark of that origin. A forget judges a copy by 
 
 from __future__ import annotations
 
+from credence.config.topics import TOPICS, TopicSpec
+
 FORWARDED_FROM = "credence-forwarded-from"
 Origin = tuple[str, int, int]  # (logical topic, partition, offset)
 
@@ -37,10 +39,10 @@ def header(origin: Origin) -> dict[str, bytes]:
     return {FORWARDED_FROM: ":".join(map(str, origin)).encode()}
 
 
-def duplicate_id(event, name: str, record: dict) -> str | None:
+def duplicate_id(event, topic: TopicSpec, record: dict) -> str | None:
     """What makes a record the same one again in its scope: a turn's or feedback's own id; for a forwarded
     copy of any other record, the record it was made from; None: nothing (applied as it comes)."""
-    if name in ("turns", "feedback"):
+    if topic in (TOPICS.turns, TOPICS.feedback):
         return record.get("turn_id") or record.get("feedback_id")
     origin = forwarded_from(event)
     return "from " + ":".join(map(str, origin)) if origin else None

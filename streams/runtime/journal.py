@@ -5,7 +5,7 @@ streams/state/versions.py).
 
 A forget never touches the journal: a forgotten user's events stay, and a returning user's entries come
 back under the same deterministic ids with version lines begun again. Every fold here keeps one
-incarnation of the scope (journal_records.INCARNATION): the one the caller names (the scope's owner knows
+incarnation of the scope (records.journal.INCARNATION): the one the caller names (the scope's owner knows
 its state's), else the newest the scope's events show."""
 
 from __future__ import annotations
@@ -17,10 +17,11 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.partitioner import DefaultPartitioner
 
 from credence.config import Settings
-from credence.envelope import decode
+from credence.config.topics import TOPICS
 from credence.errors import BridgeError, CredenceError
-from credence.journal_records import EVENT_FIELDS, event_id, incarnation_of
 from credence.kafka import client_options
+from credence.records.envelope import decode
+from credence.records.journal import EVENT_FIELDS, event_id, incarnation_of
 from credence.streams.scope.erase import ERASED
 from credence.streams.state.codec import decode_control
 from credence.tables.bridge import nominate
@@ -58,7 +59,7 @@ def entries_from_journal(events: list[dict], incarnation: int | None = None) -> 
 async def journal_of(bootstrap: str, settings: Settings, entry_id: str | None, scope: Scope | None = None) -> list[dict]:
     """Every journal event of ``entry_id`` (of ``scope``, when given: then only its partition is read);
     with no ``entry_id``, every event of ``scope``."""
-    topic = settings.topic("evidence")
+    topic = settings.topic(TOPICS.evidence)
     consumer = AIOKafkaConsumer(**client_options(bootstrap, settings.kafka, enable_auto_commit=False,
                                                  auto_offset_reset="earliest", isolation_level="read_committed"))
     await consumer.start()
@@ -77,7 +78,7 @@ async def journal_of(bootstrap: str, settings: Settings, entry_id: str | None, s
                         continue
                     if key is not None and r.key != key:
                         continue  # another scope's event (the journal is keyed by scope): never decoded
-                    event = decode(r.value, "evidence")
+                    event = decode(r.value, TOPICS.evidence.record)
                     if (entry_id is None or event.get("entry_id") == entry_id) and (
                             scope is None or (event.get("tenant"), event.get("user"), event.get("character"))
                             == (scope.tenant, scope.user, scope.character)):

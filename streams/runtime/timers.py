@@ -8,9 +8,10 @@ from __future__ import annotations
 import logging
 from datetime import UTC, datetime
 
+from credence.config.topics import TOPICS
+from credence.records.control import tick_record
 from credence.streams.runtime.views import is_ready
 from credence.tables.clock import format_instant
-from credence.tables.scope import Scope
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +48,8 @@ async def tick_once(credence) -> int:
         scopes = [s for s in list(ownership.busy) if ownership.owns(s) and _waiting(credence, s)]
     ticks = []
     for scope in scopes:
-        ticks.append((scope, {"v": 1, "type": "tick", **Scope.parse(scope).fields(), "now": now}))
-    await credence.agent.send_many("control", ticks)
+        ticks.append((scope, tick_record(scope, now)))
+    await credence.agent.send_many(TOPICS.control, ticks)
     return len(ticks)
 
 

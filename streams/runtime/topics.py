@@ -4,13 +4,12 @@ worker."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import faust
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from credence.config import Settings
-from credence.config.topics import INPUTS, TOPICS
+from credence.config.topics import INPUTS, TOPICS, TopicSpec
+from credence.errors import ConfigError
 from credence.kafka import client_options, start
 
 CHANGELOG_CONFIGS = {
@@ -32,33 +31,33 @@ def changelog_configs(settings: Settings) -> dict[str, str]:
 TABLES = ("scopes", "entries", "lists", "history", "seen")
 
 
-@dataclass(frozen=True)
 class Topics:
-    turns: faust.TopicT
-    feedback: faust.TopicT
-    facts: faust.TopicT
-    evidence: faust.TopicT
-    archive: faust.TopicT
-    control: faust.TopicT
-    dlq: faust.TopicT
-    tenants: faust.TopicT
-    cards: faust.TopicT
-    usage: faust.TopicT
-    fact_candidates: faust.TopicT
+    """The worker's Faust topic of every spec in the registry, generated from it: ``topics[TOPICS.evidence]``,
+    or by the spec's attribute (``getattr(topics, spec.attribute)``, as the agent's test doubles answer)."""
+
+    def __init__(self, declared: dict[TopicSpec, faust.TopicT]) -> None:
+        if set(declared) != set(TOPICS.values()):
+            raise ConfigError(f"the worker declares every registered topic, got {sorted(s.name for s in declared)}")
+        self._declared = dict(declared)
+        for spec, channel in declared.items():
+            setattr(self, spec.attribute, channel)
+
+    def __getitem__(self, spec: TopicSpec) -> faust.TopicT:
+        return self._declared[spec]
 
 
 def declare_topics(app: faust.App, settings: Settings) -> Topics:
-    def topic(name: str) -> faust.TopicT:
-        retention_h = settings.retention_hours(name)
+    def topic(spec: TopicSpec) -> faust.TopicT:
+        retention_h = settings.retention_hours(spec)
         return app.topic(
-            settings.topic(name),
+            settings.topic(spec),
             key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw",
             partitions=settings.topic_partitions, replicas=settings.topic_replicas,
             retention=retention_h * 3600.0 if retention_h >= 0 else None,
-            compacting=TOPICS[name].compacted or None,
+            compacting=spec.compacted or None,
         )
 
-    return Topics(**{spec.attribute: topic(name) for name, spec in TOPICS.items()})
+    return Topics({spec: topic(spec) for spec in TOPICS.values()})
 
 
 async def end_offsets(bootstrap: str, settings: Settings, partitions: list[int]) -> dict[str, list[int]]:
@@ -66,7 +65,7 @@ async def end_offsets(bootstrap: str, settings: Settings, partitions: list[int])
     consumer = AIOKafkaConsumer(**client_options(bootstrap, settings.kafka, enable_auto_commit=False))
     await start(consumer, bootstrap, settings.kafka)
     try:
-        tps = {name: [TopicPartition(settings.topic(name), p) for p in partitions] for name in INPUTS}
+        tps = {spec.name: [TopicPartition(settings.topic(spec), p) for p in partitions] for spec in INPUTS}
         ends = await consumer.end_offsets([tp for named in tps.values() for tp in named])
         return {name: [ends[tp] for tp in named] for name, named in tps.items()}
     finally:

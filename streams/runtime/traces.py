@@ -35,8 +35,8 @@ def traced(scope_work, emitted: int, context) -> None:
 
 def emit_span(topic, made, context):
     """The span of one record a step emitted (`made`: an Emit), in the trace of the step (`context`)."""
-    name = getattr(topic, "get_topic_name", lambda: made.topic)()
-    return tracing.span(f"credence.emit {made.topic}", tracing.PRODUCER, context, {
+    name = getattr(topic, "get_topic_name", lambda: made.topic.name)()
+    return tracing.span(f"credence.emit {made.topic.name}", tracing.PRODUCER, context, {
         "messaging.system": "kafka", "messaging.operation.type": "send", "messaging.destination.name": name,
         "credence.event": str(made.record.get("event") or made.record.get("type") or "")})
 

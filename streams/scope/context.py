@@ -10,10 +10,11 @@ from datetime import datetime
 
 from credence.config.memory import MemorySettings
 from credence.config.pipeline import PipelineSettings
+from credence.config.topics import TOPICS, TopicSpec
 from credence.config.usage import DEFAULT_USAGE_SETTINGS, UsageSettings
-from credence.deadletter import dead_letter
 from credence.errors import CredenceError
-from credence.journal_records import FACTS_KIND, archive_record, event_id, evidence_record
+from credence.records.dead_letter import dead_letter
+from credence.records.journal import FACTS_KIND, archive_record, event_id, evidence_record
 from credence.streams.llm.tasks import TaskName
 from credence.streams.scope.state import Request, ScopeState
 from credence.tables.clock import format_instant
@@ -36,7 +37,7 @@ JOURNAL_EVENTS = ENTRY_EVENTS + FACT_EVENTS
 
 @dataclass
 class Emit:
-    topic: str  # logical name: "evidence", "archive", "facts", "dlq"
+    topic: TopicSpec  # TOPICS.evidence, TOPICS.archive, TOPICS.dlq
     record: dict
 
 
@@ -72,7 +73,7 @@ class StepContext:
             # "<id>@<version>" never names two snapshots and a newest-version-wins replay keeps the live one.
             entry = replace(entry, version=state.archived.pop(entry.id) + entry.version)
         if before is not None and means_differently(before, entry):
-            # Seed 002: a change of meaning never overwrites — the old meaning is journalled closed first.
+            # A change of meaning never overwrites — the old meaning is journalled closed first.
             closed, entry = supersede(before, entry, self.now)
             self.journal(closed, "invalidated", "superseded", before)
         state.entries[entry.id] = entry
@@ -84,7 +85,7 @@ class StepContext:
             raise CredenceError(f"journal event {event!r} is not one of {ENTRY_EVENTS} (docs/records.md)")
         score = entry.score(self.now, settings=self.memory)
         finite = score if score not in (float("inf"), float("-inf")) else None
-        self.emits.append(Emit("evidence", evidence_record(
+        self.emits.append(Emit(TOPICS.evidence, evidence_record(
             Scope(entry.tenant, entry.user, entry.character), entry_id=entry.id, entry_kind=entry.kind,
             event_id=event_id(entry.id, entry.version, self.incarnation), event=event, cause=cause,
             from_status=before.status if before is not None else None,
@@ -103,7 +104,7 @@ class StepContext:
         # de-duplicates event ids per partition, and request ids restart in a scope forgotten and begun again.
         key = "\x1f".join([state.scope, req.id, event, *fact_ids])
         subject = f"{FACTS_KIND}-" + hashlib.sha256(key.encode()).hexdigest()[:16]
-        self.emits.append(Emit("evidence", evidence_record(
+        self.emits.append(Emit(TOPICS.evidence, evidence_record(
             scope, entry_id=subject, entry_kind=FACTS_KIND, event_id=event_id(subject, 1, self.incarnation),
             event=event, cause=cause, from_status=None, to_status=None, at=self.now, score=None, tier=None,
             entry={"id": subject, "kind": FACTS_KIND, **scope.fields(), "request_id": req.id, "task": req.task,
@@ -113,7 +114,7 @@ class StepContext:
         """Leave the active view: journal the transition, hand the snapshot to the archive topic, forget it
         here. The archive record and the removal are one step, so the entry is never in neither place."""
         self.journal(archived, "archived", reason, before)
-        self.emits.append(Emit("archive", archive_record(
+        self.emits.append(Emit(TOPICS.archive, archive_record(
             Scope(archived.tenant, archived.user, archived.character), entry_id=archived.id,
             entry_kind=archived.kind, archived_at=self.now, reason=reason, entry=archived.to_dict(),
             incarnation=self.incarnation)))
@@ -122,12 +123,12 @@ class StepContext:
         state.archived[archived.id] = archived.version
 
     def dead_letter(self, state: ScopeState, req: Request, reason: str) -> None:
-        """Hand a request that failed for good to the "dlq" topic, in the one credence.dlq envelope: the
+        """Hand a request that failed for good to the dead-letter topic, in the one credence.dlq envelope: the
         original is the request itself (scope, task, payload), enough to understand and re-send it."""
         original = json.dumps({"v": 1, "scope": state.scope, "request_id": req.id, "task": req.task,
                                "payload": req.payload, "failures": req.failures,
                                "issued_at": format_instant(req.issued_at)}, ensure_ascii=False).encode()
-        self.emits.append(Emit("dlq", json.loads(dead_letter(
+        self.emits.append(Emit(TOPICS.dlq, json.loads(dead_letter(
             topic=f"request:{req.task}", partition=-1, offset=-1, reason=reason, original=original, at=self.now))))
 
     def request(self, state: ScopeState, task: TaskName, payload: dict) -> Request:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime
 
+from credence.records.kind import Kind
 from credence.streams.llm.models import fact_id
 from credence.streams.llm.tasks import TaskName
 from credence.streams.scope import restate
@@ -22,7 +23,7 @@ from credence.tables.clock import format_instant, parse_instant
 from credence.tables.entries import ARCHIVED, PROMOTED, REFLECTION, Entry, rewrite_text
 from credence.tables.version_history import USER_EDIT
 
-KINDS = ("erase", "remember", "edit")
+KINDS = (Kind.ERASE, Kind.REMEMBER, Kind.EDIT)
 EDITED = "edited"  # the journal event of a user's rewording
 EDIT_CAUSE = "user_edit"  # its cause: "user_edit:<by>"
 ERASED = "erased"  # the journal event of a deleted entry
@@ -33,10 +34,10 @@ REMEMBER_CAUSE = "user_remember"  # the cause of a reflection a "remember this" 
 KEEP_ERASED = 1000
 
 
-def apply(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
-    if kind == "erase":
+def apply(state: ScopeState, kind: Kind, record: dict, ctx: StepContext) -> None:
+    if kind == Kind.ERASE:
         erase(state, record, ctx)
-    elif kind == "edit":
+    elif kind == Kind.EDIT:
         edit(state, record, ctx)
     else:
         remember(state, record, ctx)

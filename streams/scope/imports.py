@@ -11,14 +11,16 @@ The format and the import's rules: docs/export.md ("Import goes through the log"
 
 from __future__ import annotations
 
+from credence.config.topics import TOPICS
 from credence.errors import DomainError
-from credence.journal_records import archive_record
+from credence.records.journal import archive_record
+from credence.records.kind import Kind
 from credence.streams.scope.context import Emit, StepContext
 from credence.streams.scope.state import ScopeState
 from credence.tables.entries import ARCHIVED, Entry
 from credence.tables.scope import Scope
 
-KIND = "import"
+KIND = Kind.IMPORT
 EVENT = "imported"
 KEEP_IMPORT_IDS = 100  # imports remembered per scope to make a re-sent one a no-op
 
@@ -58,7 +60,7 @@ def apply(state: ScopeState, record: dict, ctx: StepContext) -> None:
         ctx.journal(entry, EVENT, cause, held)
         applied += 1
         if entry.status == ARCHIVED:
-            ctx.emits.append(Emit("archive", archive_record(
+            ctx.emits.append(Emit(TOPICS.archive, archive_record(
                 Scope(entry.tenant, entry.user, entry.character), entry_id=entry.id, entry_kind=entry.kind,
                 archived_at=entry.archived_at or ctx.now, reason=cause, entry=entry.to_dict(),
                 incarnation=ctx.incarnation)))

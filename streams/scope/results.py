@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import timedelta
 
+from credence.records.kind import Kind
 from credence.streams.llm.tasks import TaskName
 from credence.streams.scope import corrections, erase, quiet, recent, refine, requests, restate, turn_status
 from credence.streams.scope.context import StepContext
@@ -42,13 +43,13 @@ def apply(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
     if not ctx.powerful and req.task in SWITCHED_TASKS:
         drop_switched_off(state, req, ctx)
         return
-    if kind == "failed" and req.task == TaskName.PROMOTION:
+    if kind == Kind.FAILED and req.task == TaskName.PROMOTION:
         # The attempt was counted before the call: drop it, so the throttle schedules the next one and
         # repeated failures end in promote_blocked instead of being re-sent on every step for ever.
         del state.requests[req.id]
         ctx.log.append(f"promotion request {req.id} failed ({record.get('error', '?')}); counted as an attempt")
         return
-    if kind == "failed":
+    if kind == Kind.FAILED:
         req.failures += 1
         if req.failures >= ctx.pipeline.max_request_failures:
             if record.get("transient"):

@@ -14,6 +14,7 @@ import hashlib
 import json
 from datetime import datetime
 
+from credence.records.kind import ANSWERS, Kind
 from credence.streams.llm.tasks import TaskName
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import stage1_payload
@@ -26,7 +27,7 @@ from credence.tables.clock import parse_instant
 SCAN = 128
 
 
-def keep(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> bool:
+def keep(state: ScopeState, kind: Kind, record: dict, ctx: StepContext) -> bool:
     """A speculative request's result or failure: kept on the request, never applied now (False: the record
     answers no speculative request). The first answer counts; a duplicate changes nothing."""
     req = state.requests.get(record.get("request_id", ""))
@@ -34,7 +35,7 @@ def keep(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> bool:
         return False
     if req.answer is not None or req.failed:
         return True
-    if kind == "failed":
+    if kind == Kind.FAILED:
         req.failed = True  # not asked again until its window comes (_lost in step.py, `stage1`)
         ctx.log.append(f"speculative stage1 request {req.id} failed ({record.get('error', '?')})")
     else:
@@ -111,14 +112,14 @@ def predicted(state: ScopeState, ctx: StepContext, n: int) -> list[list[dict]]:
         if len(windows) >= n:
             break
         kind, record = item["kind"], item["record"]
-        if kind in ("result", "failed"):
+        if kind in ANSWERS:
             continue  # a promotion's answer: applied at the clock, where the windows were cut already
-        if kind != "flush":
+        if kind != Kind.FLUSH:
             clock = _later(clock, parse_instant(record.get("ts")))
-        if kind == "turn":
+        if kind == Kind.TURN:
             buffer.append(buffered(record))
             started = clock if started is None else started
-        buffer, started = _cuts(buffer, started, clock, kind == "flush", ctx, windows, n)
+        buffer, started = _cuts(buffer, started, clock, kind == Kind.FLUSH, ctx, windows, n)
     return windows
 
 

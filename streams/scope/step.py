@@ -19,6 +19,8 @@ from __future__ import annotations
 import heapq
 from datetime import datetime, timedelta
 
+from credence.records.inputs import Applicable
+from credence.records.kind import ANSWERS, Kind
 from credence.streams.llm.tasks import TaskName
 from credence.streams.scope import (
     corrections,
@@ -82,25 +84,26 @@ def _is_promotion_result(state: ScopeState, record: dict) -> bool:
     return req is not None and req.task == TaskName.PROMOTION
 
 
-def step(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
-    """Apply one input. `kind`: turn | feedback | usage | restore | erase | remember | result | failed | tick | flush."""
+def step(state: ScopeState, item: Applicable, ctx: StepContext) -> None:
+    """Apply one input: its Kind (turn, feedback, usage, a control type) and its checked record."""
+    kind, record = Kind(item.kind), item.record
     ctx.incarnation = state.incarnation  # journalled with every record the step emits
-    _housekeeping(state, ctx, timeless_tick=kind == "tick" and not record.get("now"))
-    if kind in ("result", "failed") and speculation.keep(state, kind, record, ctx):
+    _housekeeping(state, ctx, timeless_tick=kind == Kind.TICK and not record.get("now"))
+    if kind in ANSWERS and speculation.keep(state, kind, record, ctx):
         return  # kept for the window it answers, applied when the scope asks for that window
     _apply(state, kind, record, ctx)
     speculation.ahead(state, ctx)  # held: the windows its queued turns will close are asked now
 
 
 def _apply(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
-    if kind in ("result", "failed"):
+    if kind in ANSWERS:
         if _is_promotion_result(state, record) and (state.blocked or state.queue):
             state.queue.append({"kind": kind, "record": record})
             return
         _apply_result(state, kind, record, ctx)
         _drain(state, ctx)
         return
-    if kind == "tick":
+    if kind == Kind.TICK:
         # A tick without a time only re-issues lost requests (above); a timed one also moves the clock.
         if not state.blocked and not state.queue and record.get("now"):
             _advance(state, ctx)
@@ -122,28 +125,28 @@ def _run(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
         imports.apply(state, record, ctx)
         return
     _advance(state, ctx)
-    if kind == "turn":
+    if kind == Kind.TURN:
         _on_turn(state, record, ctx)
-    elif kind == "feedback":
+    elif kind == Kind.FEEDBACK:
         _on_feedback(state, record, ctx)
     elif kind in usage.KINDS:
         usage.apply(state, kind, record, ctx)
-    elif kind == "dedupe":
+    elif kind == Kind.DEDUPE:
         dedupe.apply(state, record, ctx)
     elif kind in erase.KINDS:
         erase.apply(state, kind, record, ctx)
-    _settle(state, ctx, flush=(kind == "flush"))
+    _settle(state, ctx, flush=(kind == Kind.FLUSH))
 
 
 def _drain(state: ScopeState, ctx: StepContext) -> None:
     while state.queue and not state.blocked:
         item = state.queue.pop(0)
         kind, record = item["kind"], item["record"]
-        if kind in ("result", "failed"):
+        if kind in ANSWERS:
             ctx.now = event_now(state, None)
             _apply_result(state, kind, record, ctx)
             continue
-        ctx.now = event_now(state, parse_instant(record.get("ts")) if kind != "flush" else None)
+        ctx.now = event_now(state, parse_instant(record.get("ts")) if kind != Kind.FLUSH else None)
         _run(state, kind, record, ctx)
 
 
@@ -325,7 +328,7 @@ def _settle(state: ScopeState, ctx: StepContext, flush: bool = False) -> None:
         answer = speculation.stage1(state, ctx, turns)
         if answer is not None:  # asked ahead and answered: applied as its result record arriving next would be
             ctx.now = event_now(state, None)
-            _apply_result(state, "result", answer, ctx)
+            _apply_result(state, Kind.RESULT, answer, ctx)
         return
     if ctx.powerful:
         facts = stage2_batch(state, ctx)

@@ -9,6 +9,7 @@ facts reached an entry, at most KEEP_TURN_ENTRIES of them, changed only when an 
 
 from __future__ import annotations
 
+from credence.records.kind import Kind
 from credence.streams.llm.tasks import TaskName
 from credence.streams.scope.state import ScopeState
 from credence.tables.tags import union
@@ -51,7 +52,7 @@ def tags_of(state: ScopeState, facts: list[dict]) -> tuple[str, ...]:
 
 def queued_turn(state: ScopeState, turn_id: str | None = None) -> bool:
     """A turn (this one, or any when None) waits in the queue behind an evidence request."""
-    return any(item["kind"] == "turn" and (turn_id is None or item["record"].get("turn_id") == turn_id)
+    return any(item["kind"] == Kind.TURN and (turn_id is None or item["record"].get("turn_id") == turn_id)
                for item in state.queue)
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime
 
+from credence.records.kind import Kind
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.state import ScopeState
 from credence.tables.clock import parse_instant
@@ -21,14 +22,14 @@ from credence.tables.entries import ARCHIVED, changed, set_consensus
 from credence.tables.lifecycle import archive
 from credence.tables.usage import decay_sweep, reinforce, restored, sweep_instants
 
-KINDS = ("usage", "restore", "consensus")
+KINDS = (Kind.USAGE, Kind.RESTORE, Kind.CONSENSUS)
 SOFT_ARCHIVE_CAUSE = "usage_decay"
 
 
-def apply(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
-    if kind == "usage":
+def apply(state: ScopeState, kind: Kind, record: dict, ctx: StepContext) -> None:
+    if kind == Kind.USAGE:
         _reinforce(state, record, ctx)
-    elif kind == "consensus":
+    elif kind == Kind.CONSENSUS:
         _consensus(state, record, ctx)
     else:
         _restore(state, record, ctx)

@@ -10,7 +10,9 @@ from datetime import UTC
 import pytest
 
 from credence.errors import RecordError
-from credence.streams.runtime.records import decode_control, decode_feedback, decode_turn
+from credence.records.control import decode_control
+from credence.records.feedback import decode_feedback
+from credence.records.turn import decode_turn
 from tests.faults.hostile import _enc, http_requests, isolated_turns, topic_corpus
 
 DECODERS = {"turns": decode_turn, "feedback": decode_feedback, "control": decode_control}
@@ -41,7 +43,7 @@ def test_a_huge_original_is_dead_lettered_truncated_and_says_so():
     import json
     from datetime import datetime
 
-    from credence.deadletter import MAX_ORIGINAL_BYTES, dead_letter
+    from credence.records.dead_letter import MAX_ORIGINAL_BYTES, dead_letter
 
     raw = b"y" * 3_000_000
     envelope = dead_letter(topic="t", partition=1, offset=2, reason="r" * 10_000, original=raw,

@@ -18,8 +18,8 @@ from collections import Counter
 import pytest
 from aiokafka import AIOKafkaProducer
 
-from credence.deadletter import MAX_ORIGINAL_BYTES
 from credence.kafka import client_options
+from credence.records.dead_letter import MAX_ORIGINAL_BYTES
 from credence.streams.ops.admin import ensure_topics
 from credence.streams.ops.worker_process import WorkerProcess, settings_env, wait_until
 from tests.faults.conversations import conversations

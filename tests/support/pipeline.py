@@ -18,13 +18,14 @@ from credence.config import Settings, load_settings
 from credence.config.pipeline import PipelineSettings
 from credence.errors import RecordError
 from credence.kafka import client_options
+from credence.records.turn import decode_turn
 from credence.streams.ops.admin import ensure_topics
 from credence.streams.ops.broker import free_port
 from credence.streams.ops.replay import send_control
 from credence.streams.ops.worker_process import WorkerProcess, wait_until
-from credence.streams.runtime.records import decode_turn, scope_key
 from credence.streams.scope.context import FACTS_KIND
 from credence.tables.entries import Entry, apply_snapshot
+from credence.tables.scope import scope_key
 from tests.support.turns import end_offsets, read_topic
 
 SAMPLE = Path(__file__).resolve().parents[2] / "streams" / "ops" / "data" / "sample_turns.jsonl"
@@ -197,7 +198,7 @@ def fold_journal(events: list[dict]) -> dict[str, Entry]:
         if event["entry_kind"] == FACTS_KIND:
             continue  # what became of a request's facts (docs/records.md): no entry to fold
         snap = Entry.from_dict(event["entry"])
-        life = f"~{event['incarnation']}" if event.get("incarnation") else ""  # journal_records.event_id
+        life = f"~{event['incarnation']}" if event.get("incarnation") else ""  # records.journal.event_id
         assert snap.id == event["entry_id"] and event["event_id"] == f"{snap.id}@{snap.version}{life}", event
         out[snap.id] = apply_snapshot(out.get(snap.id), snap)
     return out

@@ -19,7 +19,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from credence.config.kafka import KafkaSettings
 from credence.kafka import client_options
-from credence.streams.runtime.records import scope_key
+from credence.tables.scope import scope_key
 
 TENANTS = ("acme", "globex", "initech")
 USERS = ("alice", "bob", "carol", "dan")

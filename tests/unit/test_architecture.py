@@ -343,3 +343,68 @@ def test_the_wheel_holds_no_test_rig():
         todo += [other for prefix in dynamic_prefixes(module) for other in MODULES if other.startswith(prefix)]
     unreached = sorted(wheel - reached)
     assert unreached == [], f"wheel modules nothing in the product imports (a rig: tests/support/): {unreached}"
+
+
+def _strings_naming_topics_or_kinds(source: str, topics: set[str], kinds: set[str],
+                                    records: set[str]) -> list[tuple[int, str]]:
+    """(line, text) of each string literal that names a topic where a topic is meant (a send, an Emit, a
+    topic lookup, a comparison with a topic), a record kind where a kind is meant (compared with a kind or
+    a record's type, a record's "type", a KINDS tuple) or a record type a decoder is asked for."""
+    tree = ast.parse(source)
+    found: list[tuple[int, str]] = []
+
+    def literals(node: ast.AST, names: set[str]) -> list[ast.Constant]:
+        items = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+        return [i for i in items if isinstance(i, ast.Constant) and isinstance(i.value, str) and i.value in names]
+
+    def flag(nodes: list[ast.Constant]) -> None:
+        found.extend((n.lineno, n.value) for n in nodes)
+
+    topic_calls = {"Emit", "topic", "send", "send_many", "_send", "_send_soon", "retention_hours", "bounded",
+                   "forward", "duplicate_id", "decode_input", "position_of", "first_time", "apply"}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            func = node.func
+            called = func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else ""
+            if called in topic_calls:
+                flag([c for arg in node.args for c in literals(arg, topics)])
+            if called in ("decode", "check") and len(node.args) > 1:
+                flag(literals(node.args[1], records))
+            if called == "getattr" and len(node.args) > 1 and "topics" in ast.unparse(node.args[0]):
+                flag(literals(node.args[1], topics))
+        elif isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            for operand in operands:
+                others = " ".join(ast.unparse(o) for o in operands if o is not operand)
+                if re.search(r"topic|\bname\b", others):
+                    flag(literals(operand, topics))
+                if re.search(r"kind|\[.type.\]|get\(.type.", others):
+                    flag(literals(operand, kinds))
+        elif isinstance(node, ast.Subscript) and "TOPICS" in ast.unparse(node.value):
+            flag(literals(node.slice, topics))
+        elif isinstance(node, ast.Dict):
+            for key, value in zip(node.keys, node.values, strict=True):
+                if isinstance(key, ast.Constant) and key.value in ("type", "kind") and value is not None:
+                    flag(literals(value, kinds))
+        elif isinstance(node, ast.Assign) and any("KIND" in ast.unparse(t) for t in node.targets):
+            flag(literals(node.value, kinds))
+    return found
+
+
+def test_no_topic_or_record_kind_is_spelled_as_a_string_outside_the_registry():
+    """Topics are named by their TopicSpec (config/topics.py: TOPICS.evidence) and input kinds by Kind
+    (credence/records/kind.py); a string where either is meant escapes both, and a rename misses it."""
+    from credence.config.topics import TOPICS
+    from credence.records.kind import Kind
+
+    topics = set(TOPICS) | {spec.attribute for spec in TOPICS.values()}
+    kinds, records = {kind.value for kind in Kind}, {spec.record for spec in TOPICS.values()}
+    bad = ('Emit("evidence", r)\nif item.kind == "tick": pass\nx = {"type": "result"}\ngetattr(self.topics, "dlq")\n'
+           'decode(raw, "card")\n')
+    assert sorted(v for _, v in _strings_naming_topics_or_kinds(bad, topics, kinds, records)) == [
+        "card", "dlq", "evidence", "result", "tick"]
+    owners = ("credence.config.topics", "credence.records")
+    spelled = [f"{module}:{line}: {value!r}" for module, path in MODULES.items()
+               if not any(module == o or module.startswith(o + ".") for o in owners)
+               for line, value in _strings_naming_topics_or_kinds(path.read_text(), topics, kinds, records)]
+    assert spelled == [], "say TOPICS.<topic> or Kind.<KIND>, not the string:\n" + "\n".join(sorted(spelled))

@@ -13,13 +13,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from credence.config.topics import TOPICS
-from credence.deadletter import dead_letter, read_dead_letter
-from credence.envelope import RECORDS, decode
 from credence.errors import ArchiveError, RecordError
+from credence.records.dead_letter import dead_letter, read_dead_letter
+from credence.records.envelope import RECORDS, decode
+from credence.records.turn import decode_turn
 from credence.sinks.schema import EVIDENCE, to_row
 from credence.streams.api.cards import Card, decode_card
 from credence.streams.api.tenants import Tenant, decode_tenant, hash_key
-from credence.streams.runtime.records import decode_turn
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 TURN = {"v": 1, "tenant": "acme", "user": "alice", "character": "barista", "turn_id": "t1", "role": "user",

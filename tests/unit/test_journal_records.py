@@ -1,4 +1,4 @@
-"""The journal's records have one definition (credence/journal_records.py): what the scope steps write,
+"""The journal's records have one definition (credence/records/journal.py): what the scope steps write,
 what the envelope decoder requires and what the Parquet sinks store are its field lists, so a field added
 to the journal cannot be written without a column, nor a column wait for a field nobody writes."""
 
@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from credence.config.memory import MemorySettings
 from credence.config.pipeline import PipelineSettings
-from credence.envelope import RECORDS, decode
 from credence.errors import CredenceError
-from credence.journal_records import (
+from credence.records.envelope import RECORDS, decode
+from credence.records.journal import (
     ARCHIVE,
     ENTRY_KINDS,
     EVENT_FIELDS,
@@ -62,7 +62,7 @@ def _emitted(incarnation: int = 7) -> dict[str, list[dict]]:
     ctx.archive(state, replace(entry, status=ARCHIVED, version=2), entry, "sweep")
     out: dict[str, list[dict]] = {EVIDENCE: [], ARCHIVE: []}
     for emit in ctx.emits:
-        out[emit.topic].append(json.loads(json.dumps(emit.record)))  # as a reader decodes it from the topic
+        out[emit.topic.name].append(json.loads(json.dumps(emit.record)))  # as a reader decodes it from the topic
     return out
 
 

@@ -11,10 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from credence.deadletter import dead_letter
+from credence.config.topics import TOPICS
 from credence.errors import RecordError
-from credence.streams.runtime.records import MAX_PART, MAX_TEXT, TurnRecord, decode_turn, parse_utc
+from credence.records.dead_letter import dead_letter
+from credence.records.envelope import parse_utc
+from credence.records.turn import MAX_TEXT, TurnRecord, decode_turn
 from credence.tables.clock import format_instant
+from credence.tables.scope import MAX_PART
 
 GOOD = {"v": 1, "tenant": "acme", "user": "alice", "character": "barista", "turn_id": "t-1",
         "role": "user", "text": "I love green tea.", "ts": "2026-09-01T09:00:00Z"}
@@ -175,7 +178,7 @@ def test_format_instant_and_parse_utc_round_trip(ts):
 
 
 def test_surfaced_ids_are_bounded():
-    from credence.streams.runtime.records import MAX_SURFACED_IDS
+    from credence.records.turn import MAX_SURFACED_IDS
 
     base = {"v": 1, "tenant": "acme", "user": "u1", "character": "aria", "turn_id": "t1", "role": "ai",
             "text": "hello", "ts": "2026-03-02T12:00:00Z"}
@@ -186,23 +189,23 @@ def test_surfaced_ids_are_bounded():
 
 
 def test_an_input_carrying_large_unknown_fields_is_refused_with_the_reason():
-    from credence.streams.runtime.records import MAX_INPUT_BYTES, decode_input
+    from credence.records.inputs import MAX_INPUT_BYTES, decode_input
 
     base = {"v": 1, "tenant": "acme", "user": "u1", "character": "aria", "turn_id": "t1", "role": "user",
             "text": "\U0001F600" * MAX_TEXT, "ts": "2026-03-02T12:00:00Z", "surfaced_ids": ["e" * MAX_PART] * 100}
     largest = json.dumps(base).encode()  # every known field at its largest, escaped: still taken
-    assert decode_input("turns", largest).record["turn_id"] == "t1"
+    assert decode_input(TOPICS.turns, largest).record["turn_id"] == "t1"
     padded = json.dumps(base | {"x-platform-blob": "a" * MAX_INPUT_BYTES}).encode()
     with pytest.raises(RecordError, match="over the 524288-byte input limit"):
-        decode_input("turns", padded)
-    assert decode_input("turns", json.dumps({**base, "x-small": "kept out of the state"}).encode())
+        decode_input(TOPICS.turns, padded)
+    assert decode_input(TOPICS.turns, json.dumps({**base, "x-small": "kept out of the state"}).encode())
 
 
 def test_a_control_record_is_bounded_too_but_an_llm_answer_is_bounded_by_the_record_limit():
-    from credence.streams.runtime.records import MAX_INPUT_BYTES, decode_input
+    from credence.records.inputs import MAX_INPUT_BYTES, decode_input
 
     scope = {"v": 1, "tenant": "acme", "user": "u1", "character": "aria"}
     with pytest.raises(RecordError, match="input limit"):
-        decode_input("control", json.dumps(scope | {"type": "tick", "blob": "a" * MAX_INPUT_BYTES}).encode())
+        decode_input(TOPICS.control, json.dumps(scope | {"type": "tick", "blob": "a" * MAX_INPUT_BYTES}).encode())
     answer = scope | {"type": "result", "request_id": "r1", "output": {"facts": ["a" * MAX_INPUT_BYTES]}}
-    assert decode_input("facts", json.dumps(answer).encode()).kind == "result"
+    assert decode_input(TOPICS.facts, json.dumps(answer).encode()).kind == "result"

@@ -5,7 +5,8 @@ import json
 import pytest
 
 from credence.errors import RecordError
-from credence.streams.runtime.records import decode_control, decode_usage
+from credence.records.control import decode_control
+from credence.records.usage import decode_usage
 
 
 def raw(**fields) -> bytes:
@@ -48,7 +49,8 @@ def test_restore_control_record():
 def test_the_builders_write_what_the_decoders_read():
     from datetime import UTC, datetime
 
-    from credence.streams.runtime.records import restore_record, usage_record
+    from credence.records.control import restore_record
+    from credence.records.usage import usage_record
 
     at = datetime(2026, 3, 2, 11, 0, tzinfo=UTC)
     rec = decode_usage(json.dumps(usage_record("acme/u1/aria", ["p1"], "recall", at)).encode())
@@ -64,7 +66,7 @@ CONSENSUS = {"v": 1, "type": "consensus", "tenant": "acme", "user": "u1", "chara
 def test_consensus_control_record_decodes_and_the_builder_writes_it():
     from datetime import UTC, datetime
 
-    from credence.streams.runtime.records import consensus_record
+    from credence.records.control import consensus_record
 
     ctl = decode_control(json.dumps(CONSENSUS).encode())
     assert (ctl["entry_id"], ctl["score"], ctl["by"]) == ("p1", 0.8, "verifier")

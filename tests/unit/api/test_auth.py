@@ -10,6 +10,7 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from credence.config.api import ApiSettings
+from credence.config.topics import TOPICS
 from credence.errors import ApiError
 from credence.streams.api.auth import RateLimits, TokenBucket, authenticate, bearer_key
 from credence.streams.api.directory import Directory
@@ -26,7 +27,7 @@ class Request:
 def directory_with(**keys: str) -> Directory:
     d = Directory()
     for name, key in keys.items():
-        d.apply("tenants", name.encode(), Tenant(name, hash_key(key), NOW).encode())
+        d.apply(TOPICS.tenants, name.encode(), Tenant(name, hash_key(key), NOW).encode())
     return d
 
 

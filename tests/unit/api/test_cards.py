@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import pytest
 
 from credence.config.memory import MemorySettings
+from credence.config.topics import TOPICS
 from credence.errors import RecordError
 from credence.streams.api.cards import Card, check_card_entries, decode_card
 from credence.streams.api.directory import Directory
@@ -31,9 +32,9 @@ def test_card_record_round_trips_and_tombstone_clears_it():
     card = Card("acme", "barista", (("tone", "Warm."), ("origin", "From Lisbon.")), NOW)
     assert decode_card(card.encode()) == card
     d = Directory()
-    d.apply("cards", b"acme/barista", card.encode())
+    d.apply(TOPICS.cards, b"acme/barista", card.encode())
     assert d.card("acme", "barista") == card and d.card("acme", "tutor") is None
-    d.apply("cards", b"acme/barista", None)
+    d.apply(TOPICS.cards, b"acme/barista", None)
     assert d.card("acme", "barista") is None
 
 

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from credence.config.topics import TOPICS
 from credence.errors import RecordError
 from credence.streams.api.directory import Directory
 from credence.streams.api.tenants import Tenant, TenantSettings, decode_tenant, hash_key, key_matches, new_key
@@ -56,13 +57,13 @@ def test_a_record_keyed_for_another_tenant_is_refused():
 
 def test_directory_keeps_the_latest_record_per_tenant():
     d = Directory()
-    d.apply("tenants", b"acme", Tenant("acme", hash_key("old"), NOW).encode())
-    d.apply("tenants", b"globex", Tenant("globex", hash_key("g"), NOW).encode())
-    d.apply("tenants", b"acme", Tenant("acme", hash_key("new"), NOW).encode())  # rotate-key
+    d.apply(TOPICS.tenants, b"acme", Tenant("acme", hash_key("old"), NOW).encode())
+    d.apply(TOPICS.tenants, b"globex", Tenant("globex", hash_key("g"), NOW).encode())
+    d.apply(TOPICS.tenants, b"acme", Tenant("acme", hash_key("new"), NOW).encode())  # rotate-key
     assert d.tenant_for_key("old") is None and d.tenant_for_key("new").name == "acme"
-    d.apply("tenants", b"acme", b"{broken")  # ignored, the good state stays
+    d.apply(TOPICS.tenants, b"acme", b"{broken")  # ignored, the good state stays
     assert d.rejected == 1 and d.tenant_for_key("new").name == "acme"
-    d.apply("tenants", b"acme", None)  # remove: a tombstone
+    d.apply(TOPICS.tenants, b"acme", None)  # remove: a tombstone
     assert d.tenant_for_key("new") is None and "acme" not in d.tenants
     assert d.tenant_for_key("g").name == "globex"
 

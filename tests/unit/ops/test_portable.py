@@ -13,11 +13,13 @@ from hypothesis import strategies as st
 
 from credence.config.memory import MemorySettings
 from credence.config.pipeline import PipelineSettings
+from credence.config.topics import TOPICS
 from credence.errors import DomainError, RecordError
+from credence.records.control import import_record
+from credence.records.inputs import MAX_INPUT_BYTES, decode_input
 from credence.streams.api.cards import Card
 from credence.streams.ops.portable import ExportFormatError, header, import_id, lines, parse, selected
 from credence.streams.runtime.journal import entries_from_journal
-from credence.streams.runtime.records import MAX_INPUT_BYTES, decode_input, import_record
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.state import ScopeState
 from credence.streams.scope.step import step
@@ -71,10 +73,10 @@ def imported(text_lines: list[str]) -> list[Entry]:
     out = []
     for scope, snapshots in sorted(parse(text_lines).good_scopes().items()):
         raw = json.dumps(import_record(scope, import_id(scope, snapshots), snapshots, "ops", T0)).encode()
-        item = decode_input("control", raw)
+        item = decode_input(TOPICS.control, raw)
         ctx = StepContext(now=T0, powerful=True, boot="b", memory=MEMORY, pipeline=PIPELINE)
-        step(ScopeState(scope), item.kind, item.record, ctx)
-        out += entries_from_journal([e.record for e in ctx.emits if e.topic == "evidence"])  # one scope's fold
+        step(ScopeState(scope), item, ctx)
+        out += entries_from_journal([e.record for e in ctx.emits if e.topic.name == "evidence"])  # one scope's fold
     return out
 
 
@@ -136,10 +138,10 @@ def test_an_import_record_is_bounded_by_the_record_limit_not_the_input_limit():
     snaps = [e.to_dict() | {"id": f"r{i}", "text": "x" * 2000} for i, e in enumerate(_entries()[:1] * 300)]
     raw = json.dumps(import_record("acme/kim/aria", "imp-1", snaps, "ops", T0)).encode()
     assert len(raw) > MAX_INPUT_BYTES
-    assert decode_input("control", raw).kind == "import"
+    assert decode_input(TOPICS.control, raw).kind == "import"
     bad = json.dumps(import_record("acme/kim/aria", "imp-1", snaps, "ops", T0) | {"entries": {"a": 1}}).encode()
     with pytest.raises(RecordError, match="'entries' must be a list"):
-        decode_input("control", bad)
+        decode_input(TOPICS.control, bad)
 
 
 def test_a_selection_is_a_prefix_of_the_scope():

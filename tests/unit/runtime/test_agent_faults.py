@@ -165,10 +165,10 @@ def test_an_exception_outside_the_step_halts_the_worker_and_a_restart_reads_the_
 def test_a_tick_the_domain_refuses_is_dead_lettered_like_any_refused_record(monkeypatch):
     real = batch_module.step
 
-    def refuse_ticks(state, kind, record, ctx):
-        if kind == "tick":
+    def refuse_ticks(state, item, ctx):
+        if item.kind == "tick":
             raise ValueError("not this tick")
-        return real(state, kind, record, ctx)
+        return real(state, item, ctx)
 
     monkeypatch.setattr(batch_module, "step", refuse_ticks)
     log = Log()

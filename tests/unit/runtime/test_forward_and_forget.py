@@ -13,10 +13,10 @@ import pytest
 from credence.config import load_settings
 from credence.config.state import StateSettings
 from credence.errors import RecordError
+from credence.records.control import decode_control
 from credence.streams.runtime.agent import ScopeAgent
 from credence.streams.runtime.app import Stats
 from credence.streams.runtime.forwards import FORWARDED_FROM, header
-from credence.streams.runtime.records import decode_control
 from credence.streams.state.forgets import Forgets, forget_key
 from credence.streams.state.marks import Marks
 from credence.streams.state.ownership import Ownership

@@ -12,6 +12,7 @@ from datetime import timedelta
 from credence.config import load_settings
 from credence.config.pipeline import PipelineSettings
 from credence.config.state import StateSettings
+from credence.config.topics import TOPICS
 from credence.streams.llm.runner import Runner
 from credence.streams.runtime.agent import ScopeAgent
 from credence.streams.runtime.app import Stats
@@ -92,10 +93,10 @@ def test_an_input_that_would_make_an_oversized_record_is_dead_lettered_and_the_b
 
 def test_a_record_sent_beside_the_scopes_effects_goes_to_the_dlq_when_over_the_limit():
     agent, _, _ = agent_over()
-    assert agent.dlq.bounded("turns", b"k", b"x" * 100) == ("turns", b"k", b"x" * 100)
-    topic, key, value = agent.dlq.bounded("turns", b"k", b"x" * (LIMIT + 1))
+    assert agent.dlq.bounded(TOPICS.turns, b"k", b"x" * 100) == (TOPICS.turns, b"k", b"x" * 100)
+    topic, key, value = agent.dlq.bounded(TOPICS.turns, b"k", b"x" * (LIMIT + 1))
     letter = json.loads(value)
-    assert topic == "dlq" and key == b"k" and len(value) <= LIMIT
+    assert topic == TOPICS.dlq and key == b"k" and len(value) <= LIMIT
     assert "record limit" in letter["reason"] and letter["original_truncated"]
 
 

@@ -11,6 +11,7 @@ from credence.config import load_settings
 from credence.config.memory import MemorySettings
 from credence.config.state import StateSettings
 from credence.config.tenants import TenantSettings
+from credence.config.topics import TOPICS
 from credence.streams.api.directory import Directory
 from credence.streams.api.tenants import Tenant, hash_key
 from credence.streams.runtime.agent import ScopeAgent
@@ -37,7 +38,7 @@ def test_the_directory_is_the_records_the_runtime_reads():
     directory = Directory()
     assert isinstance(directory, TenantRecords) and isinstance(NoTenants(), TenantRecords)
     assert directory.tenant_settings("acme") is None
-    directory.apply("tenants", b"acme", tenant("acme", powerful_memory=False))
+    directory.apply(TOPICS.tenants, b"acme", tenant("acme", powerful_memory=False))
     assert directory.tenant_settings("acme") == TenantSettings(powerful_memory=False)
     assert NoTenants().ready.is_set() and NoTenants().tenant_settings("acme") is None
 
@@ -48,8 +49,8 @@ def test_the_switch_takes_the_tenant_record_first_then_the_core_config(tmp_path)
     directory = Directory()
     switch = TenantSwitch(PowerSwitch(path), directory)
     assert switch.enabled("acme") is False  # no record: the file
-    directory.apply("tenants", b"acme", tenant("acme", powerful_memory=True))
-    directory.apply("tenants", b"globex", tenant("globex"))  # a record that overrides nothing
+    directory.apply(TOPICS.tenants, b"acme", tenant("acme", powerful_memory=True))
+    directory.apply(TOPICS.tenants, b"globex", tenant("globex"))  # a record that overrides nothing
     assert switch.enabled("acme") is True and switch.enabled("globex") is False
     assert TenantSwitch(PowerSwitch(path), NoTenants()).enabled("acme") is False
 
@@ -59,7 +60,7 @@ def test_a_tenant_record_sets_the_time_zone_and_budgets_its_scopes_are_stepped_w
     directory = Directory()
     memory_for = TenantMemory(worker, directory)
     assert memory_for("acme/ann/aria") is worker  # no record yet: the worker's settings
-    directory.apply("tenants", b"acme", tenant("acme", time_zone="Asia/Tokyo", persona_token_budget=77))
+    directory.apply(TOPICS.tenants, b"acme", tenant("acme", time_zone="Asia/Tokyo", persona_token_budget=77))
     stepped = memory_for("acme/ann/aria")
     assert str(stepped.zone_for("acme")) == "Asia/Tokyo" and stepped.persona_token_budget == 77
     assert memory_for("acme/bo/aria") is stepped  # one copy per record
@@ -69,13 +70,13 @@ def test_a_tenant_record_sets_the_time_zone_and_budgets_its_scopes_are_stepped_w
     at = NOW + timedelta(hours=8)
     assert sweep(below, at, settings=stepped, tenant="acme")[0].sub_zero_last_increment_date.day == 2
     assert sweep(below, at, settings=worker, tenant="acme")[0].sub_zero_last_increment_date.day == 1
-    directory.apply("tenants", b"acme", tenant("acme"))
+    directory.apply(TOPICS.tenants, b"acme", tenant("acme"))
     assert str(memory_for("acme/ann/aria").zone_for("acme")) == "UTC"  # a changed record takes effect
 
 
 def test_the_agent_steps_each_tenant_with_the_settings_it_was_built_with(tmp_path):
     directory = Directory()
-    directory.apply("tenants", b"acme", tenant("acme", powerful_memory=False, time_zone="Asia/Tokyo"))
+    directory.apply(TOPICS.tenants, b"acme", tenant("acme", powerful_memory=False, time_zone="Asia/Tokyo"))
     tables, writes = new_tables(), TableWrites()
     ownership = Ownership(4, SETTINGS.topic("turns"))
     store = ScopeStore(tables, StateSettings(), ownership.partition_of, writes)

@@ -15,6 +15,8 @@ import pytest
 from credence.config.memory import MemorySettings
 from credence.config.pipeline import PipelineSettings
 from credence.config.usage import UsageSettings
+from credence.records.inputs import Application
+from credence.records.kind import Kind
 from credence.streams.llm.rules.backend import RulesBackend
 from credence.streams.llm.runner import execute
 from credence.streams.scope.context import Emit, StepContext
@@ -60,7 +62,7 @@ class Driver:
         now = event_now(self.state, at) or T0
         ctx = StepContext(now=now, powerful=self.powerful, boot=self.boot, memory=self.memory,
                           pipeline=self.pipeline, usage=self.usage)
-        step(self.state, kind, record, ctx)
+        step(self.state, Application(Kind(kind), record), ctx)
         self.emits += ctx.emits
         self.issued += ctx.requests
         self.outbox += ctx.requests
@@ -135,10 +137,10 @@ class Driver:
         return self
 
     def journal(self) -> list[dict]:
-        return [e.record for e in self.emits if e.topic == "evidence"]
+        return [e.record for e in self.emits if e.topic.name == "evidence"]
 
     def archives(self) -> list[dict]:
-        return [e.record for e in self.emits if e.topic == "archive"]
+        return [e.record for e in self.emits if e.topic.name == "archive"]
 
     def requests_of(self, task: str) -> list[Request]:
         return [r for r in self.issued if r.task == task]

@@ -185,7 +185,7 @@ def test_a_failing_call_backs_off_then_dead_letters_and_blocks_the_promotion(dri
     d.fail(req)
     assert d.state.requests[req.id].failed and d.state.corrections  # re-issued on the next step
     d.fail(req)
-    (dead,) = [e.record for e in d.emits if e.topic == "dlq"]
+    (dead,) = [e.record for e in d.emits if e.topic.name == "dlq"]
     assert "correction request failed 2 times" in dead["reason"]
     assert d.state.corrections == [] and d.state.entries[rid].status == "promote_blocked"
     assert d.state.entries[old.id] == before  # nothing half-applied

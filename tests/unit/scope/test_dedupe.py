@@ -7,7 +7,7 @@ import json
 from datetime import UTC, datetime, timedelta
 
 from credence.config.memory import MemorySettings
-from credence.streams.runtime.records import decode_control, dedupe_record
+from credence.records.control import decode_control, dedupe_record
 from credence.streams.scope.dedupe import duplicate_pairs
 from credence.tables.clock import format_instant
 from credence.tables.entries import new_persona_entry, new_reflection

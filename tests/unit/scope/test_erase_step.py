@@ -11,8 +11,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from credence.errors import RecordError
+from credence.records.control import decode_control, edit_record, erase_record, remember_record
 from credence.streams.runtime.journal import entries_from_journal
-from credence.streams.runtime.records import decode_control, edit_record, erase_record, remember_record
 from credence.streams.scope.erase import refusal
 from credence.tables.entries import new_persona_entry
 from credence.tables.scope import Scope

@@ -167,6 +167,6 @@ def test_a_refine_call_that_keeps_failing_is_dead_lettered_and_the_scope_moves_o
     for _ in range(d.pipeline.max_request_failures):
         d.fail(req, "HTTP 422 refused")
     assert req.id not in d.state.requests
-    [dlq] = [e.record for e in d.emits if e.topic == "dlq"]
+    [dlq] = [e.record for e in d.emits if e.topic.name == "dlq"]
     assert "refine request failed" in dlq["reason"] and "HTTP 422 refused" in dlq["reason"]
     assert req.payload["cluster"] not in d.state.refined  # not answered: asked again in a later pass

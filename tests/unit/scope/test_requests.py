@@ -197,10 +197,10 @@ def test_a_refused_request_failing_max_request_failures_times_is_dead_lettered_a
         d.fail(stage2, error=f"HTTP 500 #{attempt}")
         ctx = d.step("tick", {"type": "tick"})
         assert [r.id for r in ctx.requests] == [stage2.id]  # retried up to the limit
-    assert [e for e in d.emits if e.topic == "dlq"] == []
+    assert [e for e in d.emits if e.topic.name == "dlq"] == []
     d.outbox.clear()
     ctx = d.fail(stage2, error="HTTP 500 #5")
-    (dead,) = [e.record for e in ctx.emits if e.topic == "dlq"]
+    (dead,) = [e.record for e in ctx.emits if e.topic.name == "dlq"]
     assert dead["topic"] == "request:stage2" and "failed 5 times" in dead["reason"] and "HTTP 500 #5" in dead["reason"]
     original = json.loads(base64.b64decode(dead["original"]))
     assert original["payload"] == stage2.payload and original["scope"] == SCOPE and original["failures"] == 5
@@ -235,8 +235,8 @@ def test_facts_of_a_dead_lettered_request_leave_the_state_failed_and_are_journal
     d.step("tick", {"type": "tick"})
     assert [j for j in d.journal() if j["event"] == "facts_failed"] == []  # not before the limit
     ctx = d.fail(req, error="HTTP 500 #2")
-    (dead,) = [e.record for e in ctx.emits if e.topic == "dlq"]
-    (failed,) = [e.record for e in ctx.emits if e.topic == "evidence" and e.record["event"] == "facts_failed"]
+    (dead,) = [e.record for e in ctx.emits if e.topic.name == "dlq"]
+    (failed,) = [e.record for e in ctx.emits if e.topic.name == "evidence" and e.record["event"] == "facts_failed"]
     assert (failed["cause"], failed["entry_kind"], failed["entry_id"]) == ("max_request_failures", "facts",
                                                                           failed["entry"]["id"])
     facts = failed["entry"]
@@ -269,7 +269,7 @@ def test_a_request_failing_while_the_backend_is_unavailable_waits_and_is_retried
     # past the limit: journalled as facts_failed, but nothing dead-lettered and the fact still waits
     (failed,) = [j for j in d.journal() if j["event"] == "facts_failed"]
     assert (failed["cause"], failed["entry"]["fact_ids"]) == ("max_request_failures", [fact_id])
-    assert [e for e in d.emits if e.topic == "dlq"] == []
+    assert [e for e in d.emits if e.topic.name == "dlq"] == []
     assert stage2.id in d.state.requests and d.state.facts[fact_id]["stage2"] == "pending"
     # it waits for its back-off in the scope's event time: a turn 30 s later does not re-issue it ...
     # (the Stage-1 of the queued turns' window is asked ahead meanwhile: speculation.py)
@@ -308,8 +308,8 @@ def test_max_request_failures_is_a_setting(driver_factory, pipeline_factory):
     d.flush()
     (stage1,) = d.outbox
     ctx = d.fail(stage1)
-    assert [e.topic for e in ctx.emits] == ["dlq"]  # a request without facts journals no facts event
-    (dead,) = [e.record for e in ctx.emits if e.topic == "dlq"]
+    assert [e.topic.name for e in ctx.emits] == ["dlq"]  # a request without facts journals no facts event
+    (dead,) = [e.record for e in ctx.emits if e.topic.name == "dlq"]
     assert json.loads(__import__("base64").b64decode(dead["original"]))["payload"]["turns"][0]["text"] == \
         "I love hiking"
     assert d.state.requests == {}

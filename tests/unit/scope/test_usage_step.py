@@ -6,6 +6,8 @@ from datetime import UTC, datetime, timedelta
 from credence.config.memory import MemorySettings
 from credence.config.pipeline import PipelineSettings
 from credence.config.usage import UsageSettings
+from credence.records.inputs import Application
+from credence.records.kind import Kind
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import candidate_pool
 from credence.streams.scope.state import ScopeState
@@ -36,7 +38,7 @@ def persona(id="p1", **fields):
 def run(state, kind, record, at=None, usage=UsageSettings()) -> StepContext:
     ctx = StepContext(now=event_now(state, at), powerful=True, boot="b", memory=MemorySettings(),
                       pipeline=PipelineSettings(), usage=usage)
-    step(state, kind, record, ctx)
+    step(state, Application(Kind(kind), record), ctx)
     return ctx
 
 
@@ -51,7 +53,7 @@ def tick(state, at, usage=UsageSettings()):
 
 
 def events(ctx):
-    return [(e.record["entry_id"], e.record["event"], e.record["cause"]) for e in ctx.emits if e.topic == "evidence"]
+    return [(e.record["entry_id"], e.record["event"], e.record["cause"]) for e in ctx.emits if e.topic.name == "evidence"]
 
 
 def test_a_recall_hit_reinforces_once_per_source_and_utc_day():
@@ -164,7 +166,7 @@ def test_a_consensus_record_sets_score_who_and_when_once_and_journals_it():
     at = T0 + timedelta(hours=1)
     ctx = consensus(state, "p1", 0.8, at)
     assert events(ctx) == [("p1", "consensus", "verifier")]
-    (journalled,) = [e.record for e in ctx.emits if e.topic == "evidence"]
+    (journalled,) = [e.record for e in ctx.emits if e.topic.name == "evidence"]
     assert journalled["entry"]["consensus"] == {"score": 0.8, "by": "verifier", "at": format_instant(at)}
     entry = state.entries["p1"]
     assert (entry.consensus.score, entry.consensus.by, entry.consensus.at) == (0.8, "verifier", at)

@@ -263,7 +263,7 @@ def test_a_second_archival_of_an_entry_is_kept(archive_settings_factory, archive
 
 def test_an_archival_in_a_new_life_of_the_scope_is_kept(archive_settings_factory, archive_record_factory):
     """A forgotten user's entry archived again after they came back: the same id and version, a later
-    incarnation (journal_records.INCARNATION) — a new archival, not a copy of the forgotten one."""
+    incarnation (records.journal.INCARNATION) — a new archival, not a copy of the forgotten one."""
     settings = archive_settings_factory(max_rows_per_shard=4)
     stream = [(0, 0, archive_record_factory(entry_id="e1", version=2)),
               (0, 5, archive_record_factory(entry_id="e1", version=2) | {"incarnation": 12}),

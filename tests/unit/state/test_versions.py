@@ -30,7 +30,7 @@ def journal(store, steps) -> list[Entry]:
         live = store.live(SCOPE)
         ctx = StepContext(now=now, powerful=True, boot="b", memory=MemorySettings(), pipeline=PipelineSettings())
         change(live.state, ctx)
-        records = [e.record for e in ctx.emits if e.topic == "evidence"]
+        records = [e.record for e in ctx.emits if e.topic.name == "evidence"]
         store.write(SCOPE, {r["entry_id"] for r in records}, records)
         snapshots += [Entry.from_dict(r["entry"]) for r in records]
     return snapshots

@@ -12,8 +12,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from credence.config.topics import TOPICS
 from credence.errors import DomainError
-from credence.streams.runtime.records import decode_input, restore_record, usage_record
+from credence.records.control import restore_record
+from credence.records.inputs import decode_input
+from credence.records.usage import usage_record
 from credence.tables.scope import _UNPRINTABLE, Scope, scope_key, tenant_of, user_prefix, user_prefix_of
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -66,7 +69,7 @@ def test_records_built_for_a_scope_parse_it_and_refuse_a_broken_one():
 
 def test_a_forget_is_keyed_by_the_user_prefix():
     raw = b'{"v":1,"type":"forget","tenant":"acme","user":"alice"}'
-    assert decode_input("control", raw).scope == user_prefix("acme", "alice") == "acme/alice/"
+    assert decode_input(TOPICS.control, raw).scope == user_prefix("acme", "alice") == "acme/alice/"
 
 
 def test_no_other_product_module_builds_or_splits_a_scope_key_by_hand():

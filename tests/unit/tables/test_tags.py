@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from credence.errors import DomainError, RecordError
-from credence.streams.runtime.records import decode_turn
+from credence.records.turn import decode_turn
 from credence.tables import tags
 from credence.tables.entries import Entry
 

@@ -19,7 +19,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from credence.errors import DomainError, RecordError
-from credence.journal_records import FIELDS as JOURNAL_FIELDS
+from credence.records.journal import FIELDS as JOURNAL_FIELDS
+from credence.records.kind import CONTROL_KINDS
 from credence.tables.scope import check_part
 
 VERSION = 1
@@ -30,8 +31,7 @@ EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
 LATEST = datetime(2100, 1, 1, tzinfo=UTC)
 ROLES = ("user", "ai")
 DECISIONS = ("confirm", "deny", "ignore")
-CONTROL_TYPES = ("result", "failed", "tick", "flush", "forget", "restore", "consensus", "dedupe", "import",
-                 "erase", "remember", "edit")
+CONTROL_TYPES = tuple(kind.value for kind in CONTROL_KINDS)  # plain strings: a refusal names them as such
 
 Check = Callable[[Any, str], None]
 
@@ -119,7 +119,7 @@ class RecordType:
 
 SCOPE = {"tenant": part, "user": part, "character": part}
 _JOURNAL = {**SCOPE, "entry_id": text, "entry_kind": text}
-# The journal's fields are credence/journal_records.py's; the envelope checks the required ones by kind.
+# The journal's fields are credence/records/journal.py's; the envelope checks the required ones by kind.
 _REQUIRED = {"part": part, "text": text, "instant": instant, "snapshot": mapping}
 
 

@@ -2,7 +2,7 @@
 change of an entry, with its full snapshot) and credence.archive (an entry leaving the active view).
 
 The scope steps build them with ``evidence_record`` and ``archive_record``, the envelope decoder
-(credence/envelope.py) takes their required fields from here, and the Parquet sinks (sinks/schema.py)
+(credence/records/envelope.py) takes their required fields from here, and the Parquet sinks (sinks/schema.py)
 derive their columns from the same field lists: a field the journal gains is added to ``FIELDS`` and
 nowhere else. docs/records.md says what each field means.
 """
