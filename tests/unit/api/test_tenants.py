@@ -72,12 +72,12 @@ def test_directory_keeps_the_streams_book_of_tenant_settings():
     """The stream reads each tenant's settings from the book the directory fills (runtime/tenancy.py), never
     from the API: the latest record's, gone with a tombstone, unchanged by a broken record; ready with it."""
     d = Directory()
-    d.apply("tenants", b"acme", Tenant("acme", hash_key("k"), NOW, TenantSettings(powerful_memory=False)).encode())
-    d.apply("tenants", b"acme", Tenant("acme", hash_key("k"), NOW, TenantSettings(time_zone="Asia/Tokyo")).encode())
-    d.apply("tenants", b"acme", b"{broken")
+    d.apply(TOPICS.tenants, b"acme", Tenant("acme", hash_key("k"), NOW, TenantSettings(powerful_memory=False)).encode())
+    d.apply(TOPICS.tenants, b"acme", Tenant("acme", hash_key("k"), NOW, TenantSettings(time_zone="Asia/Tokyo")).encode())
+    d.apply(TOPICS.tenants, b"acme", b"{broken")
     assert d.book.tenant_settings("acme") == TenantSettings(time_zone="Asia/Tokyo")
     assert d.book.tenant_settings("acme") is d.tenants["acme"].settings  # one copy: the runtime caches on it
-    d.apply("tenants", b"acme", None)
+    d.apply(TOPICS.tenants, b"acme", None)
     assert d.book.tenant_settings("acme") is None and d.tenant_settings("acme") is None
     d.ready.set()
     assert d.book.ready.is_set()
