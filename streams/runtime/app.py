@@ -26,13 +26,12 @@ from credence.streams.runtime.topics import TABLES, Topics, changelog_configs, d
 from credence.streams.runtime.transport import read_committed
 from credence.streams.state import rocks
 from credence.streams.state.fence import Fence
-from credence.streams.state.forgets import Forgets
 from credence.streams.state.freshness import Freshness
 from credence.streams.state.marks import Marks
 from credence.streams.state.ownership import Ownership
-from credence.streams.state.positions import Positions
 from credence.streams.state.restore import RestoreStats, install_bulk_recovery
 from credence.streams.state.store import ScopeStore, StateTables
+from credence.streams.state.transaction import WorkerState
 from credence.streams.state.writes import TableWrites
 from credence.tables.scope import tenant_of
 from credence.tables.tokens import default_token_counter
@@ -191,21 +190,13 @@ def create_app(settings: Settings, bootstrap: str, *, tenants: TenantRecords | N
     tables = StateTables(**{name: raw_table(app, name, settings.topic_partitions, changelog) for name in TABLES})
     ownership = Ownership(settings.topic_partitions, settings.topic("turns"))
     writes = TableWrites({name: tables[name] for name in TABLES}, freshness=freshness, fence=fence)
-    store = ScopeStore(tables, settings.state, ownership.partition_of, writes)
-    marks = Marks(tables.seen, settings.state.seen_horizon_days, ownership.partition_of, writes)
-    positions = Positions(tables.seen, writes)
-    forgets = Forgets(tables.seen, writes, settings.topic)
-
-    def reread(*_partitions) -> None:  # partitions moved or were recovered: read from the tables again
-        marks.reset()
-        positions.reset()
-        forgets.reset()
-
+    state = WorkerState.over(tables, settings.state, ownership, writes, settings.topic)
+    store = state.store
     ownership.on_moved(store.drop_partitions)
-    ownership.on_moved(reread)
+    ownership.on_moved(state.reread)
 
     # every table has been read by then (one recovery for all)
-    tables.entries.on_recover(_on_recovered(writes, store, ownership, reread))
+    tables.entries.on_recover(_on_recovered(writes, store, ownership, state.reread))
     tenants = tenants if tenants is not None else NoTenants()
     switch = TenantSwitch(PowerSwitch(settings.core_config_path), tenants)
     backend = make_backend(settings.llm, count_tokens=default_token_counter(), memory=settings.memory)
@@ -213,11 +204,10 @@ def create_app(settings: Settings, bootstrap: str, *, tenants: TenantRecords | N
     probe = OffsetProbe(bootstrap, settings.kafka)
     app.on_before_shutdown.connect(stop_with(probe))
     runner = _runner(app, settings, bootstrap, backend, ownership, encoder, observe)
-    agent = ScopeAgent(settings, topics, store, marks, writes, ownership, switch, stats, positions, forgets,
-                       memory_for=TenantMemory(settings.memory, tenants), runner=runner,
-                       consumer_of=lambda: app.consumer, probe=probe)
+    agent = ScopeAgent(settings, topics, state, switch, stats, memory_for=TenantMemory(settings.memory, tenants),
+                       runner=runner, consumer_of=lambda: app.consumer, probe=probe)
     credence = Credence(app=app, settings=settings, topics=topics, tables=tables, store=store,
-                        ownership=ownership, marks=marks, switch=switch, tenants=tenants, backend=backend,
+                        ownership=ownership, marks=state.marks, switch=switch, tenants=tenants, backend=backend,
                         agent=agent, runner=runner, stats=stats, encoder=encoder, recall=recall, restored=restored)
     register_agent(credence)
     timers.register(credence)

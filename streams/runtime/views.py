@@ -116,7 +116,7 @@ def register(credence) -> None:
             "state": {"held_partitions": sorted(credence.ownership.held), "live_scopes": store.live_count(),
                       "duplicate_marks": credence.marks.count(),
                       # input topic:partition -> the next offset to apply, for the partitions held
-                      "positions": credence.agent.positions.known(credence.ownership.held),
+                      "positions": credence.agent.state.positions.known(credence.ownership.held),
                       "unreadable_scopes": len(store.unreadable),  # as of the last reflection count
                       "restored": asdict(credence.restored)}  # changelog records read in bulk (restore.py)
             | unreadable_names(request),
