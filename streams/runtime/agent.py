@@ -23,7 +23,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 import orjson
-from faust.types import TP
 
 from credence import tracing
 from credence.config import Settings
@@ -32,20 +31,12 @@ from credence.config.topics import INPUTS
 from credence.errors import RecordError
 from credence.kafka import send_now
 from credence.streams.llm.runner import Runner
-from credence.streams.runtime.batch import (
-    RELEASE,
-    Applied,
-    ScopeWork,
-    Sends,
-    apply,
-    apply_within,
-    is_idle_tick,
-    rebuild,
-)
+from credence.streams.runtime import rewinds
+from credence.streams.runtime.batch import Applied, ScopeWork, Sends, Stepping
 from credence.streams.runtime.dead_letters import DeadLetters
 from credence.streams.runtime.forwards import duplicate_id, header, origin_of
 from credence.streams.runtime.probe import OffsetProbe
-from credence.streams.runtime.records import Input, decode_control, decode_input
+from credence.streams.runtime.records import Input, decode_input
 from credence.streams.runtime.tenancy import Switch
 from credence.streams.runtime.topics import Topics
 from credence.streams.runtime.traces import carried, emit, stepped
@@ -59,9 +50,6 @@ from credence.tables.scope import tenant_of
 log = logging.getLogger(__name__)
 # Control records that act on a scope's existing state: they never create a scope.
 ACTS_ON_STATE = ("result", "failed", "tick", "flush", "restore", "consensus", "dedupe", "edit")
-# In-process answers applied after one record, at most; past it (a loop of requests raising requests, a
-# bug) the rest go to the runner and come back through the result topics.
-MAX_INLINE_ANSWERS = 64
 
 
 def encode_record(record: dict) -> bytes:
@@ -166,7 +154,7 @@ class ScopeAgent:
             await self.take(tx, work, sends, event, item)
         await self.commit(tx, work, sends)
         for (topic, partition), offset in tx.holes.items():
-            await self.rewind(topic, partition, offset)
+            await rewinds.rewind(self.consumer_of, self.state, self.stats, topic, partition, offset)
 
     def forward(self, sends: Sends, event, item: Input, home: int) -> None:
         """Send a record that arrived on a partition other than its scope's, or under another key, on to its
@@ -177,34 +165,8 @@ class ScopeAgent:
             self.stats.records_forwarded += 1
             self.stats.turns_rekeyed += item.name == "turns" and event.key != item.scope.encode()
 
-    async def rewind(self, topic: str, partition: int, offset: int) -> None:
-        """Fetch (topic, partition) again from `offset`. Again after every batch that still brought
-        records past the hole: Faust drops a fetched record below the highest offset it has delivered, and
-        records fetched before the seek keep raising that mark, so only a seek after the last of them
-        is sure to bring the missing record."""
-        tp = (topic, partition)
-        if partition not in self.state.ownership.held:
-            return
-        target, consumer = TP(topic, partition), self.consumer_of()
-        if self.state.positions.rewinding.get(tp) != offset:  # a new hole: is it still on the broker?
-            self.state.positions.rewinding[tp] = offset
-            earliest = (await consumer.earliest_offsets(target)).get(target, offset)
-            if earliest > offset:
-                self.state.positions.skip_to(topic, partition, earliest)
-                offset = earliest
-            self.stats.rewinds += 1
-            log.warning("%s[%d]: records from offset %d were skipped by the consumer; reading them again",
-                        topic, partition, offset)
-        await consumer.seek_wait({target: offset})  # in the consumer's own thread: its fetcher is not thread-safe
-
     async def rewind_held(self, partitions: set[int]) -> None:
-        """After an assignment: each input partition is read again from the offset after the last one
-        applied, wherever the group's committed offset says (it may have run ahead of the state)."""
-        targets = {TP(topic, partition): offset
-                   for topic, partition, offset in self.state.positions.stored(list(self.by_name), partitions)
-                   if partition in self.state.ownership.held}
-        if targets:
-            await self.consumer_of().seek_wait(targets)
+        await rewinds.rewind_held(self.consumer_of, self.state, list(self.by_name), partitions)
 
     async def take(self, tx: Transaction, work: dict[str, ScopeWork], sends: Sends, event, item: Input) -> None:
         msg = event.message
@@ -230,59 +192,9 @@ class ScopeAgent:
         applied = Applied(item.kind, item.record, event_now(state, item.at) or datetime.now(UTC),
                           self.powerful(tenant_of(item.scope)), position, msg.offset,
                           item.name == "turns")
-        await stepped(self.step(work, sends, event, item, applied), work, event, item)
-
-    async def step(self, work: dict[str, ScopeWork], sends: Sends, event, item: Input, applied: Applied) -> None:
-        """Apply one record to its scope's work (and an in-process backend's answers); a record the step
-        refuses is dead-lettered and the scope rebuilt without it."""
-        msg, scope_work = event.message, work[item.scope]
-        try:
-            if is_idle_tick(scope_work, applied, self.context):  # it runs the step: a refused tick is dead-lettered
-                return
-            apply_within(scope_work, applied, self.context, self.settings.kafka.max_record_bytes)
-        except Exception as exc:  # noqa: BLE001
-            # A record the domain refuses (or a bug) must not stop the partition: the scope keeps the
-            # state it had before this record, and the record goes whole to the DLQ with the reason. A
-            # result that cannot be applied also releases its request, or the scope would wait forever.
-            log.exception("step failed for %s on %s", item.scope, msg.topic)
-            self.dlq.reject(sends, event, f"could not apply to scope {item.scope}: {type(exc).__name__}: {exc}")
-            scope_work = work[item.scope] = rebuild(self.state.store, item.scope, scope_work, self.context)
-            request_id = item.record.get("request_id", "")
-            if item.kind in ("result", "failed") and request_id in scope_work.live.state.requests:
-                apply(scope_work, Applied(RELEASE, {"request_id": request_id}, applied.now, applied.powerful,
-                                          applied.position, msg.offset, False), self.context)
-            return
-        if self.runner is not None and self.runner.inline:
-            work[item.scope] = await self.answer_inline(sends, work[item.scope], item.scope, applied)
-
-    async def answer_inline(self, sends: Sends, scope_work: ScopeWork, scope: str, asked: Applied) -> ScopeWork:
-        """An in-process backend's answers, applied right after the record that asked (and the requests
-        those answers raise, in order), at that record's position: where an answer lands is fixed by the
-        partition's order alone, so a re-run of the batch, a replay after a kill or a rebuild after a
-        failed step applies it at the same place. An evidence request holds its scope, so answering it at
-        once changes no outcome, only the wait. A promotion does not hold it: through the result topics its
-        answer would land wherever the scope had got to meanwhile (its later records no longer wait for
-        anything), so replays could differ; answered here it is never late, and a denial after it on the
-        partition applies to what it decided."""
-        for _ in range(MAX_INLINE_ANSWERS):
-            state = scope_work.live.state
-            req = next((r for r in scope_work.requests if r.id in state.requests), None)
-            if req is None:
-                break
-            record = decode_control(encode_record(await self.runner.answer(scope, req)))
-            answer = Applied(record["type"], record, event_now(state, None) or asked.now, asked.powerful,
-                             asked.position, asked.offset, False)
-            try:
-                apply_within(scope_work, answer, self.context, self.settings.kafka.max_record_bytes)
-            except Exception as exc:  # noqa: BLE001 - as for a result read from the log: DLQ, release
-                log.exception("step failed for %s on an in-process %s answer", scope, req.task)
-                self.dlq.add(sends, self.settings.topic("control"), scope_work.partition, asked.offset,
-                             scope.encode(), encode_record(record),
-                             f"could not apply to scope {scope}: {type(exc).__name__}: {exc}")
-                scope_work = rebuild(self.state.store, scope, scope_work, self.context)
-                apply(scope_work, Applied(RELEASE, {"request_id": req.id}, answer.now, answer.powerful,
-                                          asked.position, asked.offset, False), self.context)
-        return scope_work
+        stepping = Stepping(self.context, self.state.store, self.dlq, self.settings.kafka.max_record_bytes,
+                            self.settings.topic("control"), self.runner)
+        await stepped(stepping.step(work, sends, event, item, applied), work, event, item)
 
     def powerful(self, tenant: str) -> bool:
         enabled = self._powerful.get(tenant)
@@ -303,7 +215,7 @@ class ScopeAgent:
                 for e in scope_work.emits:
                     emit(tx, scope_work.partition, getattr(self.topics, e.topic), key,
                          encode_record(e.record), e, scope_work.traced.get(id(e)))
-            turns = await tx.commit(work, self.count)
+            turns = await tx.commit(work, self.stats.count_saved)
             # counted once readable: a caller waiting on /status for its turns then finds their scopes
             self.stats.turns_accepted += turns
         except BaseException as exc:  # noqa: BLE001 - cancelled (stopping) mid-batch included
@@ -314,15 +226,6 @@ class ScopeAgent:
             for req in scope_work.requests:
                 with tracing.attached(scope_work.traced.get(id(req))):  # the runner's task inherits it
                     self.runner.submit(scope, req)
-
-    def count(self, scope: str, scope_work: ScopeWork) -> int:
-        """Count what the batch wrote of the scope; the turns it applied."""
-        self.stats.journal_events += len(scope_work.journal)
-        self.stats.archived += sum(1 for e in scope_work.emits if e.topic == "archive")
-        turns = sum(1 for a in scope_work.applied if a.turn)
-        self.stats.count_step(scope, turns, scope_work.emits)
-        self.stats.count_refused(scope_work.refused)
-        return turns
 
     async def forget(self, tx: Transaction, item: Input, msg) -> None:
         """Right to be forgotten: the user's scopes, entries and duplicate marks on this partition

@@ -76,6 +76,15 @@ class Stats:
                 kind = emit.record["cause"].rsplit(":", 1)[-1]  # "<source>:<kind>" or the kind alone
                 kinds[kind] = kinds.get(kind, 0) + 1
 
+    def count_saved(self, scope: str, work) -> int:
+        """Count what a batch wrote of the scope (`work`: its batch.ScopeWork); the turns it applied."""
+        self.journal_events += len(work.journal)
+        self.archived += sum(1 for e in work.emits if e.topic == "archive")
+        turns = sum(1 for a in work.applied if a.turn)
+        self.count_step(scope, turns, work.emits)
+        self.count_refused(work.refused)
+        return turns
+
     def count_refused(self, refused: dict) -> None:
         for key, n in refused.items():
             self.statements_refused[key] = self.statements_refused.get(key, 0) + n
