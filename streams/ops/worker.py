@@ -18,7 +18,7 @@ from credence.streams.ops.broker import BrokerState
 from credence.streams.state.fence import TRANSACTION_LOG, warm_transactions
 
 if TYPE_CHECKING:
-    from credence.streams.runtime.app import Credence
+    from credence.streams.runtime.container import Credence
 
 log = logging.getLogger(__name__)
 
