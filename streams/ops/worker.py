@@ -95,7 +95,7 @@ def _optional(module: str):
         return None
 
 
-def watch_broker(credence, bootstrap: str) -> BrokerWatch:
+def watch_broker(credence: Credence, bootstrap: str) -> BrokerWatch:
     """Probe the cluster from the worker; /status and /metrics carry since when it is unreachable."""
     kafka = credence.settings.kafka
 
