@@ -1,16 +1,10 @@
 """The scope agent: the one owner of every scope on its partitions.
 
-It reads turns, feedback, usage, facts and control records (all keyed by scope, co-partitioned) in batches
-(`state.batch_max_records`, `state.batch_within_seconds`). Each record is applied in order to its
-scope's live state by the pure step (with an in-process backend, each request's answer is applied right
-after the record that asked: `answer_inline`); then, once per batch: every record the batch emitted (journal,
-archive hand-off, dead letters, forwards) and each changed key are written, in one transaction per input
-partition (writes.py, fence.py), then the LLM requests go to the runner, and only after that are the
-batch's offsets committed. A crash before the commit re-runs the batch, and only the re-run's records are
-ever read (readers are read_committed); with transactions off, its records are sent and acknowledged
-before the state (at-least-once: the same ids again, downstream keeps the first). A state that was written
-always has its records behind it — an archived entry is never in neither place. A redelivered record whose
-offset the scope already applied is skipped.
+It reads the input topics (all keyed by scope, co-partitioned) in batches, begins a transaction on the
+worker's state per batch (streams/state/transaction.py), asks it per record whether and where the record
+applies, applies it by the pure step (batch.py), and commits the transaction with every record the batch
+emitted; then the LLM requests go to the runner, and only after that are the offsets committed. The
+guarantees and the order behind them: docs/state.md.
 """
 
 from __future__ import annotations
