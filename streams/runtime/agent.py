@@ -132,7 +132,7 @@ class ScopeAgent:
                 continue
             if item.kind == "forget":
                 await self.commit(tx, work, sends)
-                tx, work, sends = self.state.begin(), {}, Sends()
+                tx, work, sends = self.state.begin(tx.holes), {}, Sends()
                 tx.reached(event)
                 set_current_event(event)
                 await self.forget(tx, item, msg)

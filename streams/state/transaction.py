@@ -70,8 +70,10 @@ class WorkerState:
                    Marks(tables.seen, settings.seen_horizon_days, ownership.partition_of, writes),
                    Positions(tables.seen, writes), Forgets(tables.seen, writes, topic), ownership, writes)
 
-    def begin(self) -> Transaction:
-        return Transaction(self)
+    def begin(self, holes: dict[tuple[str, int], int] | None = None) -> Transaction:
+        """A batch's transaction; `holes`: those its batch found so far (a forget commits the batch before
+        it and goes on in a new transaction, which still rewinds them)."""
+        return Transaction(self, holes)
 
     def reread(self, *_partitions) -> None:
         """Partitions moved or were recovered: what is cached of the tables is read from them again."""
@@ -83,10 +85,10 @@ class WorkerState:
 class Transaction:
     """One batch over a worker's state: the answers its records need, and its commit."""
 
-    def __init__(self, state: WorkerState) -> None:
+    def __init__(self, state: WorkerState, holes: dict[tuple[str, int], int] | None = None) -> None:
         self.state = state
         self.last: dict[int, object] = {}  # input partition -> its last record applied or refused in the batch
-        self.holes: dict[tuple[str, int], int] = {}  # (topic, partition) -> the offset to rewind it to
+        self.holes = holes if holes is not None else {}  # (topic, partition) -> the offset to rewind it to
 
     def holds(self, partition: int) -> bool:
         """A record taken before a rebalance moved its partition away is not applied here: its new owner

@@ -123,6 +123,19 @@ def test_a_hole_stops_the_partition_rewinds_it_once_and_the_missing_record_fills
     assert json.loads(tables.seen[position_key(TURNS, p)])["next"] == 5
 
 
+def test_a_hole_found_before_a_forget_in_the_same_batch_is_still_read_again(tables, ownership):
+    consumer = Consumer()
+    agent, p = agent_over(tables, ownership, consumer)
+    events = [Event(p, n, turn(n, f"message {n}")) for n in range(3)]
+    tenant, user, _ = SCOPE.split("/")
+    forget = Event(p, 0, {"v": 1, "type": "forget", "tenant": tenant, "user": user})
+    forget.message = Message(SETTINGS.topic("control"), p, 0)
+    # The forget commits what came before it and the batch goes on after it: offset 1's hole, found
+    # before the forget, is read again all the same.
+    asyncio.run(agent.batch([events[0], events[2], forget]))  # offset 1 never delivered
+    assert consumer.seeks == [(TP(TURNS, p), 1)] and agent.stats.rewinds == 1
+
+
 def test_records_deleted_before_they_were_applied_are_skipped_with_an_error(tables, ownership, caplog):
     consumer = Consumer(earliest=3)  # retention took offsets 0..2 before this worker read them
     agent, p = agent_over(tables, ownership, consumer)
