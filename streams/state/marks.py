@@ -83,7 +83,7 @@ class Marks:
 
     def position_of(self, kind: str, scope: str, ident: str) -> tuple[int, int] | None:
         """(partition, offset) of the record that first carried `ident` in the scope, as written (a turn's
-        status reads it: issue 33); None when no mark is kept (never seen, or pruned past the horizon)."""
+        status reads it, GET …/turns/{turn_id}); None when no mark is kept (never seen, or pruned past the horizon)."""
         mark = codec.decode_mark(self._table.get(mark_key(kind, scope, ident)))
         if not mark:
             return None

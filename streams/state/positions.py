@@ -34,7 +34,7 @@ def is_position_key(key: str) -> bool:
 
 def durable_next(table, topic: str, partition: int) -> int | None:
     """The next offset to apply on (topic, partition) as the table holds it: what the batches made durable,
-    for readers beside the agent (issue 33's waits; the agent's own `expected` runs ahead within a batch).
+    for readers beside the agent (the API's waits for a turn; the agent's own `expected` runs ahead within a batch).
     Read without a current event: the store looks in every partition it holds."""
     raw = table.get(position_key(topic, partition))
     return orjson.loads(raw)["next"] if raw is not None else None
