@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 import orjson
 
@@ -41,6 +42,9 @@ from credence.streams.state.positions import APPLY, SEEN
 from credence.streams.state.transaction import Transaction, WorkerState, set_current_event
 from credence.tables.scope import tenant_of
 
+if TYPE_CHECKING:
+    from credence.streams.runtime.container import Stats
+
 log = logging.getLogger(__name__)
 # Control records that act on a scope's existing state: they never create a scope.
 ACTS_ON_STATE = ("result", "failed", "tick", "flush", "restore", "consensus", "dedupe", "edit")
@@ -60,7 +64,7 @@ def halt(reason: str) -> None:
 
 
 class ScopeAgent:
-    def __init__(self, settings: Settings, topics: Topics, state: WorkerState, switch: Switch, stats, *,
+    def __init__(self, settings: Settings, topics: Topics, state: WorkerState, switch: Switch, stats: Stats, *,
                  memory_for: Callable[[str], MemorySettings] | None = None, runner: Runner | None = None,
                  consumer_of: Callable[[], object] | None = None, probe: OffsetProbe | None = None) -> None:
         self.settings, self.topics, self.state = settings, topics, state
