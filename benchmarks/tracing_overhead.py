@@ -34,10 +34,9 @@ from credence.streams.llm.factory import make_backend  # noqa: E402
 from credence.streams.llm.runner import Runner  # noqa: E402
 from credence.streams.runtime.agent import ScopeAgent  # noqa: E402
 from credence.streams.runtime.app import Stats  # noqa: E402
-from credence.streams.state.marks import Marks  # noqa: E402
 from credence.streams.state.ownership import Ownership  # noqa: E402
-from credence.streams.state.positions import Positions  # noqa: E402
-from credence.streams.state.store import ScopeStore, StateTables  # noqa: E402
+from credence.streams.state.store import StateTables  # noqa: E402
+from credence.streams.state.transaction import WorkerState  # noqa: E402
 from credence.streams.state.writes import TableWrites  # noqa: E402
 
 SETTINGS = load_settings(topic_prefix="bench", pipeline=PipelineSettings(stage1_max_batch=2))
@@ -80,9 +79,8 @@ def _agent() -> ScopeAgent:
     tables, writes = StateTables(scopes={}, entries={}, lists={}, history={}, seen={}), TableWrites()
     ownership = Ownership(PARTITIONS, SETTINGS.topic("turns"))
     ownership.held = set(range(PARTITIONS))
-    store = ScopeStore(tables, StateSettings(), ownership.partition_of, writes)
-    agent = ScopeAgent(SETTINGS, _Topics(), store, Marks(tables.seen, 7.0, ownership.partition_of, writes),
-                       writes, ownership, _Switch(), Stats(), Positions(tables.seen, writes))
+    state = WorkerState.over(tables, StateSettings(), ownership, writes, SETTINGS.topic)
+    agent = ScopeAgent(SETTINGS, _Topics(), state, _Switch(), Stats())
     if not _BACKEND:
         _BACKEND.append(make_backend(SETTINGS.llm, memory=SETTINGS.memory))
     agent.runner = Runner(_BACKEND[0], None, 4, inline=True)
@@ -93,7 +91,7 @@ def _events(agent: ScopeAgent, turns: int, scopes: int) -> list[_Event]:
     out, offsets = [], {}
     for n in range(turns):
         scope = f"acme/u{n % scopes}/aria"
-        p = agent.ownership.partition_of(scope)
+        p = agent.state.ownership.partition_of(scope)
         offsets[p] = offsets.get(p, -1) + 1
         record = {"v": 1, "tenant": "acme", "user": f"u{n % scopes}", "character": "aria", "turn_id": f"t{n}",
                   "role": "user", "text": TALK[n % len(TALK)], "ts": (T0 + timedelta(minutes=n)).isoformat()}

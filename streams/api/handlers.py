@@ -10,6 +10,7 @@ import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from credence import api_models as models
 from credence import tracing
@@ -26,6 +27,9 @@ from credence.streams.runtime.topics import end_offsets
 from credence.tables.clock import format_instant
 from credence.tables.scope import Scope, user_prefix
 from credence.tables.tokens import default_token_counter
+
+if TYPE_CHECKING:
+    from credence.streams.runtime.container import Credence
 
 log = logging.getLogger(__name__)
 
@@ -47,7 +51,7 @@ class Call:
 
 
 class Handlers:
-    def __init__(self, credence, directory, bootstrap: str, router=None) -> None:
+    def __init__(self, credence: Credence, directory, bootstrap: str, router=None) -> None:
         self.credence = credence
         self.router = router  # the scopes' owners: POST …/turns?wait= asks each turn's
         self.directory = directory

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+from typing import TYPE_CHECKING
 
 import mcp_types as types
 from faust.web import View
@@ -22,6 +23,9 @@ from credence import __version__, tracing
 from credence.errors import ApiError
 from credence.streams.api import asgi, mcp_tools
 from credence.streams.api.http import error_response, read_body, server_span
+
+if TYPE_CHECKING:
+    from credence.streams.runtime.container import Credence
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +114,7 @@ class McpEndpoint:
         return answered(params.name, result)
 
 
-def register(credence, api) -> McpEndpoint:
+def register(credence: Credence, api) -> McpEndpoint:
     endpoint = McpEndpoint(api)
 
     class Mcp(View):

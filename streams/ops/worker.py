@@ -18,7 +18,7 @@ from credence.streams.ops.broker import BrokerState
 from credence.streams.state.fence import TRANSACTION_LOG, warm_transactions
 
 if TYPE_CHECKING:
-    from credence.streams.runtime.app import Credence
+    from credence.streams.runtime.container import Credence
 
 log = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ def _optional(module: str):
         return None
 
 
-def watch_broker(credence, bootstrap: str) -> BrokerWatch:
+def watch_broker(credence: Credence, bootstrap: str) -> BrokerWatch:
     """Probe the cluster from the worker; /status and /metrics carry since when it is unreachable."""
     kafka = credence.settings.kafka
 

@@ -1,17 +1,16 @@
-"""The Faust application, built from the settings object at start (never at import)."""
+"""The runtime's factory, `create_app`: the Faust application and the parts of a worker's stream side,
+built from the settings object at start (never at import). Not a composition root: that is `build_worker`
+(streams/ops/worker.py), which calls it."""
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
 
 import faust
 
 from credence.config import Settings
-from credence.config.topics import INPUTS, TOPICS, TopicSpec
+from credence.config.topics import INPUTS, TOPICS
 from credence.streams.llm.backend import LLMBackend
 from credence.streams.llm.embeddings import Encode, load_encoder
 from credence.streams.llm.factory import make_backend
@@ -19,108 +18,23 @@ from credence.streams.llm.runner import ResultSender, Runner
 from credence.streams.runtime import timers, views
 from credence.streams.runtime.agent import ScopeAgent, encode_record, halt
 from credence.streams.runtime.canonical import UniqueUrlAssignor, canonical_url
+from credence.streams.runtime.container import Credence, Observe, Recall, Stats
 from credence.streams.runtime.probe import OffsetProbe
 from credence.streams.runtime.switch import PowerSwitch
 from credence.streams.runtime.tenancy import NoTenants, TenantMemory, TenantRecords, TenantSwitch
-from credence.streams.runtime.topics import TABLES, Topics, changelog_configs, declare_topics
+from credence.streams.runtime.topics import TABLES, changelog_configs, declare_topics
 from credence.streams.runtime.transport import read_committed
 from credence.streams.state import rocks
 from credence.streams.state.fence import Fence
-from credence.streams.state.forgets import Forgets
 from credence.streams.state.freshness import Freshness
-from credence.streams.state.marks import Marks
 from credence.streams.state.ownership import Ownership
-from credence.streams.state.positions import Positions
-from credence.streams.state.restore import RestoreStats, install_bulk_recovery
+from credence.streams.state.restore import install_bulk_recovery
 from credence.streams.state.store import ScopeStore, StateTables
+from credence.streams.state.transaction import WorkerState
 from credence.streams.state.writes import TableWrites
-from credence.tables.scope import tenant_of
 from credence.tables.tokens import default_token_counter
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class Stats:
-    """What this worker process did since it started (reported by /status; not persisted)."""
-
-    turns_accepted: int = 0
-    turns_rejected: int = 0
-    turns_duplicate: int = 0
-    turns_rekeyed: int = 0
-    records_forwarded: int = 0  # inputs on a partition (or under a key) not their scope's, sent on to it
-    records_forgotten: int = 0  # inputs of a user queued before the user's forget, dropped (forgets.py)
-    records_rejected: int = 0
-    redelivered: int = 0
-    moved_away: int = 0  # records taken before their partition moved to another worker (not applied)
-    rewinds: int = 0  # input partitions read again because the consumer skipped records (positions.py)
-    unsent: dict = field(default_factory=dict)  # topic -> records queued without waiting that the broker refused
-    journal_events: int = 0
-    archived: int = 0
-    forgotten_scopes: int = 0
-    first_input_at: float = 0.0  # unix time this process took its first input batch; 0 = none yet
-    broker_unreachable_since: float = 0.0  # unix time the brokers were first found unreachable; 0 = reachable
-    turns_by_tenant: dict = field(default_factory=dict)  # tenant -> turns applied (/metrics)
-    signals_by_tenant: dict = field(default_factory=dict)  # tenant -> signal kind -> evidence signals applied
-    # "<stage>:<reason>" -> Stage-1 facts and reflections refused as not self-contained, and synthesis
-    # drafts declined as restatements ("synthesis:restatement"); exported as credence_stats_statements_refused
-    statements_refused: dict = field(default_factory=dict)
-
-    def count_step(self, scope: str, turns: int, emits) -> None:
-        """Per-tenant counters of a scope's applied records: its turns, and the evidence signals journaled."""
-        tenant = tenant_of(scope)
-        if turns:
-            self.turns_by_tenant[tenant] = self.turns_by_tenant.get(tenant, 0) + turns
-        for emit in emits:
-            if emit.topic == TOPICS.evidence and emit.record.get("event") == "signal":
-                kinds = self.signals_by_tenant.setdefault(tenant, {})
-                kind = emit.record["cause"].rsplit(":", 1)[-1]  # "<source>:<kind>" or the kind alone
-                kinds[kind] = kinds.get(kind, 0) + 1
-
-    def count_refused(self, refused: dict) -> None:
-        for key, n in refused.items():
-            self.statements_refused[key] = self.statements_refused.get(key, 0) + n
-
-
-class Recall(Protocol):
-    """The recall service served beside the stream (streams/serving/recall.py), as /status reads it."""
-
-    @property
-    def encoder(self) -> Encode | None: ...
-
-
-Observe = Callable[[str, str, float], None]  # (task, outcome, seconds) of each LLM call: /metrics
-
-
-@dataclass
-class Credence:
-    """Everything one worker owns: the app, its topics, state, LLM runner and switch, built complete by
-    create_app (the composition root, streams/ops/worker.py, hands it what is built above the runtime)."""
-
-    app: faust.App
-    settings: Settings
-    topics: Topics
-    tables: StateTables
-    store: ScopeStore  # the one read path for scope state
-    ownership: Ownership  # partitions held now, and the busy scopes on them
-    marks: Marks
-    switch: TenantSwitch  # powerful memory per tenant: its record's override, then the core config file
-    tenants: TenantRecords  # the tenants' settings (the API's directory of the tenants topic)
-    backend: LLMBackend
-    agent: ScopeAgent
-    runner: Runner
-    stats: Stats = field(default_factory=Stats)
-    encoder: Encode | None = None  # the Stage-2 pre-rank's sentence encoder, None = BM25 pre-rank
-    recall: Recall | None = None  # the /v1 recall route's service (streams/serving), None without it
-    restored: RestoreStats = field(default_factory=RestoreStats)  # the bulk changelog restores (restore.py)
-
-    @property
-    def busy(self) -> set[str]:
-        """Held scopes with work in flight, queued or buffered."""
-        return self.ownership.busy
-
-    async def send(self, topic: TopicSpec, scope: str, record: dict) -> None:
-        await self.agent.send(topic, scope, record)
 
 
 def store_url(settings: Settings) -> str:
@@ -169,10 +83,11 @@ def faust_app(settings: Settings, bootstrap: str) -> faust.App:
 def create_app(settings: Settings, bootstrap: str, *, tenants: TenantRecords | None = None,
                encoder: Encode | None = None, recall: Recall | None = None, observe: Observe | None = None
                ) -> Credence:
-    """The stream side of a worker: Faust app, state tables, scope agent, LLM runner, timers and views.
-    The composition root, streams/ops/worker.py, which knows every layer, builds first what the runtime
-    is handed (the tenants' records, the Stage-2 encoder: `stage2_encoder`, recall, the LLM calls'
-    observer) and mounts what is served beside it afterwards; the runtime knows none of them."""
+    """The runtime's factory: the stream side of a worker (Faust app, state tables, scope agent, LLM
+    runner, timers and views). The composition root, `build_worker` (streams/ops/worker.py), builds
+    first what the runtime is handed (the tenants' records, the Stage-2 encoder: `stage2_encoder`,
+    recall, the LLM calls' observer) and mounts what is served beside it afterwards; the runtime knows
+    none of them."""
     app = faust_app(settings, bootstrap)
     # When each partition's stores were last in step with the changelogs (RocksDB: they outlive the process)
     freshness = Freshness(Path(app.conf.tabledir) if settings.table_store == "rocksdb" else None,
@@ -191,21 +106,13 @@ def create_app(settings: Settings, bootstrap: str, *, tenants: TenantRecords | N
     tables = StateTables(**{name: raw_table(app, name, settings.topic_partitions, changelog) for name in TABLES})
     ownership = Ownership(settings.topic_partitions, settings.topic(TOPICS.turns))
     writes = TableWrites({name: tables[name] for name in TABLES}, freshness=freshness, fence=fence)
-    store = ScopeStore(tables, settings.state, ownership.partition_of, writes)
-    marks = Marks(tables.seen, settings.state.seen_horizon_days, ownership.partition_of, writes)
-    positions = Positions(tables.seen, writes)
-    forgets = Forgets(tables.seen, writes, settings.topic)
-
-    def reread(*_partitions) -> None:  # partitions moved or were recovered: read from the tables again
-        marks.reset()
-        positions.reset()
-        forgets.reset()
-
+    state = WorkerState.over(tables, settings.state, ownership, writes, settings.topic)
+    store = state.store
     ownership.on_moved(store.drop_partitions)
-    ownership.on_moved(reread)
+    ownership.on_moved(state.reread)
 
     # every table has been read by then (one recovery for all)
-    tables.entries.on_recover(_on_recovered(writes, store, ownership, reread))
+    tables.entries.on_recover(_on_recovered(writes, store, ownership, state.reread))
     tenants = tenants if tenants is not None else NoTenants()
     switch = TenantSwitch(PowerSwitch(settings.core_config_path), tenants)
     backend = make_backend(settings.llm, count_tokens=default_token_counter(), memory=settings.memory)
@@ -213,11 +120,10 @@ def create_app(settings: Settings, bootstrap: str, *, tenants: TenantRecords | N
     probe = OffsetProbe(bootstrap, settings.kafka)
     app.on_before_shutdown.connect(stop_with(probe))
     runner = _runner(app, settings, bootstrap, backend, ownership, encoder, observe)
-    agent = ScopeAgent(settings, topics, store, marks, writes, ownership, switch, stats, positions, forgets,
-                       memory_for=TenantMemory(settings.memory, tenants), runner=runner,
-                       consumer_of=lambda: app.consumer, probe=probe)
+    agent = ScopeAgent(settings, topics, state, switch, stats, memory_for=TenantMemory(settings.memory, tenants),
+                       runner=runner, consumer_of=lambda: app.consumer, probe=probe)
     credence = Credence(app=app, settings=settings, topics=topics, tables=tables, store=store,
-                        ownership=ownership, marks=marks, switch=switch, tenants=tenants, backend=backend,
+                        ownership=ownership, marks=state.marks, switch=switch, tenants=tenants, backend=backend,
                         agent=agent, runner=runner, stats=stats, encoder=encoder, recall=recall, restored=restored)
     register_agent(credence)
     timers.register(credence)

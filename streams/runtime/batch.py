@@ -9,22 +9,30 @@ deterministic.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Protocol
 
 import orjson
 
 from credence.config.topics import TOPICS, TopicSpec
 from credence.errors import RecordError
+from credence.records.control import decode_control
+from credence.records.inputs import Input
 from credence.records.kind import ANSWERS, Kind
 from credence.streams.scope.context import FACTS_KIND, Emit, StepContext
 from credence.streams.scope.state import Request
-from credence.streams.scope.step import step
+from credence.streams.scope.step import event_now, step
 from credence.streams.state import codec
 from credence.streams.state.store import Live, ScopeStore
 
+log = logging.getLogger(__name__)
 RELEASE = "release"  # not a step: a result that could not be applied gives its request up
+# In-process answers applied after one record, at most; past it (a loop of requests raising requests, a
+# bug) the rest go to the runner and come back through the result topics.
+MAX_INLINE_ANSWERS = 64
 
 
 @dataclass(frozen=True)
@@ -146,3 +154,78 @@ def rebuild(store: ScopeStore, scope: str, work: ScopeWork, make_context: MakeCo
     for item in work.applied:
         apply(fresh, item, make_context)
     return fresh
+
+
+class Refusals(Protocol):
+    """Where a batch's refused records go (runtime/dead_letters.py)."""
+
+    def reject(self, sends: Sends, event, reason: str) -> None: ...
+
+    def add(self, sends: Sends, topic: str, partition: int, offset: int, key: bytes | None,
+            original: bytes | None, reason: str) -> None: ...
+
+
+class Answers(Protocol):
+    """The LLM runner as a batch sees it: whether it answers in the process, and its answer."""
+
+    inline: bool
+
+    async def answer(self, scope: str, req: Request) -> dict: ...
+
+
+@dataclass(frozen=True)
+class Stepping:
+    """What a batch applies its records with: the step context, the scopes' stored state (for a rebuild),
+    where refusals go, the record limit, the control topic's name and the in-process answers."""
+
+    make_context: MakeContext
+    store: ScopeStore
+    dlq: Refusals
+    limit: int  # the broker's record limit, in bytes
+    control: str  # the control topic's name: an in-process answer refused is dead-lettered as one of its
+    runner: Answers | None
+
+    async def step(self, work: dict[str, ScopeWork], sends: Sends, event, item: Input, applied: Applied) -> None:
+        """Apply one record to its scope's work (and an in-process backend's answers); a record the step
+        refuses is dead-lettered and the scope rebuilt without it."""
+        msg, scope_work = event.message, work[item.scope]
+        try:
+            if is_idle_tick(scope_work, applied, self.make_context):  # a refused tick is dead-lettered
+                return
+            apply_within(scope_work, applied, self.make_context, self.limit)
+        except Exception as exc:  # noqa: BLE001
+            # A record the domain refuses (or a bug) must not stop the partition: the scope keeps the
+            # state it had before this record, and the record goes whole to the DLQ with the reason. A
+            # result that cannot be applied also releases its request, or the scope would wait forever.
+            log.exception("step failed for %s on %s", item.scope, msg.topic)
+            self.dlq.reject(sends, event, f"could not apply to scope {item.scope}: {type(exc).__name__}: {exc}")
+            scope_work = work[item.scope] = rebuild(self.store, item.scope, scope_work, self.make_context)
+            request_id = item.record.get("request_id", "")
+            if item.kind in ANSWERS and request_id in scope_work.live.state.requests:
+                apply(scope_work, Applied(RELEASE, {"request_id": request_id}, applied.now, applied.powerful,
+                                          applied.position, msg.offset, False), self.make_context)
+            return
+        if self.runner is not None and self.runner.inline:
+            work[item.scope] = await self.answer_inline(sends, work[item.scope], item.scope, applied)
+
+    async def answer_inline(self, sends: Sends, scope_work: ScopeWork, scope: str, asked: Applied) -> ScopeWork:
+        """An in-process backend's answers, applied right after the record that asked (and the requests
+        those answers raise, in order), at that record's position (docs/state.md says why)."""
+        for _ in range(MAX_INLINE_ANSWERS):
+            state = scope_work.live.state
+            req = next((r for r in scope_work.requests if r.id in state.requests), None)
+            if req is None:
+                break
+            record = decode_control(orjson.dumps(await self.runner.answer(scope, req)))
+            answer = Applied(record["type"], record, event_now(state, None) or asked.now, asked.powerful,
+                             asked.position, asked.offset, False)
+            try:
+                apply_within(scope_work, answer, self.make_context, self.limit)
+            except Exception as exc:  # noqa: BLE001 - as for a result read from the log: DLQ, release
+                log.exception("step failed for %s on an in-process %s answer", scope, req.task)
+                self.dlq.add(sends, self.control, scope_work.partition, asked.offset, scope.encode(),
+                             orjson.dumps(record), f"could not apply to scope {scope}: {type(exc).__name__}: {exc}")
+                scope_work = rebuild(self.store, scope, scope_work, self.make_context)
+                apply(scope_work, Applied(RELEASE, {"request_id": req.id}, answer.now, answer.powerful,
+                                          asked.position, asked.offset, False), self.make_context)
+        return scope_work

@@ -7,16 +7,20 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from credence.config.topics import TOPICS
 from credence.records.control import tick_record
 from credence.streams.runtime.views import is_ready
 from credence.tables.clock import format_instant
 
+if TYPE_CHECKING:
+    from credence.streams.runtime.container import Credence
+
 log = logging.getLogger(__name__)
 
 
-def scan_unfinished(credence) -> set[int]:
+def scan_unfinished(credence: Credence) -> set[int]:
     """Mark busy the scopes of newly held partitions that have work in flight (e.g. LLM requests lost
     with the worker that held them before): the in-memory busy set knows nothing of them. Returns the
     partitions scanned."""
@@ -35,7 +39,7 @@ def scan_unfinished(credence) -> set[int]:
     return partitions
 
 
-async def tick_once(credence) -> int:
+async def tick_once(credence: Credence) -> int:
     """Send one tick to each scope that needs one; returns how many were sent."""
     advance = credence.settings.pipeline.ticks_advance_clock
     now = format_instant(datetime.now(UTC)) if advance else None
@@ -53,7 +57,7 @@ async def tick_once(credence) -> int:
     return len(ticks)
 
 
-def _waiting(credence, scope: str) -> bool:
+def _waiting(credence: Credence, scope: str) -> bool:
     """Whether the scope has an open request that an untimed tick could re-issue: not one being answered
     by this worker's runner right now (issued by this run, not failed, no back-off: the tick would find
     nothing to do but load and step the scope). Skipping it is the same as its tick arriving after the
@@ -62,7 +66,7 @@ def _waiting(credence, scope: str) -> bool:
     return bool(summary and summary.requests) and credence.runner.waiting(scope, summary.requests)
 
 
-def register(credence) -> None:
+def register(credence: Credence) -> None:
     interval = credence.settings.pipeline.tick_interval_seconds
     if interval <= 0:
         return

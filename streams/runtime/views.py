@@ -8,6 +8,7 @@ import math
 import time
 from collections import Counter
 from dataclasses import asdict
+from typing import TYPE_CHECKING
 
 from credence import __version__
 from credence.streams.llm import embeddings
@@ -18,6 +19,9 @@ from credence.tables.evidence import derived_tier
 from credence.tables.rendering import render_memory_block
 from credence.tables.scope import Scope
 from credence.tables.tokens import default_tokenizer_name
+
+if TYPE_CHECKING:
+    from credence.streams.runtime.container import Credence
 
 
 def is_ready(app) -> bool:
@@ -94,7 +98,7 @@ class Refreshed:
         return self.value
 
 
-def register(credence) -> None:
+def register(credence: Credence) -> None:
     app, settings = credence.app, credence.settings
     store = credence.store
     tally = Tally(store, scope_reflections)  # only the scopes that moved are read again
@@ -116,7 +120,7 @@ def register(credence) -> None:
             "state": {"held_partitions": sorted(credence.ownership.held), "live_scopes": store.live_count(),
                       "duplicate_marks": credence.marks.count(),
                       # input topic:partition -> the next offset to apply, for the partitions held
-                      "positions": credence.agent.positions.known(credence.ownership.held),
+                      "positions": credence.agent.state.positions.known(credence.ownership.held),
                       "unreadable_scopes": len(store.unreadable),  # as of the last reflection count
                       "restored": asdict(credence.restored)}  # changelog records read in bulk (restore.py)
             | unreadable_names(request),

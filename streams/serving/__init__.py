@@ -5,8 +5,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import TYPE_CHECKING
 
 from credence.streams.llm.embeddings import Encode, LazyEncoder, extra_installed, load_encoder
+
+if TYPE_CHECKING:
+    from credence.streams.runtime.container import Credence
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +37,7 @@ def recall_service(pipeline, shared: Encode | None = None):
     return RecallService(encoder=recall_encoder(pipeline, shared))
 
 
-def register(credence) -> None:
+def register(credence: Credence) -> None:
     """Load recall's model once the worker runs, when it loads lazily. /metrics and /browser are mounted
     by their own modules' `register` (streams/ops/worker.py)."""
     settings = credence.settings

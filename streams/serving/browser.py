@@ -6,6 +6,10 @@ tenant isolation and owner routing apply to everything it shows. It never sends 
 from __future__ import annotations
 
 from importlib.resources import files
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from credence.streams.runtime.container import Credence
 
 ASSETS = {  # path -> (file, content type)
     "/browser": ("browser.html", "text/html; charset=utf-8"),
@@ -26,7 +30,7 @@ def asset(name: str) -> bytes:
     return files("credence.streams.serving").joinpath("static", name).read_bytes()
 
 
-def register(credence) -> None:
+def register(credence: Credence) -> None:
     """Mount /browser and its assets."""
     app = credence.app
     for path, (name, content_type) in ASSETS.items():

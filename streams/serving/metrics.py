@@ -17,6 +17,7 @@ import logging
 import math
 from collections import Counter
 from dataclasses import fields
+from typing import TYPE_CHECKING
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -24,6 +25,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from credence.streams.state.tally import Tally
 from credence.tables.evidence import derived_tier
 from credence.tables.scope import tenant_of
+
+if TYPE_CHECKING:
+    from credence.streams.runtime.container import Credence
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +42,7 @@ def _number(value) -> bool:
 class WorkerCollector:
     """Reads the worker's state when Prometheus scrapes."""
 
-    def __init__(self, credence) -> None:
+    def __init__(self, credence: Credence) -> None:
         self.credence = credence
         # Tenant names are tenant data: only an operator who asks gets series per tenant.
         self.tenant_labels = credence.settings.api.metrics_tenant_labels
@@ -233,7 +237,7 @@ class Metrics:
         self._latency.labels(task, outcome).observe(seconds)
 
 
-def register(credence, meter: Metrics) -> CollectorRegistry:
+def register(credence: Credence, meter: Metrics) -> CollectorRegistry:
     """Mount GET /metrics: `meter`'s registry and the worker's state, read at each scrape."""
     registry = meter.registry
     registry.register(WorkerCollector(credence))

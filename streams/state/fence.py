@@ -1,70 +1,11 @@
 """Zombie fencing and exactly-once output: only the current owner of an input partition can write its
 changelogs, and what a batch sends is readable exactly when its state is.
 
-A worker that lost its group session but still reaches the brokers (a long GC or CPU stall, SIGSTOP, a
-partition from the group coordinator only) goes on with the batch it held after the partition was assigned
-to another worker and restored there; its writes would land after the new owner's restore and mix two
-histories in the compacted changelogs (newer positions beside an older control value skip inputs; a
-replayed redo record reverts the other's writes). Kafka's transactions close this, as Kafka Streams'
-exactly-once v1 does: one transactional producer per held input partition, `transactional.id`
-`<app_id>-scopes-<partition>`, and every changelog record of partition p (the batch's redo record and table
-writes, the redo replay after a restore) sent in one transaction on p's producer and committed.
-
-The batch's emits of p (journal, archive, dead letters, forwarded inputs) go in that same transaction
-(KIP-98's rule: the outputs and the state of one input span commit together). A batch cut short between
-its sends and its commit (a crash, a fence) is re-run, and the re-run may interleave the scope's topics
-differently (Faust gives no order across co-partitioned topics): outside the transaction, the aborted
-run's events would stay published beside the re-run's, under the same event ids with other content, and
-readers keep the first copy. In it, they are aborted with the state; every reader of those topics reads
-`read_committed` (the sinks, the as-of reads, the directory, Faust's consumer for the forwards).
-
-Safety argument. Assumptions: the brokers implement transactions (Kafka >= 0.11, `transaction.state.log`
-replicated as configured); every changelog partition p of every table, and every record a batch of p
-sends, is written only through `Fence.send(p, ...)`; whoever restores p calls `Fence.hold` (below) before
-it measures the changelogs' ends, and reads them `read_committed` (our bulk reader, and Faust's consumer:
-transport.py).
-1. `hold` makes sure p's producer was started by this worker within its current run of tenures of p: its
-   start is InitProducerId for the partition's transactional id. The transaction coordinator answers it
-   only once the previous holder's transaction is settled: an open one is aborted (or, if its commit was
-   already decided, completed) and its markers written, and the epoch is bumped. From then on the broker
-   refuses every produce, AddPartitionsToTxn and EndTxn of an older epoch (ProducerFenced /
-   InvalidProducerEpoch).
-2. So every record of a zombie in p's changelogs is either in a transaction committed before step 1
-   returned — below the last stable offset the new owner measures next, hence in what it restores, so its
-   history includes it — or in one aborted by step 1 or refused afterwards, which read_committed readers
-   never see. Nothing a zombie writes after the new owner's `hold` can be read by anyone.
-3. A batch's writes and emits of p are one transaction, so a restore and every reader see all of them or
-   none (the redo record keeps doing that job for the changelogs when transactions are off). The input
-   offsets are committed only after the commit.
-4. A fenced producer raises FencedError; the agent halts without writing anything else (agent.halt), so the
-   zombie's in-memory state, ahead of nothing anyone reads, is dropped with the process.
-
-Rebalances. A producer is kept across a rebalance when its partition stays assigned from one group
-generation to the next (`assigned`, told each generation): within one generation no other member holds
-the partition, so nobody fenced it in between. A partition newly assigned, or assigned again after a
-generation this worker did not take part in (it was dropped from the group: another member may have held
-and fenced it), gets a producer started anew. Producers are started when the assignment arrives, in the
-background, and the restore's `hold` (inside Faust's bounded offset-building step) only waits for them;
-those of partitions gone are closed together, in the background. A kept producer that was fenced anyway
-(a zombie's late start, below) refuses the next transaction and the worker halts (safe, one restart).
-
-Timeouts. Inside a transaction a batch waits for its records' acknowledgements (at most the producer's
-delivery timeout) and the commit; the coordinator aborts a transaction open longer than
-`transaction.timeout.ms`, which fences the producer. So the producers' delivery timeout is the transaction
-timeout (`CREDENCE_STATE__TRANSACTION_TIMEOUT_S`, 900 s: Kafka's default `transaction.max.timeout.ms`,
-which caps it on every broker) less `COMMIT_MARGIN_S` for the commit: an outage shorter than that is
-waited out inside an open transaction. Raising it needs the brokers' `transaction.max.timeout.ms` raised
-too.
-
-Limits: a changelog write or an emit outside `TableWrites` would bypass the fence (the runner's results and
-the timers' ticks are sent outside a batch on the app's producer: at-least-once, each deduplicated by its
-request or tick id when applied); a zombie whose delayed `hold` starts a producer after the new owner's
-fences the new owner, which halts at its next batch. Its local store takes a batch's writes only after the
-commit, so a refused batch never reaches it.
-
-Transaction markers occupy offsets: the last offset of a changelog partition is a marker no reader is
-given, which the restore accounts for (restore.py); so do the forwards' markers in the input topics
-(positions.py).
+One transactional producer per held input partition (`transactional.id` `<app_id>-scopes-<partition>`);
+every changelog record of partition p (a batch's redo record and writes, the redo replay after a restore)
+and every record a batch of p emits go in one transaction on p's producer. `Fence.hold` starts them before
+a restore measures the changelogs' ends, which fences their earlier holders. The safety argument, the
+rebalance and timeout rules and the limits: docs/state.md.
 """
 
 from __future__ import annotations

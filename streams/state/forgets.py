@@ -1,35 +1,9 @@
 """Forgets ordered against every input of the user.
 
-`credence forget` sends one forget record per partition on `control`, naming the end offsets every input
-topic had on every partition when it was sent (`after`: logical topic -> end offset by partition). The
-user's records queued before it on the other topics (turns, feedback, facts, usage) may still be read
-after it: a worker reads its topics side by side, in no order between them. So the forget is applied as
-soon as it is read (the user's keys on the partition deleted at once), and it stays, as a filter, until the
-partition's applied positions have passed those offsets on every input topic. Meanwhile a record of the
-user below its topic's offset was queued before the forget: it is dropped, never applied (it would bring
-the user back, with the duplicate marks gone). A record at or past it was produced after the forget:
-new data, applied as usual. A forwarded copy (a record that arrived on another partition than its
-scope's) is judged by the record it was made from, whose partition's offsets the forget names too.
-
-Why not hold the forget until the positions pass and apply it then: the user's data would stay readable
-for as long as the slowest input's backlog, every record of the user between would be applied only to be
-deleted, and records produced after the forget but read in the same batch would be deleted with them. Why
-not a forget marker on every input topic: it would put control records into the platforms' own topics,
-which every other consumer of them would then have to skip.
-
-Each filter is a key of its own in the `seen` table (`forget␟partition␟n`: the user's `tenant/user/` and
-its `after`), written with the forget's own deletions (one redo record: all or nothing) and deleted with
-the batch whose positions pass it, so a worker that crashes, or a partition that moves, keeps them. A
-partition's head (`forget␟partition`) holds only the range of its filters' numbers, so no value grows with
-the users held: all of a partition's filters in one value passed the producer's record limit once a few
-hundred users were forgotten while the partition lagged (~5 × P offsets each), and the worker halted on
-every restart. A head of the older layout (every filter inside it, `users`) is read as such and split into
-filter keys by the partition's next batch. A forget without `after` (an older `credence forget`) is
-applied alone, as before.
-
-Not covered: a record produced after the forget but read before it (its topic read ahead of `control`) is
-deleted with the user, the forget cannot tell it apart; a record of the user that arrived on another
-partition and is forwarded only after this partition has pruned its filter is applied as new data.
+A forget record names the input topics' end offsets when it was sent (`after`); it is applied as soon as
+it is read and stays as a filter (keys `forget␟partition␟n` in the `seen` table, a head per partition)
+until the partition's positions pass those offsets on every input topic. Meanwhile a record of the user
+queued before it is dropped, never applied. Why this design, and what it does not cover: docs/state.md.
 """
 
 from __future__ import annotations

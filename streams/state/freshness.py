@@ -1,19 +1,7 @@
 """When this worker's local stores of each partition were last known in step with their changelogs, and
 whether a store found on disk may be brought up to date from its persisted offsets or must be discarded.
 
-A RocksDB store outlives its partition's stay on this worker: when the partition comes back, Faust applies
-the changelog records past the store's persisted offset. That is only sound while every deletion made in
-the meantime is still there to apply, and a compacted changelog keeps a tombstone `delete.retention.ms`
-after it was written, no longer. A store is in step with its changelog while this worker holds the
-partition (nobody else writes it), so its last known-in-step time is recorded when the partition was last
-restored here and at flushes after that (at most every `every` seconds: later is never less safe). On the
-next restore, a store last in step longer ago than half the tombstone retention (the rest is the margin
-for clock steps and a worker that kept writing briefly after losing its session), with no such record, or
-holding offsets past its changelog's end (the changelog was recreated or lost records) is discarded and
-restored from the changelog's beginning, as Kafka Streams cleans the state of tasks it no longer owns.
-
-This is runtime bookkeeping, so it reads the wall clock (injectable for tests); one small file per
-partition, beside the table databases.
+Why a store behind the tombstone horizon, or ahead of its changelog, is discarded: docs/state.md.
 """
 
 from __future__ import annotations

@@ -1,26 +1,9 @@
 """Duplicate marks, bounded by when their records reached Kafka.
 
-A turn or feedback record repeated with the same id in a scope (a producer retry, a replayed file) is
-dropped. Its mark — `kind\\x1fscope\\x1fid` -> the position of the record that first carried it and its
-time — lives in the `seen` table while that time is within `seen_horizon_days` of the newest mark time
-this worker saw on the partition; older marks are deleted, so the table holds a horizon's worth of ids,
-not one per turn forever. A duplicate older than the horizon is applied again (its turn counts twice).
-Which marks to delete when is found in the prune index, kept in the table too (mark_index.py): nothing per
-mark is held in memory, and nothing is rebuilt when partitions move. Marks written before the index (a
-partition without a head) are indexed by the partition's first batch, once; those of the layout before,
-which carry no time, are deleted then.
-
-A mark's time is when its record reached Kafka (its Kafka timestamp, set by the platform's producer or,
-with `message.timestamp.type=LogAppendTime`, the broker), never the event time the record claims. Event
-times come from the tenants' clients: one turn dated 2090 would move the partition's horizon decades ahead
-and prune every tenant's marks on it, and a turn dated months back (a tenant importing history, an offline
-client syncing) would be pruned in the batch that wrote it, so its retry seconds later would count twice.
-By ingestion, every mark is kept a horizon from when its record came, whatever its date. Only a record
-without a Kafka timestamp (message format v0) is kept by its event time.
-
-Not a horizon per scope: a scope that goes quiet would keep its marks for ever (the table would grow with
-every scope ever seen), and pruning them would take a clock outside the records. Here the prune depends
-only on the partition's records, in order (a Kafka timestamp is part of the record).
+A mark (`seen` table) holds the position of the record that first carried an id in its scope, so the
+record itself, redelivered after a crash, still applies; marks older than the horizon
+(`state.seen_horizon_days`, by the records' Kafka timestamps) are pruned through a per-partition index
+(mark_index.py). Why these clocks and this index: docs/state.md.
 """
 
 from __future__ import annotations
@@ -100,7 +83,7 @@ class Marks:
 
     def position_of(self, kind: str, scope: str, ident: str) -> tuple[int, int] | None:
         """(partition, offset) of the record that first carried `ident` in the scope, as written (a turn's
-        status reads it: issue 33); None when no mark is kept (never seen, or pruned past the horizon)."""
+        status reads it, GET …/turns/{turn_id}); None when no mark is kept (never seen, or pruned past the horizon)."""
         mark = codec.decode_mark(self._table.get(mark_key(kind, scope, ident)))
         if not mark:
             return None

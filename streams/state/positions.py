@@ -2,19 +2,9 @@
 group applied (or refused on purpose), kept in the `seen` table beside the duplicate marks and written with
 every batch's state, before its offsets may be committed.
 
-Kafka's committed offset is only a hint here. Faust commits what its streams acknowledged, and it counts
-offsets it never delivered (a fetch it dropped during a rebalance, a gap it takes for compaction) as
-acknowledged too: a committed offset could then run ahead of the state, and the records between were
-never applied by anyone. Measured as lost turns and a stuck Stage-1 result when a worker left the group.
-Offsets are increasing but not dense: a transactional producer upstream (Kafka Streams, Flink, any
-exactly-once writer) leaves a commit or abort marker on an offset of its own, and an aborted transaction's
-records are never delivered (the worker reads read_committed), so neither comes to fill it. A record past
-the next offset expected is therefore a question (ASK): the broker is asked what a fetch from the expected
-offset returns (agent.py). If it returns nothing before the record, the offsets between hold no record
-anyone can get and the record applies; if it returns one, that record was skipped by the consumer (GAP):
-the partition is rewound to the expected offset (after every batch that still brings records past the
-hole) and nothing after the hole is applied until the missing record comes.
-A hole the broker cannot fill (retention deleted the records first) is logged as an error and skipped.
+A record past the next offset expected is a question (ASK): the broker is asked what a fetch from the
+expected offset returns; a record skipped by the consumer is a GAP, and the partition is rewound to it.
+Why Kafka's committed offset is only a hint here: docs/state.md.
 """
 
 from __future__ import annotations
@@ -44,7 +34,7 @@ def is_position_key(key: str) -> bool:
 
 def durable_next(table, topic: str, partition: int) -> int | None:
     """The next offset to apply on (topic, partition) as the table holds it: what the batches made durable,
-    for readers beside the agent (issue 33's waits; the agent's own `expected` runs ahead within a batch).
+    for readers beside the agent (the API's waits for a turn; the agent's own `expected` runs ahead within a batch).
     Read without a current event: the store looks in every partition it holds."""
     raw = table.get(position_key(topic, partition))
     return orjson.loads(raw)["next"] if raw is not None else None

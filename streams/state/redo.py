@@ -1,19 +1,9 @@
 """The redo record of a batch: every table write of the batch on one partition, in one record of the
 `seen` changelog, made durable before any of those writes is sent.
 
-A batch writes keys of five tables, and so records on five changelog topics. Kafka keeps the order of one
-partition of one topic, not across topics: a worker killed while a batch's records are on their way can
-leave some of them written and others not (measured: a restored control value naming list items that never
-arrived, and a worker that could not read its own scope again). One record, however, is written whole or not
-at all. So the batch's writes of a partition go first into its redo record (key `redo␟partition␟part`; split
-in parts below Kafka's record limit, the parts in order on the one partition), and only once the broker has
-it do the writes go to their own changelogs. Whoever restores the partition next (the same worker after a
-crash, or another) applies its redo record again and re-sends those writes before any input is read:
-applying the last batch twice is harmless, applying half of it is not.
-
-A part carries the batch's id and how many parts it has: parts left over from an older, longer batch have
-another id, and a batch whose parts did not all arrive never sent a write (its redo was not durable), so
-it is ignored.
+Key `redo␟partition␟part`, split in parts below Kafka's record limit; each part carries the batch's id
+and its count of parts, so leftovers of an older batch and a batch whose parts did not all arrive are
+ignored. Whoever restores the partition applies it again before any input is read. Why: docs/state.md.
 """
 
 from __future__ import annotations

@@ -1,34 +1,10 @@
 """Restoring the tables of newly held partitions from their changelogs in bulk.
 
-Faust's recovery hands every changelog record to its recovery loop one by one through an asyncio queue
-(measured: ~2,600 records/s on this machine, 39 s for 100,000 entries, while a bare consumer reads the same
-topics in under a second). Here, once Faust has worked out where each active changelog partition starts and
-ends, a plain consumer of our own reads the whole span in large fetches and hands it to each table's store
-in batches, through the store's own `apply_changelog_batch` — the very call Faust's loop ends in, so the
-memory and RocksDB stores keep their own semantics (deletions, persisted offsets). Faust then finds every
-partition at its end and goes straight on to completing the recovery (our `recovered()` hook, the redo
-replay) as before.
-
-Nothing is applied beyond the highwater Faust measured, and each partition's offset advances only past
-what was applied, so a restore cut short (an error, a new rebalance, the time budget) leaves Faust's own
-loop to read the rest, from exactly there.
-
-Faust waits `broker_request_timeout` for the whole offset-building step (its own offsets request
-included) and, when that wait runs out, ends its recovery loop for good: every later assignment would stay
-paused while the worker keeps its partitions. So the bulk read, and the close of its consumer, end within a
-share of that wait counted from the step's start; and a recovery loop that ends anyway while the worker
-runs (a step that raised or outlived its wait) stops the worker (`on_dead`), whose partitions then go to
-workers that restore them.
-
-With fencing (fence.py), the partitions' transactional producers are started before the changelogs'
-ends are measured (that fences their earlier holders and settles their open transactions), and every
-read is `read_committed`. Transaction markers occupy offsets no reader is given, the last one included:
-a partition whose read was not finished here gets as its end the offset of its last committed record, or
-Faust's loop would wait forever for the marker (`_settle_tails`).
-
-Before any of it, a local store that may not be brought up to date from its persisted offsets (behind the
-tombstone horizon, with no record of when it was in step, or ahead of its changelog: freshness.py) is
-discarded, so the restore reads its changelog from the beginning.
+Once Faust has worked out where each changelog partition starts and ends, a consumer of our own reads the
+span in large fetches and hands it to each table's store through `apply_changelog_batch` (Faust's own loop
+hands records one by one, ~2,600/s). Nothing beyond Faust's highwater is applied, and a restore cut short
+leaves Faust's loop to read the rest. With fencing the producers are held first and reads are
+`read_committed`; a stale local store is discarded first (freshness.py). Why: docs/state.md.
 """
 
 from __future__ import annotations

@@ -1,23 +1,8 @@
 """Faust's RocksDB store, with no database opened while a rebalance hands partitions out.
 
-Faust's store opens the database of every newly assigned partition of its table inside
-`on_partitions_assigned` (and Faust's recovery then reads each one's persisted offset there, which opens it
-too). Opening one takes ~25-50 ms on a loaded host and holds the event loop and the GIL (rocksdict does
-not release it); and aiokafka sends no heartbeat until that callback has returned. A worker handed 32
-partitions of our 5 tables opened 160 databases there, 128 partitions 640 (16 s): longer than the group
-session (10 s), so the coordinator dropped the member, which rejoined and halted (issue 31).
-
-Here nothing is opened or closed inside it. After it, the recovery (`DeferredOffsets`, mixed into
-restore.py's `BulkRecovery`) reads the persisted offsets and opens the assigned partitions' databases one
-per loop turn in the background, and whatever is left before the streams resume; any other use opens a
-database at once, as Faust's own `_db_for_partition` already does for a key it has not seen. A partition
-with no database on disk has no persisted offset and holds nothing: it is answered so without creating one.
-A revoked partition's database is set aside open (a close flushes it: 60-150 ms), and handed back as it is
-when the partition is assigned again within `revoked_store_keep_seconds`; after that it is closed in the
-background, one per loop turn, and only while no rebalance is under way (Faust's callbacks, its bounded
-restore steps and the paused streams all fall between a revocation and the streams resuming). Kept until
-the worker stopped, they were 1,280 open stores at 256 partitions x 5 tables. A closed one's persisted
-offset is remembered, so that assigned back it is not opened inside Faust's bounded offset-building step.
+Faust opens every newly assigned partition's database inside `on_partitions_assigned`, where no heartbeat
+is sent: with many partitions that outlasted the group session. Here the databases are opened in the
+background after it, and a revoked one is kept open a while in case it comes back. Details: docs/state.md.
 """
 
 from __future__ import annotations

@@ -1,18 +1,8 @@
 """The one way to read and write scope state. Views, timers and the HTTP API read through a ScopeStore,
 never through raw table values; the scope agent writes through it.
 
-Layout (all values are bytes from streams/state/codec.py, schema-versioned):
-  scopes   `tenant/user/character`            -> the control value (every field of the state but entries)
-  entries  `scope\\x1fentry_id`                -> one entry and how many journal events it has had
-  lists    `scope\\x1fname\\x1fseq`              -> one item of a long list of the state (streams/state/lists.py)
-  history  `scope\\x1fentry_id\\x1fslot`        -> a chunk of the entry's journal events (streams/state/history.py)
-Every key is written while an input record of the scope's partition is the current event, so all of a
-scope's keys share its changelog partition and recover with it.
-
-The agent keeps live (decoded) scope objects here, bounded by `live_scopes_max` (least recently used
-dropped first) and dropped when their partition is revoked, so a record decodes nothing but itself. A
-scope stepped by a batch whose keys are not written yet is `pending`: readers then get the tables' copy,
-never a half-applied batch.
+A scope is split per entry (control value, entries, long lists one item per key, signal history in
+chunks); live objects of the scopes a batch touches are cached (LRU). Layout and rationale: docs/state.md.
 """
 
 from __future__ import annotations

@@ -1,18 +1,7 @@
 """Every kept version of a scope's entries, for as-of reads ("what was valid at T", tables/validity.py).
 
-The journal holds every version, but it is one partition of credence.evidence shared by every scope on it:
-reading a scope's past from there is a scan of the whole partition from offset 0, decoding every tenant's
-records. So the worker keeps, beside an entry's signal history, the entry's snapshots themselves: a ring of
-`history_max` slots per entry in the `history` table, `scope\\x1fentry_id\\x1fv<version % history_max>`, each
-written once, by the batch that journalled that version (one put per journal event, the size of the
-event's snapshot). An archived entry keeps its versions (as-of needs the time it was live); a forget deletes
-them with the scope's other keys, so a forgotten scope's past is never served again, and a scope created
-again starts an empty ring.
-
-An as-of read folds, per entry of the scope (live or archived), the newest kept version recorded at or
-before T, found by a binary search over the entry's contiguous version numbers: O(log history_max) reads
-per entry, nothing of another scope read. An instant before an entry's oldest kept version, when older
-versions were overwritten, cannot be answered from here: `Truncated` names it.
+A ring of `history_max` snapshots per entry in the `history` table, each written by the batch that
+journalled it; an as-of read searches it per entry. Why not read the journal: docs/state.md.
 """
 
 from __future__ import annotations

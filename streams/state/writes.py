@@ -1,28 +1,9 @@
 """Table writes of one batch: their changelog records sent together and awaited by `flush`, before the
 batch's input offsets may be committed, and made all-or-nothing by the batch's redo record (redo.py).
 
-Faust's own table write queues each changelog record behind its producer buffer, which publishes them
-one by one and blocks the consumer when more than 100 wait: on a busy host a batch's writes crawled at
-~100 records/s and stalled intake and commits. Here the records of a batch go to the producer together
-(each key on its scope's partition, encoded by the table's own serializers, so Faust's recovery reads
-them as its own), and the local store learns the persisted offset as Faust's write would tell it.
-
-A Faust table's writes are held until `flush` and reach its local store there, only once the batch's redo
-record is acknowledged, and together with it: a RocksDB store keeps what a killed worker wrote, and Faust
-later brings that store up to date by applying the changelogs past its persisted offsets, so a write the
-changelogs may never get (its redo unacknowledged) would outlive the kill in that store for good, and half
-a batch without its redo beside it could never be completed. Nothing in a batch reads back a value it
-wrote itself (its steps work on live objects), so holding them changes no read. A plain mapping (unit
-tests) has no changelog and takes each write at once.
-
-A batch's emits (journal, archive, dead letters, forwarded inputs) are held too (`emit`, each under the
-input partition whose records made it). With a fence (fence.py), each partition's redo record, writes and
-emits go in one Kafka transaction on that partition's own producer, which a newer owner of the partition
-fences (a worker that lost the partition can no longer write into the changelogs its new owner restored),
-and they reach the local store once the transaction is committed: a batch cut short is aborted whole, its
-emits included, and its re-run is the only copy anyone reads. Unfenced, the emits are sent and
-acknowledged first, and nothing of the state is sent before that (at-least-once: a re-run sends them
-again, under the same ids).
+Writes are held until `flush` and reach the local stores only once the redo record is acknowledged (fenced:
+once each partition's transaction, which also carries its emits, is committed). Unfenced, the emits are
+acknowledged first. Why Faust's own table write is bypassed, and why writes are held: docs/state.md.
 """
 
 from __future__ import annotations

@@ -21,10 +21,8 @@ from credence.streams.runtime import agent as agent_module
 from credence.streams.runtime import batch as batch_module
 from credence.streams.runtime.agent import ScopeAgent
 from credence.streams.runtime.app import Stats
-from credence.streams.state.marks import Marks
 from credence.streams.state.ownership import Ownership
-from credence.streams.state.positions import Positions
-from credence.streams.state.store import ScopeStore
+from credence.streams.state.transaction import WorkerState
 from credence.streams.state.writes import TableWrites
 from tests.support import faust_double
 from tests.support.faust_double import Stream, Switch
@@ -57,9 +55,8 @@ def agent_over(tables) -> ScopeAgent:
     writes = TableWrites()
     ownership = Ownership(PARTITIONS, SETTINGS.topic("turns"))
     ownership.held = set(range(PARTITIONS))
-    store = ScopeStore(tables, StateSettings(), ownership.partition_of, writes)
-    agent = ScopeAgent(SETTINGS, Topics(), store, Marks(tables.seen, 7.0, ownership.partition_of, writes), writes,
-                       ownership, Switch(), Stats(), Positions(tables.seen, writes))
+    state = WorkerState.over(tables, StateSettings(), ownership, writes, SETTINGS.topic)
+    agent = ScopeAgent(SETTINGS, Topics(), state, Switch(), Stats())
     agent.runner = Runner(make_backend(SETTINGS.llm, memory=SETTINGS.memory), _never_sent, 4, inline=True)
     return agent
 
@@ -96,7 +93,7 @@ def conversation() -> list[list[Event]]:
 
 
 def end_state(agent: ScopeAgent, scope: str) -> dict:
-    state = agent.store.get(scope)
+    state = agent.state.store.get(scope)
     return {"turns": state.turns, "applied": state.applied, "facts": sorted(state.facts),
             "entries": sorted((e.text, e.status, e.evidence.reinforcement) for e in state.entries.values())}
 
@@ -140,7 +137,7 @@ def test_an_exception_outside_the_step_halts_the_worker_and_a_restart_reads_the_
     asyncio.run(supervised(agent, Stream([first])))
     before, sent_before = snapshot(tables), list(agent.topics.sent)
 
-    owner, name = (agent.store, "live") if failing == "store.live" else (agent.marks, "first_time")
+    owner, name = (agent.state.store, "live") if failing == "store.live" else (agent.state.marks, "first_time")
     real = getattr(owner, name)
 
     def broken(*args):
@@ -176,7 +173,7 @@ def test_a_tick_the_domain_refuses_is_dead_lettered_like_any_refused_record(monk
     asyncio.run(agent.batch([log.turn(0, "I love green tea."), log.tick(), log.turn(1, "I live in Berlin.")]))
     dead = [json.loads(v) for name, _, v in agent.topics.sent if name == "dlq"]
     assert len(dead) == 1 and "not this tick" in dead[0]["reason"]
-    assert agent.store.get(SCOPE).turns == 2 and agent.stats.records_rejected == 1
+    assert agent.state.store.get(SCOPE).turns == 2 and agent.stats.records_rejected == 1
 
 
 def same_partition_scope(tenant: str) -> str:
@@ -192,8 +189,8 @@ def test_one_tenants_far_future_turn_does_not_prune_another_tenants_duplicate_ma
     far_future = T0.replace(year=2090)
     asyncio.run(agent.batch([log.turn(0, "hello from the future", buggy, at=far_future)]))
     asyncio.run(agent.batch([log.turn(0, "I love green tea.")]))  # a producer retry, the same turn_id
-    assert agent.stats.turns_duplicate == 1 and agent.store.get(SCOPE).turns == 2
-    assert agent.store.get(buggy).turns == 1
+    assert agent.stats.turns_duplicate == 1 and agent.state.store.get(SCOPE).turns == 2
+    assert agent.state.store.get(buggy).turns == 1
 
 
 def test_the_same_turn_re_sent_seconds_after_a_backdated_one_is_dropped_as_a_duplicate():
@@ -205,4 +202,4 @@ def test_the_same_turn_re_sent_seconds_after_a_backdated_one_is_dropped_as_a_dup
     backdated = T0 - timedelta(days=30)
     asyncio.run(agent.batch([log.turn(1, "I live in Berlin.", at=backdated)]))
     asyncio.run(agent.batch([log.turn(1, "I live in Berlin.", at=backdated)]))  # the client's retry
-    assert agent.stats.turns_duplicate == 1 and agent.store.get(SCOPE).turns == 2
+    assert agent.stats.turns_duplicate == 1 and agent.state.store.get(SCOPE).turns == 2

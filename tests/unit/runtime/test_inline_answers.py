@@ -20,10 +20,8 @@ from credence.streams.llm.runner import Runner
 from credence.streams.runtime.agent import ScopeAgent
 from credence.streams.runtime.app import Stats
 from credence.streams.scope import results
-from credence.streams.state.marks import Marks
 from credence.streams.state.ownership import Ownership
-from credence.streams.state.positions import Positions
-from credence.streams.state.store import ScopeStore
+from credence.streams.state.transaction import WorkerState
 from credence.streams.state.writes import TableWrites
 from tests.support import faust_double
 from tests.support.faust_double import Switch
@@ -65,9 +63,8 @@ class Recording(Runner):
 def agent_over(inline: bool) -> tuple[ScopeAgent, Topics, int]:
     tables, writes, topics = new_tables(), TableWrites(), Topics()
     ownership = Ownership(4, SETTINGS.topic("turns"))
-    store = ScopeStore(tables, StateSettings(), ownership.partition_of, writes)
-    agent = ScopeAgent(SETTINGS, topics, store, Marks(tables.seen, 7.0, ownership.partition_of, writes), writes,
-                       ownership, Switch(), Stats(), Positions(tables.seen, writes))
+    state = WorkerState.over(tables, StateSettings(), ownership, writes, SETTINGS.topic)
+    agent = ScopeAgent(SETTINGS, topics, state, Switch(), Stats())
     agent.runner = Recording(inline)
     partition = ownership.partition_of(SCOPE)
     ownership.held = {partition}
@@ -79,7 +76,7 @@ def turns(partition: int) -> list[Event]:
 
 
 def end_state(agent: ScopeAgent) -> dict:
-    state = agent.store.get(SCOPE)
+    state = agent.state.store.get(SCOPE)
     return {"turns": state.turns, "requests": sorted(r.task for r in state.requests.values()),
             "queue": len(state.queue), "facts": sorted(state.facts),
             "entries": {e.id: (e.status, e.text, e.evidence.reinforcement, e.evidence.disputation)
@@ -158,7 +155,7 @@ def test_an_answer_that_cannot_be_applied_is_dead_lettered_and_its_request_relea
 
     monkeypatch.setattr(results, "apply", refuse)
     asyncio.run(agent.batch(turns(p)[:2]))
-    state = agent.store.get(SCOPE)
+    state = agent.state.store.get(SCOPE)
     assert state.turns == 2 and state.requests == {} and "half-applied" not in state.facts
     dead = [json.loads(v) for name, _, v in topics.sent if name == "dlq"]
     assert len(dead) == 2 and all("could not apply to scope" in d["reason"] and "not this answer" in d["reason"]
@@ -173,12 +170,12 @@ def test_turns_count_as_accepted_only_once_the_batch_that_applied_them_is_durabl
     # was still being written, a reader saw every turn accepted and the last batch's new scopes missing
     # (/scopes lists the stored keys, written by the flush).
     agent, _, p = agent_over(inline=True)
-    flush, seen = agent.writes.flush, []
+    flush, seen = agent.state.writes.flush, []
 
     async def observed(*args):
         seen.append(agent.stats.turns_accepted)
         await flush(*args)
 
-    agent.writes.flush = observed
+    agent.state.writes.flush = observed
     asyncio.run(agent.batch(turns(p)))
     assert seen == [0] and agent.stats.turns_accepted == len(TALK)

@@ -16,10 +16,9 @@ from credence.config.topics import TOPICS
 from credence.streams.llm.runner import Runner
 from credence.streams.runtime.agent import ScopeAgent
 from credence.streams.runtime.app import Stats
-from credence.streams.state.marks import Marks
 from credence.streams.state.ownership import Ownership
-from credence.streams.state.positions import Positions
 from credence.streams.state.store import ScopeStore
+from credence.streams.state.transaction import WorkerState
 from credence.streams.state.writes import TableWrites
 from credence.tables.clock import format_instant
 from tests.support import faust_double
@@ -47,9 +46,9 @@ class Unanswered(Runner):
 def agent_over() -> tuple[ScopeAgent, Topics, ScopeStore]:
     tables, writes, topics = new_tables(), TableWrites(), Topics()
     ownership = Ownership(1, SETTINGS.topic("turns"))
-    store = ScopeStore(tables, StateSettings(), ownership.partition_of, writes)
-    agent = ScopeAgent(SETTINGS, topics, store, Marks(tables.seen, 7.0, ownership.partition_of, writes), writes,
-                       ownership, Switch(), Stats(), Positions(tables.seen, writes))
+    state = WorkerState.over(tables, StateSettings(), ownership, writes, SETTINGS.topic)
+    store = state.store
+    agent = ScopeAgent(SETTINGS, topics, state, Switch(), Stats())
     agent.runner = Unanswered()
     ownership.held = {0}
     live = store.live(BIG)  # the big scope as its tables hold it before the batch

@@ -11,10 +11,8 @@ from credence import tracing
 from credence.config.state import StateSettings
 from credence.streams.runtime.agent import ScopeAgent
 from credence.streams.runtime.app import Stats
-from credence.streams.state.marks import Marks
 from credence.streams.state.ownership import Ownership
-from credence.streams.state.positions import Positions
-from credence.streams.state.store import ScopeStore
+from credence.streams.state.transaction import WorkerState
 from credence.streams.state.writes import TableWrites
 from tests.support import faust_double
 from tests.support.faust_double import Switch
@@ -31,9 +29,8 @@ class Topics(faust_double.Topics):
 def agent() -> tuple[ScopeAgent, Topics, int]:
     tables, writes, topics = new_tables(), TableWrites(), Topics()
     ownership = Ownership(4, SETTINGS.topic("turns"))
-    store = ScopeStore(tables, StateSettings(), ownership.partition_of, writes)
-    worker = ScopeAgent(SETTINGS, topics, store, Marks(tables.seen, 7.0, ownership.partition_of, writes), writes,
-                        ownership, Switch(), Stats(), Positions(tables.seen, writes))
+    state = WorkerState.over(tables, StateSettings(), ownership, writes, SETTINGS.topic)
+    worker = ScopeAgent(SETTINGS, topics, state, Switch(), Stats())
     worker.runner = Recording(inline=True)
     ownership.held = {ownership.partition_of(SCOPE)}
     return worker, topics, ownership.partition_of(SCOPE)
@@ -75,7 +72,7 @@ def test_off_no_span_and_no_header():
 def test_a_forwarded_copy_keeps_the_records_trace():
     with in_memory_spans():
         worker, topics, home = agent()
-        worker.ownership.held = set(range(4))
+        worker.state.ownership.held = set(range(4))
         with tracing.span("produced") as producer:
             headers = tracing.record_headers()
         event = Event("turns", (home + 1) % 4, 0, turn(0, TALK[0], T0))  # on a partition not its scope's

@@ -18,10 +18,8 @@ from credence.streams.runtime.agent import ScopeAgent
 from credence.streams.runtime.app import Stats
 from credence.streams.runtime.switch import PowerSwitch
 from credence.streams.runtime.tenancy import NoTenants, TenantMemory, TenantRecords, TenantSwitch
-from credence.streams.state.marks import Marks
 from credence.streams.state.ownership import Ownership
-from credence.streams.state.positions import Positions
-from credence.streams.state.store import ScopeStore
+from credence.streams.state.transaction import WorkerState
 from credence.streams.state.writes import TableWrites
 from credence.tables.evidence import Evidence, sweep
 from tests.support.scope_tables import new_tables
@@ -79,10 +77,9 @@ def test_the_agent_steps_each_tenant_with_the_settings_it_was_built_with(tmp_pat
     directory.apply(TOPICS.tenants, b"acme", tenant("acme", powerful_memory=False, time_zone="Asia/Tokyo"))
     tables, writes = new_tables(), TableWrites()
     ownership = Ownership(4, SETTINGS.topic("turns"))
-    store = ScopeStore(tables, StateSettings(), ownership.partition_of, writes)
-    agent = ScopeAgent(SETTINGS, object(), store, Marks(tables.seen, 7.0, ownership.partition_of, writes), writes,
-                       ownership, TenantSwitch(PowerSwitch(tmp_path / "none.json"), directory), Stats(),
-                       Positions(tables.seen, writes), memory_for=TenantMemory(SETTINGS.memory, directory))
+    state = WorkerState.over(tables, StateSettings(), ownership, writes, SETTINGS.topic)
+    agent = ScopeAgent(SETTINGS, object(), state, TenantSwitch(PowerSwitch(tmp_path / "none.json"), directory),
+                       Stats(), memory_for=TenantMemory(SETTINGS.memory, directory))
     assert agent.powerful("acme") is False and agent.powerful("globex") is True
     assert str(agent.context("acme/ann/aria", NOW, False).memory.zone_for("acme")) == "Asia/Tokyo"
     assert agent.context("globex/ann/aria", NOW, True).memory is SETTINGS.memory

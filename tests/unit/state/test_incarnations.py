@@ -15,12 +15,9 @@ from credence.streams.llm.factory import make_backend
 from credence.streams.llm.runner import Runner
 from credence.streams.runtime.agent import ScopeAgent
 from credence.streams.runtime.app import Stats
-from credence.streams.state.forgets import Forgets
 from credence.streams.state.incarnations import KIND
-from credence.streams.state.marks import Marks
 from credence.streams.state.ownership import Ownership
-from credence.streams.state.positions import Positions
-from credence.streams.state.store import ScopeStore
+from credence.streams.state.transaction import WorkerState
 from credence.streams.state.writes import TableWrites
 from tests.support import faust_double
 from tests.support.faust_double import Switch
@@ -53,10 +50,8 @@ async def _unused(topic, scope, record):  # pragma: no cover - the rules backend
 def agent_over(tables) -> ScopeAgent:
     """A worker holding every partition, answering with the rules backend in the batch."""
     writes, ownership = TableWrites(), Ownership(4, SETTINGS.topic("turns"))
-    store = ScopeStore(tables, StateSettings(), ownership.partition_of, writes)
-    agent = ScopeAgent(SETTINGS, Recorder(), store, Marks(tables.seen, 7.0, ownership.partition_of, writes),
-                       writes, ownership, Switch(), Stats(), Positions(tables.seen, writes),
-                       Forgets(tables.seen, writes, SETTINGS.topic))
+    state = WorkerState.over(tables, StateSettings(), ownership, writes, SETTINGS.topic)
+    agent = ScopeAgent(SETTINGS, Recorder(), state, Switch(), Stats())
     agent.runner = Runner(make_backend(SETTINGS.llm, memory=SETTINGS.memory), _unused, 4, inline=True)
     ownership.held = set(range(4))
     return agent
@@ -73,7 +68,7 @@ def run(tables, events: list[Event], agent=None):
 def lives(tables) -> list[Event]:
     """u1 talks, is forgotten (at control offset 6 of her scope's partition, 2 of the others), and talks
     again, in that scope and in one of another character; u2 talks."""
-    partition_of = agent_over(tables).ownership.partition_of
+    partition_of = agent_over(tables).state.ownership.partition_of
     home = partition_of(SCOPE)
     offsets: dict[tuple[str, int], int] = {("control", p): 6 if p == home else 2 for p in range(4)}
 
@@ -100,14 +95,14 @@ def test_a_scope_begun_after_a_forget_is_a_new_incarnation_in_every_record():
     agent = run(tables, events[:2])
     first = {r["event_id"] for name, r in agent.topics.sent if name == "evidence"}
     assert first and all("~" not in i for i in first)  # never forgotten: the records of before
-    assert agent.store.get(SCOPE).incarnation == 0
+    assert agent.state.store.get(SCOPE).incarnation == 0
 
     agent = run(tables, events[2:], agent_over(tables))  # a restart too: the incarnation is in the table
-    home_partition = agent.ownership.partition_of(SCOPE)
-    assert agent.store.get(SCOPE).incarnation == 7  # the forget's offset on the scope's partition, + 1
-    later = agent.store.get(LATER).incarnation
-    assert later == (7 if agent.ownership.partition_of(LATER) == home_partition else 3)
-    assert agent.store.get(OTHER).incarnation == 0  # another user: untouched
+    home_partition = agent.state.ownership.partition_of(SCOPE)
+    assert agent.state.store.get(SCOPE).incarnation == 7  # the forget's offset on the scope's partition, + 1
+    later = agent.state.store.get(LATER).incarnation
+    assert later == (7 if agent.state.ownership.partition_of(LATER) == home_partition else 3)
+    assert agent.state.store.get(OTHER).incarnation == 0  # another user: untouched
     journal = [r for name, r in agent.topics.sent if name == "evidence" and r["user"] == "u1"]
     assert journal and all(r["incarnation"] in (7, later) for r in journal)
     assert all(r["event_id"].endswith(f"~{r['incarnation']}") for r in journal)
@@ -123,7 +118,7 @@ def test_a_replay_and_a_redelivered_forget_end_in_the_same_state():
     events = lives(tables)
     run(tables, events)
     replayed = new_tables()
-    home = agent_over(replayed).ownership.partition_of(SCOPE)
+    home = agent_over(replayed).state.ownership.partition_of(SCOPE)
     redelivered = [e for e in events if e.message.partition == home and "control" in e.message.topic]
     run(replayed, events[:6] + redelivered + events[6:])  # the forget applied twice on the scope's partition
     assert replayed.scopes == tables.scopes and replayed.entries == tables.entries

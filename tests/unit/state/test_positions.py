@@ -18,10 +18,9 @@ from credence.config import load_settings
 from credence.config.state import StateSettings
 from credence.streams.runtime.agent import ScopeAgent
 from credence.streams.runtime.app import Stats
-from credence.streams.state.marks import Marks
 from credence.streams.state.ownership import Ownership
 from credence.streams.state.positions import APPLY, ASK, GAP, SEEN, Positions, position_key
-from credence.streams.state.store import ScopeStore
+from credence.streams.state.transaction import WorkerState
 from credence.streams.state.writes import TableWrites
 from tests.support import faust_double
 from tests.support.faust_double import Switch, Topics
@@ -70,10 +69,8 @@ class Runner:
 
 def agent_over(tables, ownership, consumer: Consumer, probe: Probe | None = None) -> tuple[ScopeAgent, int]:
     writes = TableWrites()  # one pending list for the store, the marks and the positions
-    store = ScopeStore(tables, StateSettings(), ownership.partition_of, writes)
-    marks = Marks(tables.seen, 7.0, ownership.partition_of, writes)
-    agent = ScopeAgent(SETTINGS, Topics(), store, marks, writes, ownership, Switch(), Stats(),
-                       Positions(tables.seen, writes))
+    state = WorkerState.over(tables, StateSettings(), ownership, writes, SETTINGS.topic)
+    agent = ScopeAgent(SETTINGS, Topics(), state, Switch(), Stats())
     agent.runner, agent.consumer_of, agent.probe = Runner(), lambda: consumer, probe or Probe()
     partition = ownership.partition_of(SCOPE)
     ownership.held = {partition}
@@ -81,7 +78,7 @@ def agent_over(tables, ownership, consumer: Consumer, probe: Probe | None = None
 
 
 def turns_applied(agent: ScopeAgent) -> int:
-    return agent.store.get(SCOPE).turns
+    return agent.state.store.get(SCOPE).turns
 
 
 def test_a_hole_stops_the_partition_rewinds_it_once_and_the_missing_record_fills_it(tables, ownership):
@@ -105,6 +102,19 @@ def test_a_hole_stops_the_partition_rewinds_it_once_and_the_missing_record_fills
     assert json.loads(tables.seen[position_key(TURNS, p)])["next"] == 5
 
 
+def test_a_hole_found_before_a_forget_in_the_same_batch_is_still_read_again(tables, ownership):
+    consumer = Consumer()
+    agent, p = agent_over(tables, ownership, consumer)
+    events = [Event(p, n, turn(n, f"message {n}")) for n in range(3)]
+    tenant, user, _ = SCOPE.split("/")
+    forget = Event(p, 0, {"v": 1, "type": "forget", "tenant": tenant, "user": user})
+    forget.message = faust_double.Message(SETTINGS.topic("control"), p, 0)
+    # The forget commits what came before it and the batch goes on after it: offset 1's hole, found
+    # before the forget, is read again all the same.
+    asyncio.run(agent.batch([events[0], events[2], forget]))  # offset 1 never delivered
+    assert consumer.seeks == [(TP(TURNS, p), 1)] and agent.stats.rewinds == 1
+
+
 def test_records_deleted_before_they_were_applied_are_skipped_with_an_error(tables, ownership, caplog):
     consumer = Consumer(earliest=3)  # retention took offsets 0..2 before this worker read them
     agent, p = agent_over(tables, ownership, consumer)
@@ -121,7 +131,7 @@ def test_after_an_assignment_each_input_partition_is_read_from_its_stored_positi
     consumer = Consumer()
     agent, p = agent_over(tables, ownership, consumer)
     asyncio.run(agent.batch([Event(p, n, turn(n, f"message {n}")) for n in range(3)]))
-    agent.positions.reset()  # partitions moved and came back: positions come from the table
+    agent.state.positions.reset()  # partitions moved and came back: positions come from the table
     asyncio.run(agent.rewind_held({p}))
     assert consumer.seeks == [(TP(TURNS, p), 3)]
     asyncio.run(agent.rewind_held({p + 1}))  # a partition with no stored position is left alone
@@ -132,12 +142,12 @@ def test_status_shows_how_far_each_held_partition_is_read_also_after_a_restart(t
     consumer = Consumer()
     agent, p = agent_over(tables, ownership, consumer)
     asyncio.run(agent.batch([Event(p, n, turn(n, f"message {n}")) for n in range(3)]))
-    assert agent.positions.known({p}) == {f"{TURNS}:{p}": 3}
-    assert agent.positions.known({p + 1}) == {}  # another worker's partition: not shown
-    agent.positions.reset()  # a restart: nothing in memory until the assignment's rewind reads the table
-    assert agent.positions.known({p}) == {}
+    assert agent.state.positions.known({p}) == {f"{TURNS}:{p}": 3}
+    assert agent.state.positions.known({p + 1}) == {}  # another worker's partition: not shown
+    agent.state.positions.reset()  # a restart: nothing in memory until the assignment's rewind reads the table
+    assert agent.state.positions.known({p}) == {}
     asyncio.run(agent.rewind_held({p}))
-    assert agent.positions.known({p}) == {f"{TURNS}:{p}": 3}
+    assert agent.state.positions.known({p}) == {f"{TURNS}:{p}": 3}
 
 
 def test_a_partition_that_brought_a_record_since_the_assignment_is_not_rewound(tables, ownership):
@@ -146,7 +156,7 @@ def test_a_partition_that_brought_a_record_since_the_assignment_is_not_rewound(t
     consumer = Consumer()
     agent, p = agent_over(tables, ownership, consumer)
     asyncio.run(agent.batch([Event(p, n, turn(n, f"message {n}")) for n in range(3)]))
-    agent.positions.reset()
+    agent.state.positions.reset()
     asyncio.run(agent.batch([Event(p, 3, turn(3, "message 3"))]))  # delivered before the first tick's rewind
     asyncio.run(agent.rewind_held({p}))
     assert consumer.seeks == [] and turns_applied(agent) == 4 and agent.stats.redelivered == 0
