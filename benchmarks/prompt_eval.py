@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 from credence.config.llm import LLMSettings  # noqa: E402
 from credence.errors import CredenceError  # noqa: E402
 from credence.streams.llm.backend import LLMBackend  # noqa: E402
-from credence.streams.llm.models import CorrectionItem, Fact, Observation, ReflectionDraft, Turn, fact_id  # noqa: E402
+from credence.streams.llm.models import CorrectionItem, Fact, Observation, ReflectionDraft, Turn  # noqa: E402
 from credence.streams.llm.prompts import (  # noqa: E402
     correction,
     merge_decision,
@@ -43,6 +43,7 @@ from credence.streams.llm.prompts import (  # noqa: E402
     surfaced_feedback,
 )
 from credence.streams.llm.token_budget import approx_tokens  # noqa: E402
+from credence.tables.origin import fact_id  # noqa: E402
 
 DATA = ROOT / "benchmarks" / "prompt_eval"
 LANGS = ("en", "de", "es")

@@ -8,7 +8,7 @@ from typing import Literal
 from pydantic import Field
 
 from credence.streams.llm.aliases import Aliases, Reader
-from credence.streams.llm.models import Fact, Polarity, Turn, fact_id
+from credence.streams.llm.models import Fact, Polarity, Turn
 from credence.streams.llm.prompts.base import (
     DATA_RULE,
     JSON_RULE,
@@ -22,6 +22,7 @@ from credence.streams.llm.prompts.base import (
     render_json,
     unique,
 )
+from credence.tables.origin import fact_id
 
 NAME = "stage1_extraction"
 VERSION = 4

@@ -24,7 +24,6 @@ from credence.streams.llm.models import (
     RefineAction,
     ReflectionDraft,
     Turn,
-    fact_id,
 )
 from credence.streams.llm.prompts import (
     candidate_rerank,
@@ -44,6 +43,7 @@ from credence.streams.llm.prompts.base import fit_to_schema, static_schema
 from credence.streams.llm.rules import correction_work, extraction, feedback, matching, refusals, summary, synthesis
 from credence.streams.llm.rules import refine as refine_rules
 from credence.streams.llm.token_budget import CountTokens, approx_tokens, fit_rerank, fit_stage2
+from credence.tables.origin import fact_id
 
 log = logging.getLogger(__name__)
 

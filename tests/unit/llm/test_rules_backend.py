@@ -9,10 +9,11 @@ from credence.config import load_settings
 from credence.config.llm import LLMSettings
 from credence.errors import ConfigError
 from credence.streams.llm.factory import make_backend
-from credence.streams.llm.models import Observation, ReflectionDraft, Turn, fact_id
+from credence.streams.llm.models import Observation, ReflectionDraft, Turn
 from credence.streams.llm.prompts import reflection_synthesis, stage1_extraction
 from credence.streams.llm.prompts.base import MAX_SUBJECT, MAX_TEXT
 from credence.streams.llm.rules.backend import RulesBackend
+from credence.tables.origin import fact_id
 
 
 def test_rules_is_the_default_and_labels_itself_a_fallback(caplog):
