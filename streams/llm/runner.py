@@ -32,7 +32,8 @@ from credence.errors import CredenceError, LLMUnavailable
 from credence.kafka import client_options, producer_max_request_size, start
 from credence.streams.llm.backend import LLMBackend
 from credence.streams.llm.embeddings import mark_similar, rank_by_similarity, text_vectors
-from credence.streams.llm.tasks import TASKS, TaskName
+from credence.streams.llm.tasks import TASKS
+from credence.streams.scope.tasks import TaskName
 from credence.tables.scope import Scope
 
 log = logging.getLogger(__name__)

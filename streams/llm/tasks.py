@@ -1,7 +1,7 @@
 """The one registry of the pipeline's LLM tasks: the name a scope's request carries (`TaskName`), the
 payload the scope builds (validated here before any call), the prompt modules the task's calls use, how the
 runner executes it through a backend, and the output it answers with. The scope's side of each task (the
-function that builds its payload, the one that applies its output) is bound to the same name one layer up,
+function that builds its payload, the one that applies its output) is bound to the same name one layer down,
 in credence.streams.scope.results.SCOPE_TASKS; a unit test holds the two together.
 
 A task is called by its `TaskName` in code. Three other names it meets are not the task's: a prompt's
@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from types import ModuleType
 from typing import Any
 
@@ -48,23 +47,7 @@ from credence.streams.llm.prompts import (
     stage2_classification,
     surfaced_feedback,
 )
-
-
-class TaskName(StrEnum):
-    """The name a request carries. The values are stored in scope state (requests and their ids) and on
-    the result topics, so they never change: a request saved by an older worker reads back as its member."""
-
-    STAGE1 = "stage1"
-    STAGE2 = "stage2"
-    SYNTHESIS = "synthesis"
-    FEEDBACK = "feedback"
-    TARGET = "target"
-    PROMOTION = "promotion"
-    # -- correction work (issue 32 item 1) --
-    CORRECTION = "correction"
-    REFINE = "refine"
-    SUMMARISE = "summarise"  # the recent conversation's rolling memo (issue 32 item 3)
-
+from credence.streams.scope.tasks import TaskName
 
 # Re-orders Stage-2 candidates (e.g. by embedding similarity) before the token caps cut the list.
 Rank = Callable[[Sequence[Fact], Sequence[Observation]], Awaitable[list[Observation]]]

@@ -22,10 +22,10 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime
 
-from credence.streams.llm.tasks import TaskName
 from credence.streams.scope import restate
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.state import ScopeState
+from credence.streams.scope.tasks import TaskName
 from credence.tables.clock import format_instant, parse_instant
 from credence.tables.entries import ARCHIVED, PROMOTED, REFLECTION, Entry, rewrite_text
 from credence.tables.origin import fact_id

@@ -20,10 +20,10 @@ import hashlib
 import json
 from datetime import datetime
 
-from credence.streams.llm.tasks import TaskName
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import stage1_payload
 from credence.streams.scope.state import Request, ScopeState
+from credence.streams.scope.tasks import TaskName
 from credence.streams.scope.window import buffered, remaining_started, stage1_cut
 from credence.tables.clock import parse_instant
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from credence.streams.llm.tasks import TaskName
+from credence.streams.scope.tasks import TaskName
 from credence.tables.clock import format_instant, parse_instant
 from credence.tables.entries import Entry
 from credence.tables.recent import RecentLog

@@ -19,7 +19,6 @@ from __future__ import annotations
 import heapq
 from datetime import datetime, timedelta
 
-from credence.streams.llm.tasks import TaskName
 from credence.streams.scope import (
     corrections,
     dedupe,
@@ -47,6 +46,7 @@ from credence.streams.scope.requests import (
     target_payload,
 )
 from credence.streams.scope.state import Request, ScopeState
+from credence.streams.scope.tasks import TaskName
 from credence.streams.scope.window import buffered, remaining_started, stage1_cut
 from credence.tables.clock import parse_instant
 from credence.tables.fallback import fallback_tick

@@ -2,7 +2,7 @@
 MAX_TOKENS. The JSON schema sent for structured output is the Output model's schema.
 
 A prompt's NAME is its own (the key of CREDENCE_LLM__MODELS, the schema name a server sees): a task
-(credence.streams.llm.tasks.TaskName) uses one prompt or more."""
+(credence.streams.scope.tasks.TaskName) uses one prompt or more."""
 
 from types import ModuleType
 

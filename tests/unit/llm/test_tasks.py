@@ -14,9 +14,10 @@ from credence.errors import LLMError
 from credence.streams.llm import prompts
 from credence.streams.llm.rules.backend import RulesBackend
 from credence.streams.llm.runner import execute
-from credence.streams.llm.tasks import TASKS, TaskName
+from credence.streams.llm.tasks import TASKS
 from credence.streams.scope import requests, results
 from credence.streams.scope.state import Request
+from credence.streams.scope.tasks import TaskName
 
 ROOT = Path(__file__).resolve().parents[3]
 # Stored in scope state (requests, request ids) and on credence.control/credence.facts: never renamed.

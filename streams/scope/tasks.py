@@ -1,0 +1,22 @@
+"""The LLM tasks a scope asks for, by name: the domain's vocabulary for its requests. The LLM layer above
+runs each name (credence.streams.llm.tasks); the scope builds and applies it (results.SCOPE_TASKS)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class TaskName(StrEnum):
+    """The name a request carries. The values are stored in scope state (requests and their ids) and on
+    the result topics, so they never change: a request saved by an older worker reads back as its member."""
+
+    STAGE1 = "stage1"
+    STAGE2 = "stage2"
+    SYNTHESIS = "synthesis"
+    FEEDBACK = "feedback"
+    TARGET = "target"
+    PROMOTION = "promotion"
+    # -- correction work (issue 32 item 1) --
+    CORRECTION = "correction"
+    REFINE = "refine"
+    SUMMARISE = "summarise"  # the recent conversation's rolling memo (issue 32 item 3)
