@@ -10,6 +10,9 @@ from credence.streams.llm.prompts.base import (
     DATA_RULE,
     JSON_RULE,
     Call,
+    Task,
+    TaskOutput,
+    TaskPayload,
     Text,
     Wire,
     WireIn,
@@ -17,6 +20,7 @@ from credence.streams.llm.prompts.base import (
     render_json,
     unique,
 )
+from credence.streams.scope.tasks import TaskName
 
 NAME = "merge_decision"
 VERSION = 2
@@ -87,6 +91,7 @@ def _score(value: float | None) -> float:
 
 
 def build(reflection: ReflectionDraft, persona_entries: Sequence[Observation]) -> Call:
+    inputs = (reflection, persona_entries)
     persona_entries = unique(persona_entries)
     ids = Aliases("O", [e.id for e in persona_entries])
     payload = Input(
@@ -106,4 +111,22 @@ def build(reflection: ReflectionDraft, persona_entries: Sequence[Observation]) -
             return MergeDecision(action="reject", target_id=None, text=out.text.strip())
         return MergeDecision(action="merge", target_id=target, text=out.text.strip())
 
-    return Call(payload, {"target": [NO_TARGET, *ids.names]}, read)
+    return Call(payload, {"target": [NO_TARGET, *ids.names]}, read, inputs=inputs)
+
+
+# -- the task: a reflection's promotion ----------------------------------------------------------------
+
+class PromotionPayload(TaskPayload):
+    reflection: ReflectionDraft
+    personas: list[Observation]
+
+
+class PromotionOutput(TaskOutput):
+    decision: MergeDecision
+
+
+async def _run(backend, prompt, p: PromotionPayload, rank) -> PromotionOutput:
+    return PromotionOutput(decision=await backend.ask(prompt, p.reflection, p.personas))
+
+
+TASK = Task(TaskName.PROMOTION, PromotionPayload, _run, PromotionOutput)

@@ -13,6 +13,9 @@ from credence.streams.llm.prompts.base import (
     JSON_RULE,
     Call,
     ObsAlias,
+    Task,
+    TaskOutput,
+    TaskPayload,
     Text,
     Wire,
     WireIn,
@@ -20,6 +23,7 @@ from credence.streams.llm.prompts.base import (
     render_json,
     unique,
 )
+from credence.streams.scope.tasks import TaskName
 
 NAME = "refine_cluster"
 VERSION = 1
@@ -87,6 +91,7 @@ def render_user(payload: Input) -> str:
 
 
 def build(entries: Sequence[Observation]) -> Call:
+    inputs = (entries,)
     entries = unique(entries)
     ids = Aliases("O", [e.id for e in entries])
     payload = Input(entries=[EntryRef(id=ids.alias(e.id), text=e.text, score=round(e.score or 0.0, 2))
@@ -101,4 +106,22 @@ def build(entries: Sequence[Observation]) -> Call:
                                             texts=[t.strip() for t in a.texts], reason=a.reason.strip()))
         return actions
 
-    return Call(payload, {"O": ids.names}, read, {"actions": max(len(ids.names), 1)})
+    return Call(payload, {"O": ids.names}, read, {"actions": max(len(ids.names), 1)},
+                inputs=inputs, empty=[] if len(entries) < 2 else None)
+
+
+# -- the task ---------------------------------------------------------------------------------------
+
+class RefinePayload(TaskPayload):
+    entries: list[Observation]  # one cluster; its hash and member versions ride along for the handler
+
+
+class RefineOutput(TaskOutput):
+    actions: list[RefineAction]
+
+
+async def _run(backend, prompt, p: RefinePayload, rank) -> RefineOutput:
+    return RefineOutput(actions=await backend.ask(prompt, p.entries))
+
+
+TASK = Task(TaskName.REFINE, RefinePayload, _run, RefineOutput)

@@ -14,6 +14,9 @@ from credence.streams.llm.prompts.base import (
     Call,
     FactAlias,
     Subject,
+    Task,
+    TaskOutput,
+    TaskPayload,
     Text,
     Wire,
     WireIn,
@@ -22,6 +25,7 @@ from credence.streams.llm.prompts.base import (
     unique,
 )
 from credence.streams.llm.prompts.stage2_classification import FactRef, fact_refs
+from credence.streams.scope.tasks import TaskName
 
 NAME = "reflection_synthesis"
 VERSION = 4
@@ -87,6 +91,7 @@ def render_user(payload: Input) -> str:
 
 
 def build(facts: Sequence[Fact], related: Sequence[Observation] = ()) -> Call:
+    inputs = (facts, related)
     facts = unique(facts)
     ids = Aliases("F", [f.id for f in facts])
     payload = Input(facts=fact_refs(facts, ids),
@@ -103,4 +108,22 @@ def build(facts: Sequence[Fact], related: Sequence[Observation] = ()) -> Call:
                                           source_fact_ids=sources))
         return drafts
 
-    return Call(payload, {"F": ids.names}, read)
+    return Call(payload, {"F": ids.names}, read, inputs=inputs, empty=[] if not facts else None)
+
+
+# -- the task ---------------------------------------------------------------------------------------
+
+class SynthesisPayload(TaskPayload):
+    facts: list[Fact]
+    related: list[Observation] = []
+
+
+class SynthesisOutput(TaskOutput):
+    drafts: list[ReflectionDraft]
+
+
+async def _run(backend, prompt, p: SynthesisPayload, rank) -> SynthesisOutput:
+    return SynthesisOutput(drafts=await backend.ask(prompt, p.facts, p.related))
+
+
+TASK = Task(TaskName.SYNTHESIS, SynthesisPayload, _run, SynthesisOutput)

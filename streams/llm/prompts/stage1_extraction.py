@@ -14,6 +14,9 @@ from credence.streams.llm.prompts.base import (
     JSON_RULE,
     Call,
     Subject,
+    Task,
+    TaskOutput,
+    TaskPayload,
     Text,
     TurnAlias,
     Wire,
@@ -22,6 +25,7 @@ from credence.streams.llm.prompts.base import (
     render_json,
     unique,
 )
+from credence.streams.scope.tasks import TaskName
 from credence.tables.origin import fact_id
 
 NAME = "stage1_extraction"
@@ -110,6 +114,7 @@ def render_user(payload: Input) -> str:
 
 
 def build(turns: Sequence[Turn]) -> Call:
+    inputs = (turns,)
     turns = unique(turns)
     ids = Aliases("T", [t.id for t in turns])
     payload = Input(turns=[TurnRef(id=ids.alias(t.id), role=t.role, text=t.text[:MAX_TURN_CHARS]) for t in turns])
@@ -130,4 +135,21 @@ def build(turns: Sequence[Turn]) -> Call:
                                        polarity=item.polarity, source_turn_ids=sources, origin=origin))
         return list(facts.values())
 
-    return Call(payload, {"T": ids.names}, read)
+    return Call(payload, {"T": ids.names}, read, inputs=inputs, empty=[] if not turns else None)
+
+
+# -- the task ---------------------------------------------------------------------------------------
+
+class Stage1Payload(TaskPayload):
+    turns: list[Turn]
+
+
+class Stage1Output(TaskOutput):
+    facts: list[Fact]
+
+
+async def _run(backend, prompt, p: Stage1Payload, rank) -> Stage1Output:
+    return Stage1Output(facts=await backend.ask(prompt, p.turns))
+
+
+TASK = Task(TaskName.STAGE1, Stage1Payload, _run, Stage1Output)
