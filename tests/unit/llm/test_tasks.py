@@ -126,3 +126,15 @@ def test_requests_saved_before_the_context_fields_still_run():
     assert len(run("synthesis", {"facts": [FACT]})["drafts"]) == 1
     out = run("promotion", PAYLOADS[TaskName.PROMOTION])
     assert out["decision"]["action"] == "reject"  # no scores: the existing entry stands
+
+
+def test_a_backend_has_one_generic_call_and_no_method_per_task():
+    from credence.streams.llm.backend import LLMBackend
+
+    assert LLMBackend.__abstractmethods__ == {"label", "stats", "call"}
+
+
+def test_every_prompt_has_its_rules_answer():
+    from credence.streams.llm.rules.answers import ANSWERS
+
+    assert set(ANSWERS) == set(prompts.PROMPTS)
