@@ -26,7 +26,7 @@ class Turn(_Record):
     role: Literal["user", "ai"]
     text: str
     ts: str  # ISO-8601 UTC, as on credence.turns
-    tags: tuple[str, ...] = ()  # the tenant's (issue 33): for the entries its facts make, never sent to a model
+    tags: tuple[str, ...] = ()  # the tenant's: for the entries its facts make, never sent to a model
 
 
 class Fact(_Record):

@@ -5,12 +5,7 @@ The agent never awaits a model server: it saves the request in the scope's state
 else on credence.control — so results are applied in the scope's order, by its one owner. A backend that
 computes in the worker's own process (rules) is asked inside the batch instead (`answer`, called by the
 agent's `answer_inline`; `llm.inline_in_process`): its answer is ready at once, and the result topics'
-round trip would only hold the scope.
-
-Results go out through their own producer (`ResultSender`). A producer has one produce request in flight
-per broker, and the agent's batches (emits, redo record, table writes: three acknowledged requests each)
-keep Faust's busy: a result queued behind them waited for all of it, while its scope waited for the
-result. On one broker that was ~1.4x on long scopes' throughput (docs/benchmarks.md, Throughput).
+round trip would only hold the scope. Results go out through a producer of their own (`ResultSender`).
 """
 
 from __future__ import annotations
@@ -53,7 +48,12 @@ class Request(Protocol):
 class ResultSender:
     """`Send` for the runner: each result acknowledged (acks=all) before the call returns, on the scope's
     partition (given explicitly: never a partitioner's choice), through a producer of its own, started on
-    the first result and stopped with the worker."""
+    the first result and stopped with the worker.
+
+    Its own, because a producer has one produce request in flight per broker, and the agent's batches
+    (emits, redo record, table writes: three acknowledged requests each) keep Faust's busy: a result queued
+    behind them waited for all of it, while its scope waited for the result. On one broker that was ~1.4x
+    on long scopes' throughput (docs/benchmarks.md, Throughput)."""
 
     def __init__(self, settings: Settings, bootstrap: str, partition_of: Callable[[str], int],
                  encode: Callable[[dict], bytes]) -> None:

@@ -386,7 +386,7 @@ SCOPE_TASKS: dict[TaskName, ScopeTask] = {
     TaskName.FEEDBACK: ScopeTask(requests.feedback_payload, _feedback),
     TaskName.TARGET: ScopeTask(requests.target_payload, _target),
     TaskName.PROMOTION: ScopeTask(requests.promotion_payload, _promotion),
-    # The loops of issue 32 apply their answers in their own modules.
+    # The correction-work loops apply their answers in their own modules.
     TaskName.CORRECTION: ScopeTask(requests.correction_payload, corrections.handle),
     TaskName.REFINE: ScopeTask(requests.refine_payload, refine.apply),
     TaskName.SUMMARISE: ScopeTask(requests.summarise_payload, recent.apply_answer),

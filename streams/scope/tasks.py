@@ -16,7 +16,7 @@ class TaskName(StrEnum):
     FEEDBACK = "feedback"
     TARGET = "target"
     PROMOTION = "promotion"
-    # -- correction work (issue 32 item 1) --
+    # -- correction work --
     CORRECTION = "correction"
     REFINE = "refine"
-    SUMMARISE = "summarise"  # the recent conversation's rolling memo (issue 32 item 3)
+    SUMMARISE = "summarise"  # the recent conversation's rolling memo

@@ -42,7 +42,7 @@ async def _all_tasks(backend, turns, observations):
             ReflectionDraft(text="The user owns a boat.", subject="boat", source_fact_ids=[facts[0].id]),
             observations,
         ),
-        # -- correction work (issue 32 item 1) --
+        # -- correction work --
         "correct": await backend.ask(correction, _corrections(observations)),
         "refine": await backend.ask(refine_cluster, observations),
     }

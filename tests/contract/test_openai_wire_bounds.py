@@ -63,7 +63,7 @@ CALLS = {
                               st.builds(lambda t, s, sc: ReflectionDraft(text=t, subject=s, source_fact_ids=[],
                                                                          score=sc), _utterance, _subject, _score),
                               _observations | st.just([])),
-    # -- correction work (issue 32 item 1) --
+    # -- correction work --
     correction: _observations.map(lambda obs: correction.build(
         [CorrectionItem(id=f"c-{i}", old=o, new_text=o.text[::-1] or "x", new_score=o.score)
          for i, o in enumerate(obs)])),

@@ -87,7 +87,7 @@ def _merge(inp: merge_decision.Input) -> dict:
     return {"action": d.action, "target_id": d.target_id or merge_decision.NO_TARGET, "text": d.text}
 
 
-# -- correction work (issue 32 item 1) --
+# -- correction work --
 def _correction(inp: correction.Input) -> dict:
     return {"decisions": [{"id": p.id, "action": action, "text": text}
                           for p in inp.pairs for action, text in [correction_work.decide(p.old, p.new)]]}
@@ -112,7 +112,7 @@ ANSWERS: dict[str, Callable[[Any], dict]] = {
     negative_keyword_target.NAME: _target,
     reflection_synthesis.NAME: _synthesis,
     merge_decision.NAME: _merge,
-    # -- correction work (issue 32 item 1) --
+    # -- correction work --
     correction.NAME: _correction,
     refine_cluster.NAME: _refine,
     recent_summary.NAME: _summary,
@@ -143,7 +143,7 @@ UNKNOWN_ID: dict[str, Callable[[dict, Any], dict]] = {
     reflection_synthesis.NAME: lambda out, inp: {"reflections": [{"text": "x", "subject": "x",
                                                                   "source_fact_ids": [GHOST["F"]]}]},
     merge_decision.NAME: lambda out, inp: {"action": "merge", "target_id": GHOST["O"], "text": "x"},
-    # -- correction work (issue 32 item 1) --
+    # -- correction work --
     correction.NAME: lambda out, inp: {"decisions": [*out["decisions"], {"id": "C99", "action": "keep_new",
                                                                          "text": ""}]},
     refine_cluster.NAME: lambda out, inp: {"actions": [{"action": "discard", "source_ids": [GHOST["O"]],
@@ -165,7 +165,7 @@ def expected_id_enums(module: ModuleType, inp: Any) -> list[list[str]]:
         negative_keyword_target.NAME: lambda: [ids(inp.observations)],
         reflection_synthesis.NAME: lambda: [ids(inp.facts)],
         merge_decision.NAME: lambda: [[merge_decision.NO_TARGET, *ids(inp.persona_entries)]],
-        # -- correction work (issue 32 item 1) --
+        # -- correction work --
         correction.NAME: lambda: [ids(inp.pairs)],
         refine_cluster.NAME: lambda: [ids(inp.entries)],
         recent_summary.NAME: lambda: [],

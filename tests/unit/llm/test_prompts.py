@@ -31,7 +31,7 @@ FINGERPRINTS = {
     ("negative_keyword_target", 3): "6e1814a63808dd5a",
     ("reflection_synthesis", 4): "bb3e635429f77717",
     ("merge_decision", 2): "29ccf62c9aa97d27",
-    # -- correction work (issue 32 item 1) --
+    # -- correction work --
     ("correction", 1): "ca4f9aa168d75afa",
     ("refine_cluster", 1): "9f0f5926e1262c63",
     ("recent_summary", 1): "6835f5f7ab73eb7b",
@@ -65,7 +65,7 @@ def calls(i: int) -> dict:
         "negative_keyword_target": negative_keyword_target.build([f"no {i}"], obs, f"ai {i}"),
         "reflection_synthesis": reflection_synthesis.build(facts, obs),
         "merge_decision": merge_decision.build(draft, obs),
-        # -- correction work (issue 32 item 1) --
+        # -- correction work --
         "correction": correction.build([CorrectionItem(id=f"c-{k}", old=o, new_text=f"The user likes {k} now.",
                                                        new_score=float(k)) for k, o in zip(n, obs, strict=True)]),
         "refine_cluster": refine_cluster.build(obs),
@@ -224,7 +224,7 @@ def _answer(name: str, alias: str) -> dict:
         "negative_keyword_target": {"target_ids": [alias], "forget": False},
         "reflection_synthesis": {"reflections": [{"text": "x", "subject": "x", "source_fact_ids": [alias]}]},
         "merge_decision": {"action": "merge", "target_id": alias, "text": "x"},
-        # -- correction work (issue 32 item 1) --
+        # -- correction work --
         "correction": {"decisions": [{"id": alias, "action": "keep_new", "text": ""}]},
         "refine_cluster": {"actions": [{"action": "discard", "source_ids": [alias], "texts": [], "reason": "x"}]},
     }[name]

@@ -101,7 +101,7 @@ PAYLOADS = {
     TaskName.TARGET: {"messages": ["no, not tea"], "observations": [OBS]},
     TaskName.PROMOTION: {"entry_id": "r9", "ticket": {"version": 1, "attempt": 1}, "personas": [OBS],
                          "reflection": {"text": "The user hates tea.", "subject": "tea", "source_fact_ids": ["f1"]}},
-    # -- correction work (issue 32 item 1) --
+    # -- correction work --
     TaskName.CORRECTION: {"corrections": [{"id": "c1", "old": OBS, "new_text": "The user no longer drinks tea.",
                                            "new_score": 2.1}]},
     TaskName.REFINE: {"entries": [OBS, {"id": "r2", "text": "The user likes tea a lot.", "subject": "tea"}],
