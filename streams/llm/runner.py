@@ -20,10 +20,11 @@ from typing import Protocol
 
 import orjson
 from aiokafka import AIOKafkaProducer
+from pydantic import ValidationError
 
 from credence import tracing
 from credence.config import Settings
-from credence.errors import CredenceError, LLMUnavailable
+from credence.errors import CredenceError, LLMError, LLMUnavailable
 from credence.kafka import client_options, producer_max_request_size, start
 from credence.streams.llm.backend import LLMBackend
 from credence.streams.llm.embeddings import mark_similar, rank_by_similarity, text_vectors
@@ -95,7 +96,12 @@ async def execute(backend: LLMBackend, task: TaskName, p: dict, encode=None) -> 
     async def rank(facts, obs):
         return await asyncio.to_thread(rank_by_similarity, encode, list(facts), list(obs))
 
-    out = await spec.execute(backend, p, rank if encode is not None else None)
+    try:
+        payload = spec.payload.model_validate(p)
+    except ValidationError as exc:
+        raise LLMError(f"LLM task {task}: the request payload does not validate: {exc}") from exc
+    answer = await spec.run(backend, spec.prompts[0], payload, rank if encode is not None else None)
+    out = answer.model_dump()
     if task == TaskName.SYNTHESIS and encode is not None:
         await asyncio.to_thread(mark_similar, encode, out["drafts"], p.get("related", []),
                                 p.get("restatement_cosine"))

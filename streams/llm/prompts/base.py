@@ -16,9 +16,8 @@ from functools import cache
 from types import ModuleType
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
-from credence.errors import LLMError
 from credence.streams.llm.aliases import Aliases, Reader
 from credence.streams.llm.models import Fact, Observation
 from credence.streams.scope.tasks import TaskName
@@ -210,13 +209,6 @@ class Task:
     output: type[TaskOutput]
     also: tuple[str, ...] = ()  # NAMEs of the other prompts its run sends
     prompts: tuple[ModuleType, ...] = ()  # filled by the registry: the declaring module, then `also`
-
-    async def execute(self, backend: Any, raw: dict, rank: Rank | None = None) -> dict:
-        try:
-            payload = self.payload.model_validate(raw)
-        except ValidationError as exc:
-            raise LLMError(f"LLM task {self.name}: the request payload does not validate: {exc}") from exc
-        return (await self.run(backend, self.prompts[0], payload, rank)).model_dump()
 
 
 def unique(items: Any) -> list:
