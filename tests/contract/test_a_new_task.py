@@ -28,7 +28,6 @@ from credence.streams.llm.prompts.base import (
     WireIn,
     render_json,
 )
-from credence.streams.llm.rules.answers import ANSWERS, answers
 from credence.streams.llm.rules.backend import RulesBackend
 from credence.streams.llm.runner import execute
 from credence.streams.llm.tasks import TASKS
@@ -65,12 +64,13 @@ def _toy_prompt() -> ModuleType:
         return ToyOutput(shout=await backend.ask(prompt, p.word))
 
     toy.Input, toy.Output, toy.render_user, toy.build = Input, Output, render_json, build
+    toy.rules_answer = _shout  # the rules answer: wires the rules logic (below) to the prompt
     toy.TASK = Task(TOY, ToyPayload, run, ToyOutput)  # type: ignore[arg-type]
     return toy
 
 
 def _shout(word: str) -> str:
-    """streams/llm/rules/<module>.py: the rules answer, registered below with @answers(prompt)."""
+    """streams/llm/rules/<module>.py: the rules logic the prompt's rules_answer wires (when it is more than a line)."""
     return word.upper() + "!"
 
 
@@ -87,11 +87,9 @@ def _toy_handle(state: ScopeState, payload: dict, output: dict, ctx: StepContext
 @pytest.fixture
 def toy(monkeypatch):
     prompt = _toy_prompt()
-    # What the registries find by themselves for a module of the prompts package and a function of llm/rules/.
+    # What the registries find by themselves for a module of the prompts package.
     monkeypatch.setitem(PROMPTS, prompt.NAME, prompt)
     monkeypatch.setitem(TASKS, TOY, replace(prompt.TASK, prompts=(prompt,)))
-    monkeypatch.setitem(ANSWERS, prompt.NAME, None)  # so that the registration below is undone after the test
-    answers(prompt)(_shout)
     monkeypatch.setitem(results.SCOPE_TASKS, TOY, results.ScopeTask(_toy_payload, _toy_handle))
     return prompt
 

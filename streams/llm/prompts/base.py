@@ -136,6 +136,12 @@ def fit_to_schema(schema: dict[str, Any], data: Any, *, aliases: bool = True) ->
         raise ValueError(f"answer does not fit its schema: {exc}") from exc
 
 
+def fit_answer(output: type[BaseModel], answer: dict) -> dict:
+    """A rules answer (a prompt's `rules_answer`) cut to its Output's wire bounds; id fields are left alone:
+    in process they are real ids, not aliases, as the wire path's reader returns them."""
+    return fit_to_schema(static_schema(output), answer, aliases=False)
+
+
 def _fit(node: dict[str, Any], data: Any, aliases: bool) -> Any:
     if not aliases and ALIAS_KEY in node:
         return data

@@ -9,8 +9,19 @@ from pydantic import Field
 
 from credence.streams.llm.aliases import Aliases, Reader
 from credence.streams.llm.models import Fact, Observation
-from credence.streams.llm.prompts.base import DATA_RULE, JSON_RULE, Call, ObsAlias, Wire, WireIn, render_json, unique
+from credence.streams.llm.prompts.base import (
+    DATA_RULE,
+    JSON_RULE,
+    Call,
+    ObsAlias,
+    Wire,
+    WireIn,
+    fit_answer,
+    render_json,
+    unique,
+)
 from credence.streams.llm.prompts.stage2_classification import FactRef, ObservationRef, fact_refs, observation_refs
+from credence.streams.llm.rules import matching
 
 if TYPE_CHECKING:
     from credence.streams.llm.token_budget import Budget
@@ -76,3 +87,9 @@ def build(facts: Sequence[Fact], observations: Sequence[Observation], limit: int
 
     return Call(payload, {"O": o_ids.names}, read, {"observation_ids": min(limit, MAX_IDS)},
                 inputs=inputs, empty=[] if not facts or not observations else None)
+
+
+# -- the rules backend's answer: the build's arguments in, what the call reads back out -------------
+
+def rules_answer(facts: Sequence[Fact], observations: Sequence[Observation], limit: int) -> list[str]:
+    return fit_answer(Output, {"observation_ids": matching.rerank(facts, observations, limit)})["observation_ids"]

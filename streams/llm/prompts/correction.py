@@ -20,8 +20,10 @@ from credence.streams.llm.prompts.base import (
     Wire,
     WireIn,
     alias_field,
+    fit_answer,
     render_json,
 )
+from credence.streams.llm.rules import correction_work
 from credence.streams.scope.tasks import TaskName
 
 NAME = "correction"
@@ -119,3 +121,11 @@ async def _run(backend, prompt, p: CorrectionPayload, rank) -> CorrectionOutput:
 
 
 TASK = Task(TaskName.CORRECTION, CorrectionPayload, _run, CorrectionOutput)
+
+
+# -- the rules backend's answer: the build's arguments in, what the call reads back out -------------
+
+def rules_answer(items: Sequence[CorrectionItem]) -> list[CorrectionDecision]:
+    items = list(items)[:MAX_ITEMS]  # the call's bound, as on the wire
+    said = [d.model_dump() for d in correction_work.correct(items)]
+    return [CorrectionDecision.model_validate(d) for d in fit_answer(Output, {"decisions": said})["decisions"]]

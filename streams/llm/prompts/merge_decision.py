@@ -17,9 +17,11 @@ from credence.streams.llm.prompts.base import (
     Wire,
     WireIn,
     alias_field,
+    fit_answer,
     render_json,
     unique,
 )
+from credence.streams.llm.rules import synthesis
 from credence.streams.scope.tasks import TaskName
 
 NAME = "merge_decision"
@@ -130,3 +132,10 @@ async def _run(backend, prompt, p: PromotionPayload, rank) -> PromotionOutput:
 
 
 TASK = Task(TaskName.PROMOTION, PromotionPayload, _run, PromotionOutput)
+
+
+# -- the rules backend's answer: the build's arguments in, what the call reads back out -------------
+
+def rules_answer(reflection: ReflectionDraft, persona_entries: Sequence[Observation]) -> MergeDecision:
+    decision = synthesis.merge_decision(reflection, persona_entries)
+    return MergeDecision.model_validate(fit_answer(Output, decision.model_dump()))

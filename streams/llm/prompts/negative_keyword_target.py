@@ -18,10 +18,12 @@ from credence.streams.llm.prompts.base import (
     TaskPayload,
     Wire,
     WireIn,
+    fit_answer,
     render_json,
     unique,
 )
 from credence.streams.llm.prompts.surfaced_feedback import MAX_AI_CHARS, SurfacedRef
+from credence.streams.llm.rules import feedback, matching
 from credence.streams.scope.tasks import TaskName
 
 NAME = "negative_keyword_target"
@@ -112,3 +114,13 @@ async def _run(backend, prompt, p: TargetPayload, rank) -> TargetOutput:
 
 
 TASK = Task(TaskName.TARGET, TargetPayload, _run, TargetOutput)
+
+
+# -- the rules backend's answer: the build's arguments in, what the call reads back out -------------
+
+def rules_answer(last_user_messages: Sequence[str], observations: Sequence[Observation],
+                 ai_text: str = "") -> RebuttalTarget:
+    ids = matching.target_check(last_user_messages[-3:], observations, ai_text)
+    forget = feedback.asks_to_forget(last_user_messages[-1]) if last_user_messages else False
+    wired = fit_answer(Output, {"target_ids": ids, "forget": forget})
+    return RebuttalTarget(ids=wired["target_ids"], forget=wired["forget"])

@@ -20,8 +20,10 @@ from credence.streams.llm.prompts.base import (
     TaskPayload,
     Wire,
     WireIn,
+    fit_answer,
     render_json,
 )
+from credence.streams.llm.rules import summary
 from credence.streams.scope.tasks import TaskName
 
 NAME = "recent_summary"
@@ -108,3 +110,9 @@ async def _run(backend, prompt, p: SummarisePayload, rank) -> SummariseOutput:
 
 
 TASK = Task(TaskName.SUMMARISE, SummarisePayload, _run, SummariseOutput)
+
+
+# -- the rules backend's answer: the build's arguments in, what the call reads back out -------------
+
+def rules_answer(memo: str, turns: Sequence[Turn], max_tokens: int) -> str:
+    return fit_answer(Output, {"summary": summary.summarise(memo, turns, max_tokens)})["summary"]

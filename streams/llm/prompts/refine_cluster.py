@@ -19,10 +19,12 @@ from credence.streams.llm.prompts.base import (
     Text,
     Wire,
     WireIn,
+    fit_answer,
     real_ids,
     render_json,
     unique,
 )
+from credence.streams.llm.rules import refine
 from credence.streams.scope.tasks import TaskName
 
 NAME = "refine_cluster"
@@ -125,3 +127,10 @@ async def _run(backend, prompt, p: RefinePayload, rank) -> RefineOutput:
 
 
 TASK = Task(TaskName.REFINE, RefinePayload, _run, RefineOutput)
+
+
+# -- the rules backend's answer: the build's arguments in, what the call reads back out -------------
+
+def rules_answer(entries: Sequence[Observation]) -> list[RefineAction]:
+    actions = [a.model_dump() for a in refine.refine(entries)]
+    return [RefineAction.model_validate(a) for a in fit_answer(Output, {"actions": actions})["actions"]]

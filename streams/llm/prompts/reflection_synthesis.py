@@ -20,11 +20,13 @@ from credence.streams.llm.prompts.base import (
     Text,
     Wire,
     WireIn,
+    fit_answer,
     real_ids,
     render_json,
     unique,
 )
 from credence.streams.llm.prompts.stage2_classification import FactRef, fact_refs
+from credence.streams.llm.rules import synthesis
 from credence.streams.scope.tasks import TaskName
 
 NAME = "reflection_synthesis"
@@ -127,3 +129,10 @@ async def _run(backend, prompt, p: SynthesisPayload, rank) -> SynthesisOutput:
 
 
 TASK = Task(TaskName.SYNTHESIS, SynthesisPayload, _run, SynthesisOutput)
+
+
+# -- the rules backend's answer: the build's arguments in, what the call reads back out -------------
+
+def rules_answer(facts: Sequence[Fact], related: Sequence[Observation] = ()) -> list[ReflectionDraft]:
+    drafts = [d.model_dump() for d in synthesis.synthesize(facts, related)]
+    return [ReflectionDraft.model_validate(d) for d in fit_answer(Output, {"reflections": drafts})["reflections"]]

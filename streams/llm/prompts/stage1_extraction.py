@@ -21,10 +21,12 @@ from credence.streams.llm.prompts.base import (
     TurnAlias,
     Wire,
     WireIn,
+    fit_answer,
     real_ids,
     render_json,
     unique,
 )
+from credence.streams.llm.rules import extraction
 from credence.streams.scope.tasks import TaskName
 from credence.tables.origin import fact_id
 
@@ -153,3 +155,15 @@ async def _run(backend, prompt, p: Stage1Payload, rank) -> Stage1Output:
 
 
 TASK = Task(TaskName.STAGE1, Stage1Payload, _run, Stage1Output)
+
+
+# -- the rules backend's answer: the build's arguments in, what the call reads back out -------------
+
+def rules_answer(turns: Sequence[Turn]) -> list[Fact]:
+    out: dict[str, Fact] = {}
+    facts = [f.model_dump() for f in extraction.extract_facts(turns)]
+    for d in fit_answer(Output, {"facts": facts})["facts"]:
+        # The id is the content's, as the wire path's reader derives it from the (cut) text and subject.
+        fid = fact_id(d["source_turn_ids"], d["subject"], d["polarity"], d["text"])
+        out.setdefault(fid, Fact.model_validate(d | {"id": fid}))
+    return list(out.values())

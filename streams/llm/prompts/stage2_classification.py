@@ -20,9 +20,11 @@ from credence.streams.llm.prompts.base import (
     TaskPayload,
     Wire,
     WireIn,
+    fit_answer,
     render_json,
     unique,
 )
+from credence.streams.llm.rules import matching
 from credence.streams.scope.tasks import TaskName
 
 if TYPE_CHECKING:
@@ -157,3 +159,10 @@ async def _run(backend, prompt, p: Stage2Payload, rank) -> Stage2Output:
 
 
 TASK = Task(TaskName.STAGE2, Stage2Payload, _run, Stage2Output, also=("candidate_rerank",))
+
+
+# -- the rules backend's answer: the build's arguments in, what the call reads back out -------------
+
+def rules_answer(facts: Sequence[Fact], observations: Sequence[Observation]) -> list[Classification]:
+    pairs = [c.model_dump() for c in matching.classify(facts, observations)]
+    return [Classification.model_validate(c) for c in fit_answer(Output, {"classifications": pairs})["classifications"]]

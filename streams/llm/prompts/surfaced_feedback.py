@@ -18,9 +18,11 @@ from credence.streams.llm.prompts.base import (
     TaskPayload,
     Wire,
     WireIn,
+    fit_answer,
     render_json,
     unique,
 )
+from credence.streams.llm.rules import feedback
 from credence.streams.scope.tasks import TaskName
 
 NAME = "surfaced_feedback"
@@ -118,3 +120,13 @@ async def _run(backend, prompt, p: FeedbackPayload, rank) -> FeedbackOutput:
 
 
 TASK = Task(TaskName.FEEDBACK, FeedbackPayload, _run, FeedbackOutput)
+
+
+# -- the rules backend's answer: the build's arguments in, what the call reads back out -------------
+
+def rules_answer(reply_text: str, surfaced: Sequence[Observation], ai_text: str = "") -> list[FeedbackDecision]:
+    decisions = feedback.check_feedback(reply_text, surfaced)
+    said = fit_answer(Output, {"decisions": [d.model_dump() for d in decisions]})["decisions"]
+    # As the wire path's reader does: a reflection left out of the bounded answer was not addressed.
+    return [*(FeedbackDecision.model_validate(d) for d in said),
+            *(FeedbackDecision(id=d.id, decision="ignore") for d in decisions[len(said):])]

@@ -1,5 +1,6 @@
 """The deterministic offline backend: no network, same answers for the same input, every time. Its
-answer to a call is the one registered for the call's prompt (rules/answers.py), computed in process."""
+answer to a call is the call's prompt's own `rules_answer` (its prompt module wires the logic of this
+package to the prompt's bounds), computed in process."""
 
 from __future__ import annotations
 
@@ -12,7 +13,6 @@ from credence.errors import LLMError
 from credence.streams.llm.backend import LLMBackend, LLMStats
 from credence.streams.llm.prompts.base import Call
 from credence.streams.llm.rules import refusals
-from credence.streams.llm.rules.answers import ANSWERS
 from credence.streams.llm.token_budget import Budget, CountTokens, approx_tokens
 
 log = logging.getLogger(__name__)
@@ -52,9 +52,9 @@ class RulesBackend(LLMBackend):
         return self._stats
 
     async def call(self, prompt: ModuleType, call: Call) -> Any:
-        answer = ANSWERS.get(prompt.NAME)
+        answer = getattr(prompt, "rules_answer", None)
         if answer is None:
-            raise LLMError(f"the rules backend has no answer to prompt {prompt.NAME}; register one with "
-                           "credence.streams.llm.rules.answers.answers")
+            raise LLMError(f"the rules backend has no answer to prompt {prompt.NAME}: its module defines "
+                           "no rules_answer")
         self._stats.calls += 1
         return answer(*call.inputs)

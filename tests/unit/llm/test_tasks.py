@@ -135,6 +135,4 @@ def test_a_backend_has_one_generic_call_and_no_method_per_task():
 
 
 def test_every_prompt_has_its_rules_answer():
-    from credence.streams.llm.rules.answers import ANSWERS
-
-    assert set(ANSWERS) == set(prompts.PROMPTS)
+    assert all(callable(getattr(module, "rules_answer", None)) for module in prompts.PROMPTS.values())
