@@ -43,6 +43,7 @@ from tests.support.openai_answers import (
     ANSWERS,
     UNKNOWN_ID,
     expected_id_enums,
+    least_value,
     schema_problems,
 )
 
@@ -291,7 +292,10 @@ class OpenAICompatibleServer:
     def _content(self, module: ModuleType, payload: BaseModel, schema: dict[str, Any], failure: str | None) -> str:
         # Held to the schema the request carried, as guided decoding holds a model: the rules logic may
         # say more than the wire allows, and the answer must still be one the client accepts.
-        out = module.Output.model_validate(fit_to_schema(schema, self.answers[module.NAME](payload))).model_dump(mode="json")
+        # A prompt with no answer of its own (a new one) gets the least its schema allows: no line per prompt.
+        answer = self.answers.get(module.NAME)
+        said = answer(payload) if answer is not None else least_value(schema)
+        out = module.Output.model_validate(fit_to_schema(schema, said)).model_dump(mode="json")
         if failure == "bad_json":
             return json.dumps(out)[:-2] + "},"
         if failure == "schema_invalid":
