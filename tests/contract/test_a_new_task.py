@@ -1,11 +1,16 @@
-"""A new LLM task is a prompt module, its rules answer and its scope side, bound by one name: a toy task
-added here, in the test alone, runs through the rules backend and through the OpenAI backend against the
-test server (which checks every request), and its answer is applied by its scope handler. The files a
-real task touches are listed in docs/architecture.md ("Adding an LLM task")."""
+"""A new LLM task touches five product files (docs/architecture.md, "Adding an LLM task"): its name
+(scope/tasks.py); its prompt module with the TASK it serves and its rules answer (llm/prompts/<prompt>.py);
+its payload builder (scope/requests.py); its result handler and SCOPE_TASKS line (scope/results.py); the
+line that asks for it (scope/step.py or a loop module). Here a toy task is all of that, in the test alone,
+each piece labelled with its file. It runs through the rules backend and through the OpenAI backend
+against the test server, which checks every request (the schema's id enum is exactly the input's ids)
+and answers a prompt it has no answer for with the least its schema allows; its scope handler applies it.
+Its only other test line: the prompt's fingerprint and calls in tests/unit/llm/test_prompts.py."""
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from types import ModuleType
@@ -14,6 +19,7 @@ import pytest
 
 from credence.config.memory import MemorySettings
 from credence.config.pipeline import PipelineSettings
+from credence.streams.llm.aliases import Aliases, Reader
 from credence.streams.llm.factory import make_backend
 from credence.streams.llm.prompts import PROMPTS
 from credence.streams.llm.prompts.base import (
@@ -26,6 +32,7 @@ from credence.streams.llm.prompts.base import (
     Text,
     Wire,
     WireIn,
+    alias_field,
     render_json,
 )
 from credence.streams.llm.rules.backend import RulesBackend
@@ -35,53 +42,68 @@ from credence.streams.scope import results
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.state import ScopeState
 
-TOY = "toy"  # the task's name: a TaskName member in a real task (streams/scope/tasks.py)
+TOY = "toy"  # scope/tasks.py: the task's name, a TaskName member in a real task
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
+WORDS = ["tea", "coffee"]
 
 
 def _toy_prompt() -> ModuleType:
-    """streams/llm/prompts/<prompt>.py: the prompt, its wire models, its build and the TASK it serves."""
-    toy = ModuleType("toy_shout")
-    toy.NAME, toy.VERSION, toy.MAX_TOKENS = "toy_shout", 1, 64
-    toy.SYSTEM = f"You repeat the user's favourite word in capitals.\n{DATA_RULE}\n{JSON_RULE}"
+    """llm/prompts/<prompt>.py: the prompt, its wire models, its build, the TASK it serves, its rules answer."""
+    toy = ModuleType("toy_favourite")
+    toy.NAME, toy.VERSION, toy.MAX_TOKENS = "toy_favourite", 1, 64
+    toy.SYSTEM = f"Pick the user's favourite word by its id and write it in capitals.\n{DATA_RULE}\n{JSON_RULE}"
+
+    class Word(WireIn):
+        id: str
+        text: str
 
     class Input(WireIn):
-        word: str
+        words: list[Word]
 
     class Output(Wire):
+        favourite: alias_field("W")  # type: ignore[valid-type]
         shout: Text
 
-    def build(word: str) -> Call:
-        return Call(Input(word=word), {}, lambda out, reader: out.shout, inputs=(word,))
+    def build(words: Sequence[str]) -> Call:
+        ids = Aliases("W", list(words))
+
+        def read(out: Output, reader: Reader) -> tuple[str | None, str]:
+            return reader.real(ids, out.favourite), out.shout
+
+        payload = Input(words=[Word(id=ids.alias(w), text=w) for w in dict.fromkeys(words)])
+        return Call(payload, {"W": ids.names}, read, inputs=(words,))
 
     class ToyPayload(TaskPayload):
-        word: str
+        words: list[str]
 
     class ToyOutput(TaskOutput):
+        favourite: str | None
         shout: str
 
     async def run(backend, prompt, p: ToyPayload, rank) -> ToyOutput:
-        return ToyOutput(shout=await backend.ask(prompt, p.word))
+        favourite, shout = await backend.ask(prompt, p.words)
+        return ToyOutput(favourite=favourite, shout=shout)
 
     toy.Input, toy.Output, toy.render_user, toy.build = Input, Output, render_json, build
-    toy.rules_answer = _shout  # the rules answer: wires the rules logic (below) to the prompt
     toy.TASK = Task(TOY, ToyPayload, run, ToyOutput)  # type: ignore[arg-type]
+    toy.rules_answer = _favourite  # what the call reads back, from the rules logic (below) on the build's inputs
     return toy
 
 
-def _shout(word: str) -> str:
-    """streams/llm/rules/<module>.py: the rules logic the prompt's rules_answer wires (when it is more than a line)."""
-    return word.upper() + "!"
+def _favourite(words: Sequence[str]) -> tuple[str, str]:
+    """llm/rules/<module>.py: the rules logic the prompt's rules_answer wires (when it is more than a line)."""
+    word = max(words, key=len)
+    return word, word.upper() + "!"
 
 
-def _toy_payload(state: ScopeState, word: str) -> dict:
-    """streams/scope/requests.py: the payload builder."""
-    return {"word": word}
+def _toy_payload(state: ScopeState, words: list[str]) -> dict:
+    """scope/requests.py: the payload builder."""
+    return {"words": words}
 
 
 def _toy_handle(state: ScopeState, payload: dict, output: dict, ctx: StepContext) -> None:
-    """streams/scope/results.py: the handler (and its SCOPE_TASKS line, below)."""
-    ctx.log.append(f"{payload['word']} shouted as {output['shout']}")
+    """scope/results.py: the handler (and its SCOPE_TASKS line, in the fixture)."""
+    ctx.log.append(f"{output['favourite']} shouted as {output['shout']!r}")
 
 
 @pytest.fixture
@@ -98,23 +120,37 @@ def _ask_and_apply(backend) -> list[str]:
     """The scope asks, the runner's execute answers through `backend`, the scope applies the result."""
     state = ScopeState(scope="acme/u1/aria")
     ctx = StepContext(now=NOW, powerful=True, boot="b", memory=MemorySettings(), pipeline=PipelineSettings())
-    req = ctx.request(state, TOY, results.SCOPE_TASKS[TOY].build(state, "tea"))  # step.py: where it is asked
+    req = ctx.request(state, TOY, results.SCOPE_TASKS[TOY].build(state, WORDS))  # scope/step.py: the ask line
     output = asyncio.run(execute(backend, req.task, req.payload))
     results.apply(state, "result", {"request_id": req.id, "task": req.task, "output": output}, ctx)
     assert not state.requests  # answered and applied
     return ctx.log
 
 
+def _ask_the_server(server, llm_settings_factory) -> list[str]:
+    backend = make_backend(llm_settings_factory(server))
+    try:
+        return _ask_and_apply(backend)
+    finally:
+        asyncio.run(backend.aclose())
+
+
 def test_a_task_added_in_one_place_runs_on_the_rules_backend(toy):
-    assert _ask_and_apply(RulesBackend()) == ["tea shouted as TEA!"]
+    assert _ask_and_apply(RulesBackend()) == ["coffee shouted as 'COFFEE!'"]
 
 
 def test_a_task_added_in_one_place_runs_on_the_openai_backend(toy, openai_server_factory, llm_settings_factory):
-    server = openai_server_factory(answers={toy.NAME: lambda inp: {"shout": f"{inp.word.upper()}!!"}})
-    backend = make_backend(llm_settings_factory(server))
-    try:
-        assert _ask_and_apply(backend) == ["tea shouted as TEA!!"]
-    finally:
-        asyncio.run(backend.aclose())
+    # A model that decides otherwise than the rules: the test's own answer, in the aliased wire format.
+    server = openai_server_factory(answers={toy.NAME: lambda inp: {"favourite": inp.words[0].id,
+                                                                   "shout": inp.words[0].text.upper() + "!!"}})
+    assert _ask_the_server(server, llm_settings_factory) == ["tea shouted as 'TEA!!'"]
     assert server.outcomes() == {"ok": 1} and server.violations == []
     assert server.models_seen == {(toy.NAME, server.model): 1}  # the server took it for the toy's prompt
+
+
+def test_the_test_server_needs_no_line_for_a_new_prompt(toy, openai_server_factory, llm_settings_factory):
+    # No canned answer: the least the request's schema allows (the first offered id, an empty shout), and
+    # the request's id enum checked against the input's ids all the same.
+    server = openai_server_factory()
+    assert _ask_the_server(server, llm_settings_factory) == ["tea shouted as ''"]
+    assert server.outcomes() == {"ok": 1} and server.violations == []
