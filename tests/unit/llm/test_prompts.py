@@ -20,7 +20,7 @@ from credence.streams.llm.prompts import (
     surfaced_feedback,
 )
 from credence.streams.llm.prompts.base import ALLOWED_KEYWORDS, INPUT_MARKER, static_schema
-from tests.support.openai_answers import expected_id_enums, schema_problems
+from tests.support.openai_answers import expected_id_enums, ids_by_kind, schema_problems
 
 # Editing a system prefix changes what the model is asked: bump VERSION and update the fingerprint.
 FINGERPRINTS = {
@@ -188,6 +188,14 @@ def test_call_schema_is_strict_and_its_id_enums_are_exactly_the_calls_aliases(na
         schema = fmt["json_schema"]["schema"]
         assert "x-credence-alias" not in json.dumps(schema)
         assert schema_problems(schema, expected_id_enums(module, call.payload)) == []
+
+
+@pytest.mark.parametrize("name", sorted(set(PROMPTS) - {merge_decision.NAME}))  # its "none" target is no input id
+def test_a_prompt_left_out_of_the_servers_id_table_is_checked_as_strictly(name):
+    # The test server checks a new prompt's id enums against every id of each alias kind its Output names.
+    for i in (1, 2):
+        payload = calls(i)[name].payload
+        assert ids_by_kind(PROMPTS[name], payload) == expected_id_enums(PROMPTS[name], payload)
 
 
 def _containers(node):
