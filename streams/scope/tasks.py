@@ -20,3 +20,8 @@ class TaskName(StrEnum):
     CORRECTION = "correction"
     REFINE = "refine"
     SUMMARISE = "summarise"  # the recent conversation's rolling memo
+
+
+# Tasks whose requests never hold the scope (ScopeState.blocked): their results are applied only if what
+# they were asked about is still current (a promotion's ticket, a summary's head).
+NOT_HOLDING = (TaskName.PROMOTION, TaskName.SUMMARISE)
