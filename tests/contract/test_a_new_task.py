@@ -5,7 +5,7 @@ line that asks for it (scope/step.py or a loop module). Here a toy task is all o
 each piece labelled with its file. It runs through the rules backend and through the OpenAI backend
 against the test server, which checks every request (the schema's id enum is exactly the input's ids)
 and answers a prompt it has no answer for with the least its schema allows; its scope handler applies it.
-Its only other test line: the prompt's fingerprint and calls in tests/unit/llm/test_prompts.py."""
+Its other test lines pin it by design: test_prompts.py (fingerprint, calls), test_tasks.py (WIRE_NAMES)."""
 
 from __future__ import annotations
 
