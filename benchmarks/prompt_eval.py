@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 from credence.config.llm import LLMSettings  # noqa: E402
 from credence.errors import CredenceError  # noqa: E402
 from credence.streams.llm.backend import LLMBackend  # noqa: E402
-from credence.streams.llm.models import CorrectionItem, Fact, Observation, ReflectionDraft, Turn, fact_id  # noqa: E402
+from credence.streams.llm.models import CorrectionItem, Fact, Observation, ReflectionDraft, Turn  # noqa: E402
 from credence.streams.llm.prompts import (  # noqa: E402
     correction,
     merge_decision,
@@ -43,6 +43,7 @@ from credence.streams.llm.prompts import (  # noqa: E402
     surfaced_feedback,
 )
 from credence.streams.llm.token_budget import approx_tokens  # noqa: E402
+from credence.tables.origin import fact_id  # noqa: E402
 
 DATA = ROOT / "benchmarks" / "prompt_eval"
 LANGS = ("en", "de", "es")
@@ -69,7 +70,7 @@ def _mentions(fact: Any, about: list[str]) -> bool:
 async def stage1(backend: LLMBackend, case: dict) -> bool:
     turns = [Turn(id=f"turn-{i:03d}", role=role, text=text, ts="2026-01-01T00:00:00Z")
              for i, (role, text) in enumerate(case["turns"])]
-    facts = list(await backend.extract_facts(turns))
+    facts = list(await backend.ask(stage1_extraction, turns))
     if len(facts) != len(case["expect"]):
         return False
     for want in case["expect"]:
@@ -83,25 +84,25 @@ async def stage1(backend: LLMBackend, case: dict) -> bool:
 
 async def stage2(backend: LLMBackend, case: dict) -> bool:
     facts, obs = _facts(case["facts"]), _observations(case["observations"])
-    got = {(c.fact_id, c.observation_id, c.relation) for c in await backend.classify(facts, obs)}
+    got = {(c.fact_id, c.observation_id, c.relation) for c in await backend.ask(stage2_classification, facts, obs, fit=backend.budget)}
     return got == {(facts[f].id, obs[o].id, rel) for f, o, rel in case["expect"]}
 
 
 async def feedback(backend: LLMBackend, case: dict) -> bool:
     obs = _observations(case["surfaced"])
-    got = await backend.check_feedback(case["reply"], obs, case["ai"])
+    got = await backend.ask(surfaced_feedback, case["reply"], obs, case["ai"])
     return [d.decision for d in got] == case["expect"] and [d.id for d in got] == [o.id for o in obs]
 
 
 async def target(backend: LLMBackend, case: dict) -> bool:
     obs = _observations(case["observations"])
-    got = await backend.target_check(case["messages"], obs, case["ai"])
+    got = await backend.ask(negative_keyword_target, case["messages"], obs, case["ai"])
     return set(got.ids) == {obs[i].id for i in case["expect"]} and got.forget == case.get("forget", False)
 
 
 async def synthesis(backend: LLMBackend, case: dict) -> bool:
     facts, existing = _facts(case["facts"]), _observations(case["existing"], "rel")
-    drafts = list(await backend.synthesize(facts, existing))
+    drafts = list(await backend.ask(reflection_synthesis, facts, existing))
     if len(drafts) != len(case["expect"]):
         return False
     for want in case["expect"]:
@@ -117,7 +118,7 @@ async def merge(backend: LLMBackend, case: dict) -> bool:
     text, subject, score = case["reflection"]
     draft = ReflectionDraft(text=text, subject=subject, source_fact_ids=["f-1"], score=score)
     personas = _observations(case["personas"], "persona")
-    got = await backend.merge_decision(draft, personas)
+    got = await backend.ask(merge_decision, draft, personas)
     want = case["expect"]
     if got.action != want["action"]:
         return False
@@ -129,7 +130,7 @@ async def correct(backend: LLMBackend, case: dict) -> bool:
     (old, old_score), (new, new_score) = case["old"], case["new"]
     item = CorrectionItem(id=f"corr-{case['id']}", old=Observation(id=f"persona-{case['id']}", text=old, score=old_score),
                           new_text=new, new_score=new_score)
-    got = await backend.correct([item])
+    got = await backend.ask(correction, [item])
     return [(d.id, d.action) for d in got] == [(item.id, case["expect"])]
 
 
@@ -137,7 +138,7 @@ async def refine(backend: LLMBackend, case: dict) -> bool:
     """The actions (kind and sources) are the labelled ones; a split says two things or more."""
     entries = _observations([[text, "", score] for text, score in case["entries"]], "entry")
     position = {e.id: i for i, e in enumerate(entries)}
-    got = await backend.refine(entries)
+    got = await backend.ask(refine_cluster, entries)
     if any(a.action == "split" and len(a.texts) < 2 for a in got):
         return False
     said = sorted((a.action, sorted(position[i] for i in a.source_ids)) for a in got)
@@ -149,7 +150,7 @@ async def summarise(backend: LLMBackend, case: dict) -> bool:
     keeping and no memo, it is empty."""
     turns = [Turn(id=f"turn-{i:03d}", role=role, text=text, ts="2026-01-01T00:00:00Z")
              for i, (role, text) in enumerate(case["turns"])]
-    got = await backend.summarise(case["memo"], turns, case["max_tokens"])
+    got = await backend.ask(recent_summary, case["memo"], turns, case["max_tokens"])
     said = got.lower()
     if approx_tokens(got) > case["max_tokens"] or any(w.lower() in said for w in case["absent"]):
         return False

@@ -8,6 +8,7 @@ answered "yes" is the user's statement, while an AI statement the user merely ac
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping
 from typing import Final
 
@@ -55,3 +56,10 @@ def fact_origin(
     if all(t["role"] == USER for t in cited if content_bearing(t, settings=settings)):
         return USER
     return AI
+
+
+def fact_id(source_turn_ids: list[str], subject: str, polarity: str, text: str) -> str:
+    """Content-derived id: the same statement extracted twice (a retry, a replay) gets the same id,
+    so downstream de-duplication needs no extra state."""
+    key = "\x1f".join([",".join(sorted(source_turn_ids)), subject.strip().lower(), polarity, text.strip()])
+    return "f_" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:20]

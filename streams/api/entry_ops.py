@@ -19,8 +19,8 @@ from credence.config.topics import TOPICS
 from credence.errors import ApiError, CredenceError, RecordError
 from credence.records.control import decode_control, edit_record, erase_record, remember_record
 from credence.streams.api import reads
-from credence.streams.llm.models import fact_id
 from credence.streams.scope.erase import doomed, refusal
+from credence.tables.origin import fact_id
 from credence.tables.statement import is_self_contained
 
 POLL_S = 0.05

@@ -1,8 +1,8 @@
-"""The LLM layer: one interface (LLMBackend), two backends (rules offline default, OpenAI-compatible
-server), one prompt module per task, and the Stage-2 token budget.
+"""The LLM layer: one interface (LLMBackend, one generic `call`), two backends (rules offline default,
+OpenAI-compatible server), one prompt module per task, and the Stage-2 token budget.
 
-The backend is built by `credence.streams.llm.factory.make_backend`, not from here: the pure steps import
-this package for the task registry, and must not reach the HTTP backend through it."""
+The backend is built by `credence.streams.llm.factory.make_backend`, not from here: importing this package
+never reaches the HTTP backend."""
 
 from credence.streams.llm.backend import LLMBackend, LLMStats
 from credence.streams.llm.models import (

@@ -3,7 +3,6 @@ entries in tables/: the pipeline maps between the two, so this layer stays swapp
 
 from __future__ import annotations
 
-import hashlib
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -27,7 +26,7 @@ class Turn(_Record):
     role: Literal["user", "ai"]
     text: str
     ts: str  # ISO-8601 UTC, as on credence.turns
-    tags: tuple[str, ...] = ()  # the tenant's (issue 33): for the entries its facts make, never sent to a model
+    tags: tuple[str, ...] = ()  # the tenant's: for the entries its facts make, never sent to a model
 
 
 class Fact(_Record):
@@ -108,10 +107,3 @@ class RefineAction(_Record):
     source_ids: list[str]
     texts: list[str] = []
     reason: str = ""
-
-
-def fact_id(source_turn_ids: list[str], subject: str, polarity: str, text: str) -> str:
-    """Content-derived id: the same statement extracted twice (a retry, a replay) gets the same id,
-    so downstream de-duplication needs no extra state."""
-    key = "\x1f".join([",".join(sorted(source_turn_ids)), subject.strip().lower(), polarity, text.strip()])
-    return "f_" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:20]

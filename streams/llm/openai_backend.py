@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Sequence
 from contextvars import ContextVar
 from types import ModuleType
 from typing import Any
@@ -32,40 +31,15 @@ from credence.streams.llm.aliases import Reader
 from credence.streams.llm.backend import LLMBackend, LLMStats
 from credence.streams.llm.concurrency import NEUTRAL, OK, OVERLOAD, AdaptiveGate, AIMDLimit
 from credence.streams.llm.http_client import ChatClient, Reply
-from credence.streams.llm.models import (
-    Classification,
-    CorrectionDecision,
-    CorrectionItem,
-    Fact,
-    FeedbackDecision,
-    MergeDecision,
-    Observation,
-    RebuttalTarget,
-    RefineAction,
-    ReflectionDraft,
-    Turn,
-)
 from credence.streams.llm.openai_parsing import (
     TransientFailure,
     attempt_temperature,
     message_content,
     repair_hint,
 )
-from credence.streams.llm.prompts import (
-    PROMPTS,
-    candidate_rerank,
-    merge_decision,
-    negative_keyword_target,
-    recent_summary,
-    refine_cluster,
-    reflection_synthesis,
-    stage1_extraction,
-    stage2_classification,
-    surfaced_feedback,
-)
-from credence.streams.llm.prompts import correction as correction_prompt
+from credence.streams.llm.prompts import PROMPTS
 from credence.streams.llm.prompts.base import Call, call_schema, schema_name
-from credence.streams.llm.token_budget import CountTokens, approx_tokens, fit_rerank, fit_stage2
+from credence.streams.llm.token_budget import Budget, CountTokens, approx_tokens
 
 log = logging.getLogger(__name__)
 
@@ -97,9 +71,7 @@ class OpenAIBackend(LLMBackend):
         if unknown:
             raise ConfigError(f"CREDENCE_LLM__MODELS names unknown prompts {unknown}; the prompts are {sorted(PROMPTS)}")
         self._settings = settings
-        self._count_tokens = count_tokens
-        self._observation_cap = observation_cap
-        self._prompt_cap = prompt_cap
+        self.budget = Budget(observation_cap, prompt_cap, count_tokens)
         self._stats = LLMStats()
         headers = {"Authorization": f"Bearer {settings.api_key.get_secret_value()}"} if settings.api_key else {}
         # One kept client: connections are reused across calls, which a per-call client would not do;
@@ -263,65 +235,12 @@ class OpenAIBackend(LLMBackend):
             kind = "malformed JSON" if _not_json(content) else "schema-invalid output"
             raise TransientFailure(f"{kind} for {module.NAME}: {str(exc)[:300]}", content=True) from exc
 
-    # -- the tasks -----------------------------------------------------------------------------
+    # -- the one call -------------------------------------------------------------------------
 
-    async def extract_facts(self, turns: Sequence[Turn]) -> list[Fact]:
-        if not turns:
-            return []
-        return await self._call(stage1_extraction, stage1_extraction.build(turns))
-
-    async def classify(self, facts: Sequence[Fact], observations: Sequence[Observation]) -> list[Classification]:
-        fitted = fit_stage2(facts, observations, observation_cap=self._observation_cap,
-                            prompt_cap=self._prompt_cap, count_tokens=self._count_tokens)
-        if not facts or not fitted:
-            return []
-        return await self._call(stage2_classification, stage2_classification.build(facts, fitted))
-
-    async def rerank(self, facts: Sequence[Fact], observations: Sequence[Observation], limit: int) -> list[str]:
-        if not observations or not facts or limit < 1:
-            return []
-        fitted = fit_rerank(facts, observations, limit, observation_cap=self._observation_cap,
-                            prompt_cap=self._prompt_cap, count_tokens=self._count_tokens)
-        if not fitted:
-            return []
-        return await self._call(candidate_rerank, candidate_rerank.build(facts, fitted, limit))
-
-    async def check_feedback(self, reply_text: str, surfaced: Sequence[Observation],
-                             ai_text: str = "") -> list[FeedbackDecision]:
-        if not surfaced:
-            return []
-        return await self._call(surfaced_feedback, surfaced_feedback.build(reply_text, surfaced, ai_text))
-
-    async def target_check(self, last_user_messages: Sequence[str], observations: Sequence[Observation],
-                           ai_text: str = "") -> RebuttalTarget:
-        if not observations:
-            return RebuttalTarget(ids=[])
-        call = negative_keyword_target.build(last_user_messages, observations, ai_text)
-        return await self._call(negative_keyword_target, call)
-
-    async def synthesize(self, facts: Sequence[Fact], related: Sequence[Observation] = ()) -> list[ReflectionDraft]:
-        if not facts:
-            return []
-        return await self._call(reflection_synthesis, reflection_synthesis.build(facts, related))
-
-    async def merge_decision(
-        self, reflection: ReflectionDraft, persona_entries: Sequence[Observation]
-    ) -> MergeDecision:
-        return await self._call(merge_decision, merge_decision.build(reflection, persona_entries))
-
-    # -- correction work (issue 32 item 1) --
-    async def correct(self, items: Sequence[CorrectionItem]) -> list[CorrectionDecision]:
-        if not items:
-            return []
-        return await self._call(correction_prompt, correction_prompt.build(items))
-
-    async def refine(self, entries: Sequence[Observation]) -> list[RefineAction]:
-        if len(entries) < 2:
-            return []
-        return await self._call(refine_cluster, refine_cluster.build(entries))
-
-    async def summarise(self, memo: str, turns: Sequence[Turn], max_tokens: int) -> str:
-        return await self._call(recent_summary, recent_summary.build(memo, turns, max_tokens))
+    async def call(self, prompt: ModuleType, call: Call) -> Any:
+        if call.empty is not None:  # nothing for a model to judge: no request
+            return call.empty
+        return await self._call(prompt, call)
 
 
 # The traced call's own counts (tokens in, out, retries), while tracing is on: the span reports them.

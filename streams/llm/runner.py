@@ -5,12 +5,7 @@ The agent never awaits a model server: it saves the request in the scope's state
 else on credence.control — so results are applied in the scope's order, by its one owner. A backend that
 computes in the worker's own process (rules) is asked inside the batch instead (`answer`, called by the
 agent's `answer_inline`; `llm.inline_in_process`): its answer is ready at once, and the result topics'
-round trip would only hold the scope.
-
-Results go out through their own producer (`ResultSender`). A producer has one produce request in flight
-per broker, and the agent's batches (emits, redo record, table writes: three acknowledged requests each)
-keep Faust's busy: a result queued behind them waited for all of it, while its scope waited for the
-result. On one broker that was ~1.4x on long scopes' throughput (docs/benchmarks.md, Throughput).
+round trip would only hold the scope. Results go out through a producer of their own (`ResultSender`).
 """
 
 from __future__ import annotations
@@ -25,16 +20,18 @@ from typing import Protocol
 
 import orjson
 from aiokafka import AIOKafkaProducer
+from pydantic import ValidationError
 
 from credence import tracing
 from credence.config import Settings
 from credence.config.topics import TOPICS, TopicSpec
-from credence.errors import CredenceError, LLMUnavailable
+from credence.errors import CredenceError, LLMError, LLMUnavailable
 from credence.kafka import client_options, producer_max_request_size, start
 from credence.records.kind import Kind
 from credence.streams.llm.backend import LLMBackend
 from credence.streams.llm.embeddings import mark_similar, rank_by_similarity, text_vectors
-from credence.streams.llm.tasks import TASKS, TaskName
+from credence.streams.llm.tasks import TASKS
+from credence.streams.scope.tasks import TaskName
 from credence.tables.scope import Scope
 
 log = logging.getLogger(__name__)
@@ -54,7 +51,12 @@ class Request(Protocol):
 class ResultSender:
     """`Send` for the runner: each result acknowledged (acks=all) before the call returns, on the scope's
     partition (given explicitly: never a partitioner's choice), through a producer of its own, started on
-    the first result and stopped with the worker."""
+    the first result and stopped with the worker.
+
+    Its own, because a producer has one produce request in flight per broker, and the agent's batches
+    (emits, redo record, table writes: three acknowledged requests each) keep Faust's busy: a result queued
+    behind them waited for all of it, while its scope waited for the result. On one broker that was ~1.4x
+    on long scopes' throughput (docs/benchmarks.md, Throughput)."""
 
     def __init__(self, settings: Settings, bootstrap: str, partition_of: Callable[[str], int],
                  encode: Callable[[dict], bytes]) -> None:
@@ -96,7 +98,12 @@ async def execute(backend: LLMBackend, task: TaskName, p: dict, encode=None) -> 
     async def rank(facts, obs):
         return await asyncio.to_thread(rank_by_similarity, encode, list(facts), list(obs))
 
-    out = await spec.execute(backend, p, rank if encode is not None else None)
+    try:
+        payload = spec.payload.model_validate(p)
+    except ValidationError as exc:
+        raise LLMError(f"LLM task {task}: the request payload does not validate: {exc}") from exc
+    answer = await spec.run(backend, spec.prompts[0], payload, rank if encode is not None else None)
+    out = answer.model_dump()
     if task == TaskName.SYNTHESIS and encode is not None:
         await asyncio.to_thread(mark_similar, encode, out["drafts"], p.get("related", []),
                                 p.get("restatement_cosine"))

@@ -7,6 +7,7 @@ without touching the fitting logic."""
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from credence.config.memory import DEFAULT_MEMORY_SETTINGS as SEED_CAPS  # the seed's Stage-2 caps
 from credence.errors import LLMError
@@ -127,3 +128,21 @@ def fit_rerank(
         facts, observations, lambda obs: rerank_prompt(facts, obs, limit),
         observation_cap=observation_cap, prompt_cap=prompt_cap, count_tokens=count_tokens,
     )
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The Stage-2 caps (the seed's unless the memory settings say otherwise) and the token counter: what
+    a Stage-2 or rerank build fits its candidates to (`fit=`), on every backend alike."""
+
+    observation_cap: int = SEED_CAPS.stage2_observation_max_tokens
+    prompt_cap: int = SEED_CAPS.stage2_max_prompt_tokens
+    count_tokens: CountTokens = approx_tokens
+
+    def stage2(self, facts: Sequence[Fact], observations: Sequence[Observation]) -> list[Observation]:
+        return fit_stage2(facts, observations, observation_cap=self.observation_cap, prompt_cap=self.prompt_cap,
+                          count_tokens=self.count_tokens)
+
+    def rerank(self, facts: Sequence[Fact], observations: Sequence[Observation], limit: int) -> list[Observation]:
+        return fit_rerank(facts, observations, limit, observation_cap=self.observation_cap,
+                          prompt_cap=self.prompt_cap, count_tokens=self.count_tokens)

@@ -15,8 +15,8 @@ from credence.config.usage import DEFAULT_USAGE_SETTINGS, UsageSettings
 from credence.errors import CredenceError
 from credence.records.dead_letter import dead_letter
 from credence.records.journal import FACTS_KIND, archive_record, event_id, evidence_record
-from credence.streams.llm.tasks import TaskName
 from credence.streams.scope.state import Request, ScopeState
+from credence.streams.scope.tasks import TaskName
 from credence.tables.clock import format_instant
 from credence.tables.entries import Entry
 from credence.tables.evidence import derived_tier

@@ -14,14 +14,14 @@ from __future__ import annotations
 import hashlib
 from dataclasses import replace
 
-from credence.streams.llm.rules.text import polarity_of, restatement_stems
-from credence.streams.llm.tasks import TaskName
 from credence.streams.scope import restate
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import OPEN_REFLECTION_STATUSES
 from credence.streams.scope.state import ScopeState
+from credence.streams.scope.tasks import TaskName
 from credence.tables.entries import Entry, kept_text, rewrite_text
 from credence.tables.lifecycle import MergeOutcome, apply_merge_decision, archive, block_promotion
+from credence.tables.text import polarity_of, restatement_stems
 from credence.tables.version_history import CORRECTION_KEEP_NEW, CORRECTION_MERGE
 
 CAUSE = "correction"  # journal causes: correction_merge, correction_keep_new, correction_keep_old, ...

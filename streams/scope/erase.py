@@ -14,13 +14,13 @@ from dataclasses import replace
 from datetime import datetime
 
 from credence.records.kind import Kind
-from credence.streams.llm.models import fact_id
-from credence.streams.llm.tasks import TaskName
 from credence.streams.scope import restate
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.state import ScopeState
+from credence.streams.scope.tasks import TaskName
 from credence.tables.clock import format_instant, parse_instant
 from credence.tables.entries import ARCHIVED, PROMOTED, REFLECTION, Entry, rewrite_text
+from credence.tables.origin import fact_id
 from credence.tables.version_history import USER_EDIT
 
 KINDS = (Kind.ERASE, Kind.REMEMBER, Kind.EDIT)

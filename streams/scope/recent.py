@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import hashlib
 
-from credence.streams.llm.tasks import TaskName
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import summarise_payload
 from credence.streams.scope.state import Request, ScopeState
+from credence.streams.scope.tasks import TaskName
 from credence.tables.recent import RecentTurn, append_turn, apply_summary, summary_head
 
 

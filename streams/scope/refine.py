@@ -15,17 +15,17 @@ from datetime import datetime, timedelta
 
 import numpy as np
 
-from credence.streams.llm.rules.text import polarity_of, restatement_stems
-from credence.streams.llm.tasks import TaskName
 from credence.streams.scope import restate
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.dedupe import survivor_rank
 from credence.streams.scope.requests import refine_payload
 from credence.streams.scope.state import ScopeState
+from credence.streams.scope.tasks import TaskName
 from credence.tables import refine as rules
 from credence.tables.clock import format_instant, parse_instant
 from credence.tables.entries import Entry
 from credence.tables.statement import is_self_contained
+from credence.tables.text import polarity_of, restatement_stems
 
 # Answered clusters remembered (the newest): the control value stays small however long a scope lives; a
 # cluster forgotten early is only asked again.

@@ -159,7 +159,7 @@ def promotion_payload(state: ScopeState, reflection: Entry, ctx: StepContext, ti
             "ticket": {"version": ticket.version, "attempt": ticket.attempt}}
 
 
-# -- correction work (issue 32 item 1) --
+# -- correction work --
 def correction_payload(state: ScopeState, ctx: StepContext) -> dict:
     """The first queued items (FIFO), each with the entry it corrects and the new statement, both scored.
     Items whose entries are gone are still asked: the handler settles them as the promotion decided."""

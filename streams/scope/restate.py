@@ -7,13 +7,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from credence.config.memory import MemorySettings
-from credence.streams.llm.rules.text import polarity_of, restatement_stems
-from credence.streams.llm.tasks import TaskName
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import OPEN_REFLECTION_STATUSES
 from credence.streams.scope.state import ScopeState
+from credence.streams.scope.tasks import TaskName
 from credence.tables.entries import Entry
 from credence.tables.statement import is_self_contained, restates
+from credence.tables.text import polarity_of, restatement_stems
 
 
 def same_statement(a: str, b: str, settings: MemorySettings) -> bool:

@@ -7,11 +7,11 @@ from dataclasses import dataclass, replace
 from datetime import timedelta
 
 from credence.records.kind import Kind
-from credence.streams.llm.tasks import TaskName
 from credence.streams.scope import corrections, erase, quiet, recent, refine, requests, restate, turn_status
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import reflection_id
 from credence.streams.scope.state import ScopeState
+from credence.streams.scope.tasks import TaskName
 from credence.tables.clock import format_instant
 from credence.tables.entries import Entry, changed, kept_text, new_reflection, record_signal
 from credence.tables.evidence import FEEDBACK_SIGNALS, NEGATIVE_KEYWORD, RELATION_SIGNALS, USER_DENY, USER_FACT_NEGATE
@@ -387,7 +387,7 @@ SCOPE_TASKS: dict[TaskName, ScopeTask] = {
     TaskName.FEEDBACK: ScopeTask(requests.feedback_payload, _feedback),
     TaskName.TARGET: ScopeTask(requests.target_payload, _target),
     TaskName.PROMOTION: ScopeTask(requests.promotion_payload, _promotion),
-    # The loops of issue 32 apply their answers in their own modules.
+    # The correction-work loops apply their answers in their own modules.
     TaskName.CORRECTION: ScopeTask(requests.correction_payload, corrections.handle),
     TaskName.REFINE: ScopeTask(requests.refine_payload, refine.apply),
     TaskName.SUMMARISE: ScopeTask(requests.summarise_payload, recent.apply_answer),

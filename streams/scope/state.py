@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from credence.streams.llm.tasks import TaskName
+from credence.streams.scope.tasks import NOT_HOLDING, TaskName
 from credence.tables.clock import format_instant, parse_instant
 from credence.tables.entries import Entry
 from credence.tables.recent import RecentLog
@@ -15,9 +15,6 @@ from credence.tables.recent import RecentLog
 # Ids of processed facts remembered to drop a re-extracted duplicate; the facts themselves live on
 # credence.facts and in the entries' source_fact_ids, not in the state (which is rewritten every step).
 KEEP_PROCESSED_FACT_IDS = 500
-# Tasks whose requests never hold the scope: their results are applied only if what they were asked about
-# is still current (a promotion's ticket, a summary's head).
-NOT_HOLDING = (TaskName.PROMOTION, TaskName.SUMMARISE)
 
 
 @dataclass

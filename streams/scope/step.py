@@ -21,7 +21,6 @@ from datetime import datetime, timedelta
 
 from credence.records.inputs import Applicable
 from credence.records.kind import ANSWERS, Kind
-from credence.streams.llm.tasks import TaskName
 from credence.streams.scope import (
     corrections,
     dedupe,
@@ -49,6 +48,7 @@ from credence.streams.scope.requests import (
     target_payload,
 )
 from credence.streams.scope.state import Request, ScopeState
+from credence.streams.scope.tasks import TaskName
 from credence.streams.scope.window import buffered, remaining_started, stage1_cut
 from credence.tables.clock import parse_instant
 from credence.tables.fallback import fallback_tick

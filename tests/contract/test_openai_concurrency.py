@@ -7,6 +7,7 @@ import pytest
 from credence.config.llm import LLMSettings
 from credence.streams.llm.factory import make_backend
 from credence.streams.llm.models import Turn
+from credence.streams.llm.prompts import stage1_extraction
 
 
 @pytest.mark.parametrize("limit", [1, 3])
@@ -19,7 +20,7 @@ def test_in_flight_requests_stay_within_max_concurrency(openai_server_factory, l
     async def go():
         backend = make_backend(settings)
         try:
-            return await asyncio.gather(*(backend.extract_facts(batch) for batch in turns))
+            return await asyncio.gather(*(backend.ask(stage1_extraction, batch) for batch in turns))
         finally:
             await backend.aclose()
 
@@ -39,7 +40,7 @@ def test_retries_keep_within_max_concurrency(openai_server_factory, llm_settings
     async def go():
         backend = make_backend(settings)
         try:
-            await asyncio.gather(*(backend.extract_facts(batch) for batch in turns))
+            await asyncio.gather(*(backend.ask(stage1_extraction, batch) for batch in turns))
             return backend.stats
         finally:
             await backend.aclose()
@@ -71,7 +72,7 @@ def test_the_limit_settles_near_what_the_server_can_take_and_every_request_is_an
 
         watcher = asyncio.create_task(watch())
         try:
-            results = await asyncio.gather(*(backend.extract_facts(batch) for batch in turns))
+            results = await asyncio.gather(*(backend.ask(stage1_extraction, batch) for batch in turns))
             return results, limits, backend.stats
         finally:
             watcher.cancel()
@@ -120,8 +121,8 @@ def test_one_backend_answers_in_one_event_loop_after_another(openai_server_facto
     server = openai_server_factory()
     backend = make_backend(llm_settings_factory(server))
     turn = [Turn(id="t1", role="user", text="I love green tea", ts="x")]
-    first = asyncio.run(backend.extract_facts(turn))
-    second = asyncio.run(backend.extract_facts(turn))
+    first = asyncio.run(backend.ask(stage1_extraction, turn))
+    second = asyncio.run(backend.ask(stage1_extraction, turn))
     asyncio.run(backend.aclose())
     assert len(first) == len(second) == 1
     assert server.outcomes() == {"ok": 2} and server.violations == []

@@ -8,6 +8,12 @@ import pytest
 from credence.errors import LLMError
 from credence.streams.llm.factory import make_backend
 from credence.streams.llm.models import Observation
+from credence.streams.llm.prompts import (
+    negative_keyword_target,
+    stage1_extraction,
+    stage2_classification,
+    surfaced_feedback,
+)
 from credence.streams.llm.rules.backend import RulesBackend
 
 FLAKY_KINDS = ["timeout", "http_500", "http_429", "bad_json", "schema_invalid", "unknown_id"]
@@ -29,15 +35,16 @@ def test_thirty_percent_failures_lose_and_duplicate_nothing(
     settings = llm_settings_factory(server, max_retries=8, timeout_s=2.0)
     rules = RulesBackend()
     # Asked per batch, as the pipeline asks: one answer carries at most the wire's MAX_FACTS.
-    expected_facts = [f for b in _batches(fifty_turns, 2) for f in asyncio.run(rules.extract_facts(b))]
-    expected_pairs = asyncio.run(rules.classify(expected_facts, observations))
+    expected_facts = [f for b in _batches(fifty_turns, 2) for f in asyncio.run(rules.ask(stage1_extraction, b))]
+    expected_pairs = asyncio.run(rules.ask(stage2_classification, expected_facts, observations, fit=rules.budget))
 
     async def pipeline():
         backend = make_backend(settings)
         try:
-            extracted = await asyncio.gather(*(backend.extract_facts(b) for b in _batches(fifty_turns, 2)))
+            extracted = await asyncio.gather(*(backend.ask(stage1_extraction, b) for b in _batches(fifty_turns, 2)))
             facts = [f for batch in extracted for f in batch]
-            classified = await asyncio.gather(*(backend.classify(b, observations) for b in _batches(facts, 2)))
+            classified = await asyncio.gather(*(backend.ask(stage2_classification, b, observations, fit=backend.budget)
+                                                for b in _batches(facts, 2)))
             return facts, [c for batch in classified for c in batch], backend.stats
         finally:
             await backend.aclose()
@@ -72,7 +79,7 @@ def test_always_failing_server_raises_after_max_retries(openai_server_factory, l
         backend = make_backend(settings)
         try:
             with pytest.raises(LLMError) as caught:
-                await backend.check_feedback("yes", [Observation(id="o1", text="The user likes tea.", subject="tea")])
+                await backend.ask(surfaced_feedback, "yes", [Observation(id="o1", text="The user likes tea.", subject="tea")])
             return caught.value, backend.stats
         finally:
             await backend.aclose()
@@ -94,7 +101,7 @@ def test_unreachable_server_raises_after_max_retries(openai_server_factory, llm_
     async def go():
         backend = make_backend(settings)
         try:
-            await backend.target_check(["no"], [Observation(id="o1", text="The user likes tea.", subject="tea")])
+            await backend.ask(negative_keyword_target, ["no"], [Observation(id="o1", text="The user likes tea.", subject="tea")])
         finally:
             await backend.aclose()
 
@@ -118,7 +125,7 @@ def test_retry_after_is_honoured_up_to_the_backoff_ceiling(openai_server_factory
             with pytest.raises(LLMError, match="HTTP 429"):
                 # a condition with a deadline, not a speed: 2 waits of the ceiling take < 1 s, an honoured
                 # Retry-After of 3600 s an hour
-                await asyncio.wait_for(backend.target_check(
+                await asyncio.wait_for(backend.ask(negative_keyword_target,
                     ["no"], [Observation(id="o1", text="The user likes tea.", subject="tea")]), timeout=60)
             return loop.time() - started
         finally:

@@ -6,6 +6,7 @@ import asyncio
 
 from credence.errors import LLMUnavailable
 from credence.streams.llm.factory import make_backend
+from credence.streams.llm.prompts import stage1_extraction
 from tests.support.tracing import in_memory_spans
 
 
@@ -13,7 +14,7 @@ def _spans(settings, turns_batches):
     async def run():
         backend = make_backend(settings)
         try:
-            return await asyncio.gather(*(backend.extract_facts(b) for b in turns_batches), return_exceptions=True)
+            return await asyncio.gather(*(backend.ask(stage1_extraction, b) for b in turns_batches), return_exceptions=True)
         finally:
             await backend.aclose()
 

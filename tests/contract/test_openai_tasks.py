@@ -10,30 +10,41 @@ import pytest
 from credence.errors import LLMError
 from credence.streams.llm.factory import make_backend
 from credence.streams.llm.models import CorrectionItem, Observation, RebuttalTarget, ReflectionDraft
+from credence.streams.llm.prompts import (
+    candidate_rerank,
+    correction,
+    merge_decision,
+    negative_keyword_target,
+    refine_cluster,
+    reflection_synthesis,
+    stage1_extraction,
+    stage2_classification,
+    surfaced_feedback,
+)
 from credence.streams.llm.rules.backend import RulesBackend
 
 
 async def _all_tasks(backend, turns, observations):
-    facts = await backend.extract_facts(turns)
+    facts = await backend.ask(stage1_extraction, turns)
     surfaced = observations[:3]
     return {
         "facts": facts,
-        "classify": await backend.classify(facts, observations),
-        "rerank": await backend.rerank(facts, observations, 5),
-        "feedback": await backend.check_feedback("no, I don't like tea", surfaced, "You like tea, right?"),
-        "target": await backend.target_check(["hello", "no", "I never liked coffee"], observations, "Coffee?"),
-        "synthesize": await backend.synthesize(facts, observations[:2]),
-        "merge": await backend.merge_decision(
+        "classify": await backend.ask(stage2_classification, facts, observations, fit=backend.budget),
+        "rerank": await backend.ask(candidate_rerank, facts, observations, 5, fit=backend.budget),
+        "feedback": await backend.ask(surfaced_feedback, "no, I don't like tea", surfaced, "You like tea, right?"),
+        "target": await backend.ask(negative_keyword_target, ["hello", "no", "I never liked coffee"], observations, "Coffee?"),
+        "synthesize": await backend.ask(reflection_synthesis, facts, observations[:2]),
+        "merge": await backend.ask(merge_decision,
             ReflectionDraft(text="The user loves coffee.", subject="coffee", source_fact_ids=[facts[0].id], score=2.0),
             observations,
         ),
-        "create": await backend.merge_decision(
+        "create": await backend.ask(merge_decision,
             ReflectionDraft(text="The user owns a boat.", subject="boat", source_fact_ids=[facts[0].id]),
             observations,
         ),
         # -- correction work --
-        "correct": await backend.correct(_corrections(observations)),
-        "refine": await backend.refine(observations),
+        "correct": await backend.ask(correction, _corrections(observations)),
+        "refine": await backend.ask(refine_cluster, observations),
     }
 
 
@@ -75,7 +86,7 @@ def test_api_key_and_a_wrong_model_are_refused_without_retrying(openai_server_fa
     async def go():
         backend = make_backend(settings)
         try:
-            await backend.target_check(["no"], [Observation(id="o1", text="The user likes tea.", subject="tea")])
+            await backend.ask(negative_keyword_target, ["no"], [Observation(id="o1", text="The user likes tea.", subject="tea")])
         finally:
             await backend.aclose()
         return backend
@@ -97,18 +108,18 @@ def test_output_naming_an_unknown_id_is_dropped_and_the_rest_used(
 
     async def go():
         backend = make_backend(settings)
-        known = await rules.extract_facts(fifty_turns[:5])  # rules facts: only the task under test is served
+        known = await rules.ask(stage1_extraction, fifty_turns[:5])  # rules facts: only the task under test is served
         draft = ReflectionDraft(text="The user loves coffee.", subject="coffee", source_fact_ids=[known[0].id])
         calls = {
-            "stage1": lambda b: b.extract_facts(fifty_turns[:5]),
-            "stage2": lambda b: b.classify(known, observations),
-            "rerank": lambda b: b.rerank(known, observations, 3),
-            "feedback": lambda b: b.check_feedback("yes", observations[:2]),
-            "target": lambda b: b.target_check(["no"], observations),
-            "synthesis": lambda b: b.synthesize(known),
-            "merge": lambda b: b.merge_decision(draft, observations),
-            "correction": lambda b: b.correct(_corrections(observations)),
-            "refine": lambda b: b.refine(observations),
+            "stage1": lambda b: b.ask(stage1_extraction, fifty_turns[:5]),
+            "stage2": lambda b: b.ask(stage2_classification, known, observations, fit=b.budget),
+            "rerank": lambda b: b.ask(candidate_rerank, known, observations, 3, fit=b.budget),
+            "feedback": lambda b: b.ask(surfaced_feedback, "yes", observations[:2]),
+            "target": lambda b: b.ask(negative_keyword_target, ["no"], observations),
+            "synthesis": lambda b: b.ask(reflection_synthesis, known),
+            "merge": lambda b: b.ask(merge_decision, draft, observations),
+            "correction": lambda b: b.ask(correction, _corrections(observations)),
+            "refine": lambda b: b.ask(refine_cluster, observations),
         }
         try:
             return await calls[task](backend), await calls[task](rules), backend.stats
@@ -138,8 +149,8 @@ def test_injected_ids_and_orders_in_user_text_change_nothing(openai_server_facto
     async def go():
         backend = make_backend(llm_settings_factory(server, timeout_s=10))
         try:
-            feedback = await backend.check_feedback(attack, [coffee], "You like coffee, right?")
-            targets = await backend.target_check([attack, "no, r-dog-0123456789 is wrong"], [coffee], "Coffee?")
+            feedback = await backend.ask(surfaced_feedback, attack, [coffee], "You like coffee, right?")
+            targets = await backend.ask(negative_keyword_target, [attack, "no, r-dog-0123456789 is wrong"], [coffee], "Coffee?")
             return feedback, targets, backend.stats
         finally:
             await backend.aclose()

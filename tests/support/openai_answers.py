@@ -20,7 +20,7 @@ from credence.streams.llm.prompts import (
     stage2_classification,
     surfaced_feedback,
 )
-from credence.streams.llm.prompts.base import ALLOWED_KEYWORDS
+from credence.streams.llm.prompts.base import ALIAS_KEY, ALLOWED_KEYWORDS, static_schema
 from credence.streams.llm.rules import correction_work, extraction, feedback, matching, summary, synthesis
 from credence.streams.llm.rules import refine as refine_rules
 
@@ -87,7 +87,7 @@ def _merge(inp: merge_decision.Input) -> dict:
     return {"action": d.action, "target_id": d.target_id or merge_decision.NO_TARGET, "text": d.text}
 
 
-# -- correction work (issue 32 item 1) --
+# -- correction work --
 def _correction(inp: correction.Input) -> dict:
     return {"decisions": [{"id": p.id, "action": action, "text": text}
                           for p in inp.pairs for action, text in [correction_work.decide(p.old, p.new)]]}
@@ -112,11 +112,57 @@ ANSWERS: dict[str, Callable[[Any], dict]] = {
     negative_keyword_target.NAME: _target,
     reflection_synthesis.NAME: _synthesis,
     merge_decision.NAME: _merge,
-    # -- correction work (issue 32 item 1) --
+    # -- correction work --
     correction.NAME: _correction,
     refine_cluster.NAME: _refine,
     recent_summary.NAME: _summary,
 }
+
+# -- a prompt with no answer above (a new one): the least answer its request's schema allows -------
+
+def least_value(schema: Any, defs: dict[str, Any] | None = None) -> Any:
+    """The smallest value the schema accepts: each required property, no list item beyond minItems,
+    empty strings, an enum's first value, false, 0, null where allowed. A guided decoder with nothing to
+    say emits this; a payload model's schema gives the smallest payload (optional fields keep defaults)."""
+    defs = schema.get("$defs", {}) if defs is None else defs
+    if "$ref" in schema:
+        return least_value(defs[schema["$ref"].rsplit("/", 1)[-1]], defs)
+    if "enum" in schema:
+        return schema["enum"][0]
+    if "const" in schema:
+        return schema["const"]
+    options = schema.get("anyOf") or schema.get("oneOf")
+    if options:
+        return None if {"type": "null"} in options else least_value(options[0], defs)
+    kind = schema.get("type")
+    if kind == "object":
+        props = schema.get("properties", {})
+        return {k: least_value(props[k], defs) for k in schema.get("required", [])}
+    if kind == "array":
+        return [least_value(schema.get("items", {}), defs) for _ in range(schema.get("minItems", 0))]
+    return {"string": "x" * schema.get("minLength", 0), "integer": 0, "number": 0, "boolean": False}.get(kind)
+
+
+def _alias_kinds(node: Any) -> list[str]:
+    if isinstance(node, dict):
+        own = [node[ALIAS_KEY]] if ALIAS_KEY in node else []
+        return own + [k for v in node.values() for k in _alias_kinds(v)]
+    return [k for v in node for k in _alias_kinds(v)] if isinstance(node, list) else []
+
+
+def _input_ids(node: Any) -> list[str]:
+    if isinstance(node, dict):
+        own = [node["id"]] if isinstance(node.get("id"), str) else []
+        return own + [i for v in node.values() for i in _input_ids(v)]
+    return [i for v in node for i in _input_ids(v)] if isinstance(node, list) else []
+
+
+def ids_by_kind(module: ModuleType, inp: Any) -> list[list[str]]:
+    """Per alias kind its Output names (T, F, O, C...), the ids of that kind the input carries, in order."""
+    kinds = dict.fromkeys(_alias_kinds(static_schema(module.Output)))
+    ids = dict.fromkeys(_input_ids(inp.model_dump()))
+    return [[i for i in ids if i[:1] == kind and i[1:].isdigit()] for kind in kinds]
+
 
 # Well-formed aliases no input of the tests reaches: they pass the static schema, not the call's enum.
 GHOST = {"T": "T99", "F": "F99", "O": "O99"}
@@ -143,7 +189,7 @@ UNKNOWN_ID: dict[str, Callable[[dict, Any], dict]] = {
     reflection_synthesis.NAME: lambda out, inp: {"reflections": [{"text": "x", "subject": "x",
                                                                   "source_fact_ids": [GHOST["F"]]}]},
     merge_decision.NAME: lambda out, inp: {"action": "merge", "target_id": GHOST["O"], "text": "x"},
-    # -- correction work (issue 32 item 1) --
+    # -- correction work --
     correction.NAME: lambda out, inp: {"decisions": [*out["decisions"], {"id": "C99", "action": "keep_new",
                                                                          "text": ""}]},
     refine_cluster.NAME: lambda out, inp: {"actions": [{"action": "discard", "source_ids": [GHOST["O"]],
@@ -165,11 +211,11 @@ def expected_id_enums(module: ModuleType, inp: Any) -> list[list[str]]:
         negative_keyword_target.NAME: lambda: [ids(inp.observations)],
         reflection_synthesis.NAME: lambda: [ids(inp.facts)],
         merge_decision.NAME: lambda: [[merge_decision.NO_TARGET, *ids(inp.persona_entries)]],
-        # -- correction work (issue 32 item 1) --
+        # -- correction work --
         correction.NAME: lambda: [ids(inp.pairs)],
         refine_cluster.NAME: lambda: [ids(inp.entries)],
         recent_summary.NAME: lambda: [],
-    }[module.NAME]()
+    }.get(module.NAME, lambda: ids_by_kind(module, inp))()  # a prompt not listed: every id of a kind it names
 
 
 _VALUE_ENUMS = ({"positive", "negative"}, {"reinforce", "negate"}, {"confirm", "deny", "ignore"},

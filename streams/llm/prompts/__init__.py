@@ -1,39 +1,21 @@
-"""One module per LLM task: VERSION, SYSTEM (the static prefix), Input/Output models, render_user,
-MAX_TOKENS. The JSON schema sent for structured output is the Output model's schema.
+"""The one prompt registry: every module of this package but `base` is a prompt (NAME, VERSION, SYSTEM,
+Input/Output models, render_user, MAX_TOKENS, build, the rules backend's rules_answer), found here by name,
+and most declare the task they serve (`TASK`; credence.streams.llm.tasks collects them). A new prompt is a
+new module: nothing to list.
 
 A prompt's NAME is its own (the key of CREDENCE_LLM__MODELS, the schema name a server sees): a task
-(credence.streams.llm.tasks.TaskName) uses one prompt or more."""
+(credence.streams.scope.tasks.TaskName) uses one prompt or more."""
 
+import importlib
+import pkgutil
 from types import ModuleType
 
-from credence.streams.llm.prompts import (
-    candidate_rerank,
-    correction,
-    merge_decision,
-    negative_keyword_target,
-    recent_summary,
-    refine_cluster,
-    reflection_synthesis,
-    stage1_extraction,
-    stage2_classification,
-    surfaced_feedback,
-)
 
-PROMPTS: dict[str, ModuleType] = {
-    module.NAME: module
-    for module in (
-        stage1_extraction,
-        stage2_classification,
-        candidate_rerank,
-        surfaced_feedback,
-        negative_keyword_target,
-        reflection_synthesis,
-        merge_decision,
-        # -- correction work (issue 32 item 1) --
-        correction,
-        refine_cluster,
-        recent_summary,
-    )
-}
+def _prompt_modules() -> list[ModuleType]:
+    names = sorted(info.name for info in pkgutil.iter_modules(__path__) if info.name != "base")
+    return [importlib.import_module(f"{__name__}.{name}") for name in names]
+
+
+PROMPTS: dict[str, ModuleType] = {module.NAME: module for module in _prompt_modules()}
 
 __all__ = ["PROMPTS"]

@@ -3,13 +3,28 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 
 from credence.streams.llm.aliases import Aliases, Reader
 from credence.streams.llm.models import Fact, Observation
-from credence.streams.llm.prompts.base import DATA_RULE, JSON_RULE, Call, ObsAlias, Wire, WireIn, render_json, unique
+from credence.streams.llm.prompts.base import (
+    DATA_RULE,
+    JSON_RULE,
+    Call,
+    ObsAlias,
+    Wire,
+    WireIn,
+    fit_answer,
+    render_json,
+    unique,
+)
 from credence.streams.llm.prompts.stage2_classification import FactRef, ObservationRef, fact_refs, observation_refs
+from credence.streams.llm.rules import matching
+
+if TYPE_CHECKING:
+    from credence.streams.llm.token_budget import Budget
 
 NAME = "candidate_rerank"
 VERSION = 3
@@ -54,7 +69,13 @@ def render_user(payload: Input) -> str:
     return render_json(payload)
 
 
-def build(facts: Sequence[Fact], observations: Sequence[Observation], limit: int) -> Call:
+def build(facts: Sequence[Fact], observations: Sequence[Observation], limit: int, fit: Budget | None = None) -> Call:
+    """fit: the caps the candidates are cut to first (a task's call; the token budget renders without)."""
+    if limit < 1:  # no Input holds it: nothing to render, nothing to ask
+        return Call(None, {}, lambda out, reader: [], inputs=(facts, observations, limit), empty=[])
+    if fit is not None and facts and observations:
+        observations = fit.rerank(facts, observations, limit)
+    inputs = (facts, observations, limit)
     facts, observations = unique(facts), unique(observations)
     f_ids = Aliases("F", [f.id for f in facts])
     o_ids = Aliases("O", [o.id for o in observations])
@@ -64,4 +85,11 @@ def build(facts: Sequence[Fact], observations: Sequence[Observation], limit: int
         found = (reader.real(o_ids, a) for a in dict.fromkeys(out.observation_ids))
         return [r for r in found if r is not None][:limit]
 
-    return Call(payload, {"O": o_ids.names}, read, {"observation_ids": min(limit, MAX_IDS)})
+    return Call(payload, {"O": o_ids.names}, read, {"observation_ids": min(limit, MAX_IDS)},
+                inputs=inputs, empty=[] if not facts or not observations else None)
+
+
+# -- the rules backend's answer: the build's arguments in, what the call reads back out -------------
+
+def rules_answer(facts: Sequence[Fact], observations: Sequence[Observation], limit: int) -> list[str]:
+    return fit_answer(Output, {"observation_ids": matching.rerank(facts, observations, limit)})["observation_ids"]

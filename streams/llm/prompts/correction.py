@@ -13,12 +13,18 @@ from credence.streams.llm.prompts.base import (
     DATA_RULE,
     JSON_RULE,
     Call,
+    Task,
+    TaskOutput,
+    TaskPayload,
     Text,
     Wire,
     WireIn,
     alias_field,
+    fit_answer,
     render_json,
 )
+from credence.streams.llm.rules import correction_work
+from credence.streams.scope.tasks import TaskName
 
 NAME = "correction"
 VERSION = 1
@@ -81,6 +87,7 @@ def _score(value: float | None) -> float:
 
 
 def build(items: Sequence[CorrectionItem]) -> Call:
+    inputs = (items,)
     items = list({i.id: i for i in items}.values())[:MAX_ITEMS]
     ids = Aliases("C", [i.id for i in items])
     payload = Input(pairs=[Pair(id=ids.alias(i.id), old=i.old.text, old_score=_score(i.old.score), new=i.new_text,
@@ -95,4 +102,30 @@ def build(items: Sequence[CorrectionItem]) -> Call:
         # A pair the model left out stays queued (the scope asks again), never decided by default here.
         return [given[i.id] for i in items if i.id in given]
 
-    return Call(payload, {"C": ids.names}, read, {"decisions": len(ids.names)})
+    return Call(payload, {"C": ids.names}, read, {"decisions": len(ids.names)},
+                inputs=inputs, empty=[] if not items else None)
+
+
+# -- the task ---------------------------------------------------------------------------------------
+
+class CorrectionPayload(TaskPayload):
+    corrections: list[CorrectionItem]
+
+
+class CorrectionOutput(TaskOutput):
+    decisions: list[CorrectionDecision]
+
+
+async def _run(backend, prompt, p: CorrectionPayload, rank) -> CorrectionOutput:
+    return CorrectionOutput(decisions=await backend.ask(prompt, p.corrections))
+
+
+TASK = Task(TaskName.CORRECTION, CorrectionPayload, _run, CorrectionOutput)
+
+
+# -- the rules backend's answer: the build's arguments in, what the call reads back out -------------
+
+def rules_answer(items: Sequence[CorrectionItem]) -> list[CorrectionDecision]:
+    items = list(items)[:MAX_ITEMS]  # the call's bound, as on the wire
+    said = [d.model_dump() for d in correction_work.correct(items)]
+    return [CorrectionDecision.model_validate(d) for d in fit_answer(Output, {"decisions": said})["decisions"]]

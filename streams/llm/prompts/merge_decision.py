@@ -10,13 +10,19 @@ from credence.streams.llm.prompts.base import (
     DATA_RULE,
     JSON_RULE,
     Call,
+    Task,
+    TaskOutput,
+    TaskPayload,
     Text,
     Wire,
     WireIn,
     alias_field,
+    fit_answer,
     render_json,
     unique,
 )
+from credence.streams.llm.rules import synthesis
+from credence.streams.scope.tasks import TaskName
 
 NAME = "merge_decision"
 VERSION = 2
@@ -87,6 +93,7 @@ def _score(value: float | None) -> float:
 
 
 def build(reflection: ReflectionDraft, persona_entries: Sequence[Observation]) -> Call:
+    inputs = (reflection, persona_entries)
     persona_entries = unique(persona_entries)
     ids = Aliases("O", [e.id for e in persona_entries])
     payload = Input(
@@ -106,4 +113,29 @@ def build(reflection: ReflectionDraft, persona_entries: Sequence[Observation]) -
             return MergeDecision(action="reject", target_id=None, text=out.text.strip())
         return MergeDecision(action="merge", target_id=target, text=out.text.strip())
 
-    return Call(payload, {"target": [NO_TARGET, *ids.names]}, read)
+    return Call(payload, {"target": [NO_TARGET, *ids.names]}, read, inputs=inputs)
+
+
+# -- the task: a reflection's promotion ----------------------------------------------------------------
+
+class PromotionPayload(TaskPayload):
+    reflection: ReflectionDraft
+    personas: list[Observation]
+
+
+class PromotionOutput(TaskOutput):
+    decision: MergeDecision
+
+
+async def _run(backend, prompt, p: PromotionPayload, rank) -> PromotionOutput:
+    return PromotionOutput(decision=await backend.ask(prompt, p.reflection, p.personas))
+
+
+TASK = Task(TaskName.PROMOTION, PromotionPayload, _run, PromotionOutput)
+
+
+# -- the rules backend's answer: the build's arguments in, what the call reads back out -------------
+
+def rules_answer(reflection: ReflectionDraft, persona_entries: Sequence[Observation]) -> MergeDecision:
+    decision = synthesis.merge_decision(reflection, persona_entries)
+    return MergeDecision.model_validate(fit_answer(Output, decision.model_dump()))

@@ -8,8 +8,23 @@ from pydantic import Field
 
 from credence.streams.llm.aliases import Aliases, Reader
 from credence.streams.llm.models import Observation, RebuttalTarget
-from credence.streams.llm.prompts.base import DATA_RULE, JSON_RULE, Call, ObsAlias, Wire, WireIn, render_json, unique
+from credence.streams.llm.prompts.base import (
+    DATA_RULE,
+    JSON_RULE,
+    Call,
+    ObsAlias,
+    Task,
+    TaskOutput,
+    TaskPayload,
+    Wire,
+    WireIn,
+    fit_answer,
+    render_json,
+    unique,
+)
 from credence.streams.llm.prompts.surfaced_feedback import MAX_AI_CHARS, SurfacedRef
+from credence.streams.llm.rules import feedback, matching
+from credence.streams.scope.tasks import TaskName
 
 NAME = "negative_keyword_target"
 VERSION = 3
@@ -66,6 +81,7 @@ def render_user(payload: Input) -> str:
 
 
 def build(last_user_messages: Sequence[str], observations: Sequence[Observation], ai_text: str = "") -> Call:
+    inputs = (last_user_messages, observations, ai_text)
     ids = Aliases("O", [o.id for o in observations])
     payload = Input(ai_turn=ai_text[-MAX_AI_CHARS:], user_messages=list(last_user_messages[-MAX_MESSAGES:]),
                     observations=[SurfacedRef(id=ids.alias(o.id), text=o.text, subject=o.subject)
@@ -75,4 +91,36 @@ def build(last_user_messages: Sequence[str], observations: Sequence[Observation]
         found = (reader.real(ids, a) for a in dict.fromkeys(out.target_ids))
         return RebuttalTarget(ids=[r for r in found if r is not None], forget=out.forget)
 
-    return Call(payload, {"O": ids.names}, read, {"target_ids": min(len(ids.names), MAX_TARGETS)})
+    return Call(payload, {"O": ids.names}, read, {"target_ids": min(len(ids.names), MAX_TARGETS)},
+                inputs=inputs, empty=RebuttalTarget(ids=[]) if not observations else None)
+
+
+# -- the task ---------------------------------------------------------------------------------------
+
+class TargetPayload(TaskPayload):
+    messages: list[str]
+    observations: list[Observation]
+    ai_text: str = ""
+
+
+class TargetOutput(TaskOutput):
+    ids: list[str]
+    forget: bool = False  # the user asked to forget the targets (older answers lack it: a rebuttal)
+
+
+async def _run(backend, prompt, p: TargetPayload, rank) -> TargetOutput:
+    answer = await backend.ask(prompt, p.messages, p.observations, p.ai_text)
+    return TargetOutput(ids=list(answer.ids), forget=answer.forget)
+
+
+TASK = Task(TaskName.TARGET, TargetPayload, _run, TargetOutput)
+
+
+# -- the rules backend's answer: the build's arguments in, what the call reads back out -------------
+
+def rules_answer(last_user_messages: Sequence[str], observations: Sequence[Observation],
+                 ai_text: str = "") -> RebuttalTarget:
+    ids = matching.target_check(last_user_messages[-3:], observations, ai_text)
+    forget = feedback.asks_to_forget(last_user_messages[-1]) if last_user_messages else False
+    wired = fit_answer(Output, {"target_ids": ids, "forget": forget})
+    return RebuttalTarget(ids=wired["target_ids"], forget=wired["forget"])

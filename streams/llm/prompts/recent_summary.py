@@ -11,7 +11,20 @@ from pydantic import Field
 
 from credence.streams.llm.aliases import Reader
 from credence.streams.llm.models import Turn
-from credence.streams.llm.prompts.base import DATA_RULE, JSON_RULE, Call, Wire, WireIn, render_json
+from credence.streams.llm.prompts.base import (
+    DATA_RULE,
+    JSON_RULE,
+    Call,
+    Task,
+    TaskOutput,
+    TaskPayload,
+    Wire,
+    WireIn,
+    fit_answer,
+    render_json,
+)
+from credence.streams.llm.rules import summary
+from credence.streams.scope.tasks import TaskName
 
 NAME = "recent_summary"
 VERSION = 1
@@ -70,10 +83,36 @@ def render_user(payload: Input) -> str:
 
 
 def build(memo: str, turns: Sequence[Turn], max_tokens: int) -> Call:
+    inputs = (memo, turns, max_tokens)
     payload = Input(memo=memo, max_tokens=max_tokens,
                     turns=[TurnRef(role=t.role, text=t.text) for t in list(turns)[-MAX_TURNS:]])
 
     def read(out: Output, reader: Reader) -> str:
         return out.summary
 
-    return Call(payload, {}, read)
+    return Call(payload, {}, read, inputs=inputs)
+
+
+# -- the task: the recent conversation's memo ----------------------------------------------------------
+
+class SummarisePayload(TaskPayload):
+    memo: str = ""
+    turns: list[Turn]
+    max_tokens: int
+
+
+class SummariseOutput(TaskOutput):
+    summary: str
+
+
+async def _run(backend, prompt, p: SummarisePayload, rank) -> SummariseOutput:
+    return SummariseOutput(summary=await backend.ask(prompt, p.memo, p.turns, p.max_tokens))
+
+
+TASK = Task(TaskName.SUMMARISE, SummarisePayload, _run, SummariseOutput)
+
+
+# -- the rules backend's answer: the build's arguments in, what the call reads back out -------------
+
+def rules_answer(memo: str, turns: Sequence[Turn], max_tokens: int) -> str:
+    return fit_answer(Output, {"summary": summary.summarise(memo, turns, max_tokens)})["summary"]

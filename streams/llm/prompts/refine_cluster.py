@@ -13,13 +13,19 @@ from credence.streams.llm.prompts.base import (
     JSON_RULE,
     Call,
     ObsAlias,
+    Task,
+    TaskOutput,
+    TaskPayload,
     Text,
     Wire,
     WireIn,
+    fit_answer,
     real_ids,
     render_json,
     unique,
 )
+from credence.streams.llm.rules import refine
+from credence.streams.scope.tasks import TaskName
 
 NAME = "refine_cluster"
 VERSION = 1
@@ -87,6 +93,7 @@ def render_user(payload: Input) -> str:
 
 
 def build(entries: Sequence[Observation]) -> Call:
+    inputs = (entries,)
     entries = unique(entries)
     ids = Aliases("O", [e.id for e in entries])
     payload = Input(entries=[EntryRef(id=ids.alias(e.id), text=e.text, score=round(e.score or 0.0, 2))
@@ -101,4 +108,29 @@ def build(entries: Sequence[Observation]) -> Call:
                                             texts=[t.strip() for t in a.texts], reason=a.reason.strip()))
         return actions
 
-    return Call(payload, {"O": ids.names}, read, {"actions": max(len(ids.names), 1)})
+    return Call(payload, {"O": ids.names}, read, {"actions": max(len(ids.names), 1)},
+                inputs=inputs, empty=[] if len(entries) < 2 else None)
+
+
+# -- the task ---------------------------------------------------------------------------------------
+
+class RefinePayload(TaskPayload):
+    entries: list[Observation]  # one cluster; its hash and member versions ride along for the handler
+
+
+class RefineOutput(TaskOutput):
+    actions: list[RefineAction]
+
+
+async def _run(backend, prompt, p: RefinePayload, rank) -> RefineOutput:
+    return RefineOutput(actions=await backend.ask(prompt, p.entries))
+
+
+TASK = Task(TaskName.REFINE, RefinePayload, _run, RefineOutput)
+
+
+# -- the rules backend's answer: the build's arguments in, what the call reads back out -------------
+
+def rules_answer(entries: Sequence[Observation]) -> list[RefineAction]:
+    actions = [a.model_dump() for a in refine.refine(entries)]
+    return [RefineAction.model_validate(a) for a in fit_answer(Output, {"actions": actions})["actions"]]

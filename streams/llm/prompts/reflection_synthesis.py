@@ -14,14 +14,20 @@ from credence.streams.llm.prompts.base import (
     Call,
     FactAlias,
     Subject,
+    Task,
+    TaskOutput,
+    TaskPayload,
     Text,
     Wire,
     WireIn,
+    fit_answer,
     real_ids,
     render_json,
     unique,
 )
 from credence.streams.llm.prompts.stage2_classification import FactRef, fact_refs
+from credence.streams.llm.rules import synthesis
+from credence.streams.scope.tasks import TaskName
 
 NAME = "reflection_synthesis"
 VERSION = 4
@@ -87,6 +93,7 @@ def render_user(payload: Input) -> str:
 
 
 def build(facts: Sequence[Fact], related: Sequence[Observation] = ()) -> Call:
+    inputs = (facts, related)
     facts = unique(facts)
     ids = Aliases("F", [f.id for f in facts])
     payload = Input(facts=fact_refs(facts, ids),
@@ -103,4 +110,29 @@ def build(facts: Sequence[Fact], related: Sequence[Observation] = ()) -> Call:
                                           source_fact_ids=sources))
         return drafts
 
-    return Call(payload, {"F": ids.names}, read)
+    return Call(payload, {"F": ids.names}, read, inputs=inputs, empty=[] if not facts else None)
+
+
+# -- the task ---------------------------------------------------------------------------------------
+
+class SynthesisPayload(TaskPayload):
+    facts: list[Fact]
+    related: list[Observation] = []
+
+
+class SynthesisOutput(TaskOutput):
+    drafts: list[ReflectionDraft]
+
+
+async def _run(backend, prompt, p: SynthesisPayload, rank) -> SynthesisOutput:
+    return SynthesisOutput(drafts=await backend.ask(prompt, p.facts, p.related))
+
+
+TASK = Task(TaskName.SYNTHESIS, SynthesisPayload, _run, SynthesisOutput)
+
+
+# -- the rules backend's answer: the build's arguments in, what the call reads back out -------------
+
+def rules_answer(facts: Sequence[Fact], related: Sequence[Observation] = ()) -> list[ReflectionDraft]:
+    drafts = [d.model_dump() for d in synthesis.synthesize(facts, related)]
+    return [ReflectionDraft.model_validate(d) for d in fit_answer(Output, {"reflections": drafts})["reflections"]]

@@ -8,20 +8,27 @@ from typing import Literal
 from pydantic import Field
 
 from credence.streams.llm.aliases import Aliases, Reader
-from credence.streams.llm.models import Fact, Polarity, Turn, fact_id
+from credence.streams.llm.models import Fact, Polarity, Turn
 from credence.streams.llm.prompts.base import (
     DATA_RULE,
     JSON_RULE,
     Call,
     Subject,
+    Task,
+    TaskOutput,
+    TaskPayload,
     Text,
     TurnAlias,
     Wire,
     WireIn,
+    fit_answer,
     real_ids,
     render_json,
     unique,
 )
+from credence.streams.llm.rules import extraction
+from credence.streams.scope.tasks import TaskName
+from credence.tables.origin import fact_id
 
 NAME = "stage1_extraction"
 VERSION = 4
@@ -109,6 +116,7 @@ def render_user(payload: Input) -> str:
 
 
 def build(turns: Sequence[Turn]) -> Call:
+    inputs = (turns,)
     turns = unique(turns)
     ids = Aliases("T", [t.id for t in turns])
     payload = Input(turns=[TurnRef(id=ids.alias(t.id), role=t.role, text=t.text[:MAX_TURN_CHARS]) for t in turns])
@@ -129,4 +137,33 @@ def build(turns: Sequence[Turn]) -> Call:
                                        polarity=item.polarity, source_turn_ids=sources, origin=origin))
         return list(facts.values())
 
-    return Call(payload, {"T": ids.names}, read)
+    return Call(payload, {"T": ids.names}, read, inputs=inputs, empty=[] if not turns else None)
+
+
+# -- the task ---------------------------------------------------------------------------------------
+
+class Stage1Payload(TaskPayload):
+    turns: list[Turn]
+
+
+class Stage1Output(TaskOutput):
+    facts: list[Fact]
+
+
+async def _run(backend, prompt, p: Stage1Payload, rank) -> Stage1Output:
+    return Stage1Output(facts=await backend.ask(prompt, p.turns))
+
+
+TASK = Task(TaskName.STAGE1, Stage1Payload, _run, Stage1Output)
+
+
+# -- the rules backend's answer: the build's arguments in, what the call reads back out -------------
+
+def rules_answer(turns: Sequence[Turn]) -> list[Fact]:
+    out: dict[str, Fact] = {}
+    facts = [f.model_dump() for f in extraction.extract_facts(turns)]
+    for d in fit_answer(Output, {"facts": facts})["facts"]:
+        # The id is the content's, as the wire path's reader derives it from the (cut) text and subject.
+        fid = fact_id(d["source_turn_ids"], d["subject"], d["polarity"], d["text"])
+        out.setdefault(fid, Fact.model_validate(d | {"id": fid}))
+    return list(out.values())

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from pydantic import Field
 
@@ -14,11 +15,20 @@ from credence.streams.llm.prompts.base import (
     Call,
     FactAlias,
     ObsAlias,
+    Task,
+    TaskOutput,
+    TaskPayload,
     Wire,
     WireIn,
+    fit_answer,
     render_json,
     unique,
 )
+from credence.streams.llm.rules import matching
+from credence.streams.scope.tasks import TaskName
+
+if TYPE_CHECKING:
+    from credence.streams.llm.token_budget import Budget
 
 NAME = "stage2_classification"
 VERSION = 2
@@ -100,8 +110,11 @@ def render_user(payload: Input) -> str:
     return render_json(payload)
 
 
-def build(facts: Sequence[Fact], observations: Sequence[Observation]) -> Call:
-    """facts and observations already fitted to the Stage-2 caps (token_budget.fit_stage2)."""
+def build(facts: Sequence[Fact], observations: Sequence[Observation], fit: Budget | None = None) -> Call:
+    """fit: the Stage-2 caps the observations are cut to first (a task's call); without it they are
+    taken as fitted (token_budget.fit_stage2 renders them so)."""
+    observations = fit.stage2(facts, observations) if fit is not None else observations
+    inputs = (facts, observations)
     facts, observations = unique(facts), unique(observations)
     f_ids = Aliases("F", [f.id for f in facts])
     o_ids = Aliases("O", [o.id for o in observations])
@@ -116,4 +129,40 @@ def build(facts: Sequence[Fact], observations: Sequence[Observation]) -> Call:
         return list(pairs.values())
 
     return Call(payload, {"F": f_ids.names, "O": o_ids.names}, read,
-                {"classifications": min(MAX_PAIRS, len(f_ids.names) * len(o_ids.names))})
+                {"classifications": min(MAX_PAIRS, len(f_ids.names) * len(o_ids.names))},
+                inputs=inputs, empty=[] if not facts or not observations else None)
+
+
+# -- the task: candidates ranked (embeddings), reranked above a limit, then classified -----------------
+
+class Stage2Payload(TaskPayload):
+    facts: list[Fact]
+    observations: list[Observation]
+    rerank_limit: int | None = None
+
+
+class Stage2Output(TaskOutput):
+    classifications: list[Classification]
+
+
+async def _run(backend, prompt, p: Stage2Payload, rank) -> Stage2Output:
+    from credence.streams.llm.prompts import candidate_rerank  # it imports this module's refs
+
+    obs = list(p.observations)
+    if rank is not None:
+        obs = await rank(p.facts, obs)
+    if p.rerank_limit:
+        keep = await backend.ask(candidate_rerank, p.facts, obs, p.rerank_limit, fit=backend.budget)
+        by_id = {o.id: o for o in obs}
+        obs = [by_id[i] for i in keep if i in by_id]
+    return Stage2Output(classifications=await backend.ask(prompt, p.facts, obs, fit=backend.budget) if obs else [])
+
+
+TASK = Task(TaskName.STAGE2, Stage2Payload, _run, Stage2Output, also=("candidate_rerank",))
+
+
+# -- the rules backend's answer: the build's arguments in, what the call reads back out -------------
+
+def rules_answer(facts: Sequence[Fact], observations: Sequence[Observation]) -> list[Classification]:
+    pairs = [c.model_dump() for c in matching.classify(facts, observations)]
+    return [Classification.model_validate(c) for c in fit_answer(Output, {"classifications": pairs})["classifications"]]

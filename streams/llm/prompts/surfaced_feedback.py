@@ -8,7 +8,22 @@ from pydantic import Field
 
 from credence.streams.llm.aliases import Aliases, Reader
 from credence.streams.llm.models import Feedback, FeedbackDecision, Observation
-from credence.streams.llm.prompts.base import DATA_RULE, JSON_RULE, Call, ObsAlias, Wire, WireIn, render_json, unique
+from credence.streams.llm.prompts.base import (
+    DATA_RULE,
+    JSON_RULE,
+    Call,
+    ObsAlias,
+    Task,
+    TaskOutput,
+    TaskPayload,
+    Wire,
+    WireIn,
+    fit_answer,
+    render_json,
+    unique,
+)
+from credence.streams.llm.rules import feedback
+from credence.streams.scope.tasks import TaskName
 
 NAME = "surfaced_feedback"
 VERSION = 2
@@ -70,6 +85,7 @@ def render_user(payload: Input) -> str:
 
 
 def build(reply_text: str, surfaced: Sequence[Observation], ai_text: str = "") -> Call:
+    inputs = (reply_text, surfaced, ai_text)
     ids = Aliases("O", [o.id for o in surfaced])
     payload = Input(ai_turn=ai_text[-MAX_AI_CHARS:], reply=reply_text,
                     surfaced=[SurfacedRef(id=ids.alias(o.id), text=o.text, subject=o.subject) for o in unique(surfaced)])
@@ -83,4 +99,34 @@ def build(reply_text: str, surfaced: Sequence[Observation], ai_text: str = "") -
         # A surfaced reflection the model left out was not addressed by the reply.
         return [FeedbackDecision(id=o.id, decision=given.get(o.id, "ignore")) for o in surfaced]  # type: ignore[arg-type]
 
-    return Call(payload, {"O": ids.names}, read, {"decisions": min(len(ids.names), MAX_DECISIONS)})
+    return Call(payload, {"O": ids.names}, read, {"decisions": min(len(ids.names), MAX_DECISIONS)},
+                inputs=inputs, empty=[] if not surfaced else None)
+
+
+# -- the task ---------------------------------------------------------------------------------------
+
+class FeedbackPayload(TaskPayload):
+    reply_text: str
+    surfaced: list[Observation]
+    ai_text: str = ""
+
+
+class FeedbackOutput(TaskOutput):
+    decisions: list[FeedbackDecision]
+
+
+async def _run(backend, prompt, p: FeedbackPayload, rank) -> FeedbackOutput:
+    return FeedbackOutput(decisions=await backend.ask(prompt, p.reply_text, p.surfaced, p.ai_text))
+
+
+TASK = Task(TaskName.FEEDBACK, FeedbackPayload, _run, FeedbackOutput)
+
+
+# -- the rules backend's answer: the build's arguments in, what the call reads back out -------------
+
+def rules_answer(reply_text: str, surfaced: Sequence[Observation], ai_text: str = "") -> list[FeedbackDecision]:
+    decisions = feedback.check_feedback(reply_text, surfaced)
+    said = fit_answer(Output, {"decisions": [d.model_dump() for d in decisions]})["decisions"]
+    # As the wire path's reader does: a reflection left out of the bounded answer was not addressed.
+    return [*(FeedbackDecision.model_validate(d) for d in said),
+            *(FeedbackDecision(id=d.id, decision="ignore") for d in decisions[len(said):])]

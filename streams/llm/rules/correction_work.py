@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from credence.streams.llm.models import CorrectionDecision, CorrectionItem
-from credence.streams.llm.rules.text import polarity_of, restatement_stems
+from credence.tables.text import polarity_of, restatement_stems
 
 # Predicates whose value holds once: another value replaces the old rather than joining it.
 SINGLE_VALUED = frozenset({"@live", "@work", "@name"})

@@ -11,10 +11,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from credence.streams.llm.models import Fact, Turn, fact_id
+from credence.streams.llm.models import Fact, Turn
 from credence.streams.llm.rules.reference import as_the_user, trim_tail
-from credence.streams.llm.rules.text import cut_clause, normalise_subject, strip_fillers
+from credence.tables.origin import fact_id
 from credence.tables.statement import is_self_contained
+from credence.tables.text import cut_clause, normalise_subject, strip_fillers
 
 _NAME = r"[A-Z][\w'-]*(?: [A-Z][\w'-]*)?"
 _THING = r"(?P<thing>[a-z][a-z -]{1,30}?)"

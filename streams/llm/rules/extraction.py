@@ -10,7 +10,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from credence.streams.llm.models import Fact, Turn, fact_id
+from credence.streams.llm.models import Fact, Turn
 from credence.streams.llm.rules import corrections, refusals
 from credence.streams.llm.rules.reference import (
     as_the_user,
@@ -21,8 +21,9 @@ from credence.streams.llm.rules.reference import (
     resolve_inside,
     trim_tail,
 )
-from credence.streams.llm.rules.text import clean, cut_clause, normalise_subject, strip_fillers
+from credence.tables.origin import fact_id
 from credence.tables.statement import is_self_contained
+from credence.tables.text import clean, cut_clause, normalise_subject, strip_fillers
 
 _PETS = r"dog|puppy|cat|kitten|parrot|hamster|rabbit|horse|fish|bird|turtle|snake|guinea pig"
 _INTENSE = r"(?P<intense>really |absolutely |truly |just )?"

@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 
 from credence.streams.llm.models import FeedbackDecision, Observation
-from credence.streams.llm.rules.text import REBUTTAL_WORDS, clean, content_stems
+from credence.tables.text import REBUTTAL_WORDS, clean, content_stems
 
 _DENY = re.compile(
     r"\b(?:no|nope|nah|not really|not at all|wrong|incorrect|not true|that's not true|that is not true|"

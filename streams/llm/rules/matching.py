@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 
 from credence.streams.llm.models import Classification, Fact, Observation
-from credence.streams.llm.rules.text import REBUTTAL_WORDS, content_stems, normalise_subject, polarity_of
+from credence.tables.text import REBUTTAL_WORDS, content_stems, normalise_subject, polarity_of
 
 # Subjects that hold one value at a time: a different value is a contradiction, not a new fact.
 EXCLUSIVE_SUBJECTS = frozenset({"name", "home", "occupation"})

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 
 from credence.config.memory import DEFAULT_MEMORY_SETTINGS
 from credence.streams.llm.models import Observation, RefineAction
-from credence.streams.llm.rules.text import polarity_of, restatement_stems
 from credence.tables.statement import is_self_contained, restates
+from credence.tables.text import polarity_of, restatement_stems
 
 _CONJUNCTION = re.compile(r"^(The user) (\S.*?),? and (\w+) (\S.*?)[.!]?$")
 # Verbs that open a statement of their own after "and" ("... and has a dog"), not a second object

@@ -1,4 +1,4 @@
-"""The statements the rules backend's own gate dropped, counted per process (issue 35).
+"""The statements the rules backend's own gate dropped, counted per process.
 
 The rules backend asks ``is_self_contained`` before it answers, so a statement it cannot word alone never
 reaches the scope step's gate (``StepContext.refuse``). Its answers are journalled, so the count stays out

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from credence.streams.llm.models import Fact, MergeDecision, Observation, ReflectionDraft
 from credence.streams.llm.rules.matching import EXCLUSIVE_SUBJECTS, NAMED
-from credence.streams.llm.rules.text import content_stems, normalise_subject, polarity_of
+from credence.tables.text import content_stems, normalise_subject, polarity_of
 
 
 def _key(subject: str) -> frozenset[str]:

@@ -100,6 +100,7 @@ def test_recall_cosine_setting_decides_the_recall_encoder():
 def test_the_stage2_pre_rank_with_the_real_model_reorders_before_the_rerank_cut():
     import asyncio
 
+    from credence.streams.llm.prompts import candidate_rerank
     from credence.streams.llm.rules.backend import RulesBackend
     from credence.streams.llm.runner import execute
 
@@ -111,7 +112,10 @@ def test_the_stage2_pre_rank_with_the_real_model_reorders_before_the_rerank_cut(
     seen = []
 
     class Recording(RulesBackend):
-        async def rerank(self, facts, observations, limit):
+        async def call(self, prompt, call):
+            if prompt is not candidate_rerank:
+                return await super().call(prompt, call)
+            facts, observations, limit = call.inputs
             seen.append([o.id for o in observations])
             return [o.id for o in observations][:limit]
 

@@ -19,8 +19,8 @@ from credence.streams.llm.prompts import (
     stage2_classification,
     surfaced_feedback,
 )
-from credence.streams.llm.prompts.base import ALLOWED_KEYWORDS, INPUT_MARKER, static_schema
-from tests.support.openai_answers import expected_id_enums, schema_problems
+from credence.streams.llm.prompts.base import ALIAS_KEY, ALLOWED_KEYWORDS, INPUT_MARKER, static_schema
+from tests.support.openai_answers import expected_id_enums, ids_by_kind, schema_problems
 
 # Editing a system prefix changes what the model is asked: bump VERSION and update the fingerprint.
 FINGERPRINTS = {
@@ -31,7 +31,7 @@ FINGERPRINTS = {
     ("negative_keyword_target", 3): "6e1814a63808dd5a",
     ("reflection_synthesis", 4): "bb3e635429f77717",
     ("merge_decision", 2): "29ccf62c9aa97d27",
-    # -- correction work (issue 32 item 1) --
+    # -- correction work --
     ("correction", 1): "ca4f9aa168d75afa",
     ("refine_cluster", 1): "9f0f5926e1262c63",
     ("recent_summary", 1): "6835f5f7ab73eb7b",
@@ -65,7 +65,7 @@ def calls(i: int) -> dict:
         "negative_keyword_target": negative_keyword_target.build([f"no {i}"], obs, f"ai {i}"),
         "reflection_synthesis": reflection_synthesis.build(facts, obs),
         "merge_decision": merge_decision.build(draft, obs),
-        # -- correction work (issue 32 item 1) --
+        # -- correction work --
         "correction": correction.build([CorrectionItem(id=f"c-{k}", old=o, new_text=f"The user likes {k} now.",
                                                        new_score=float(k)) for k, o in zip(n, obs, strict=True)]),
         "refine_cluster": refine_cluster.build(obs),
@@ -190,6 +190,14 @@ def test_call_schema_is_strict_and_its_id_enums_are_exactly_the_calls_aliases(na
         assert schema_problems(schema, expected_id_enums(module, call.payload)) == []
 
 
+@pytest.mark.parametrize("name", sorted(set(PROMPTS) - {merge_decision.NAME}))  # its "none" target is no input id
+def test_a_prompt_left_out_of_the_servers_id_table_is_checked_as_strictly(name):
+    # The test server checks a new prompt's id enums against every id of each alias kind its Output names.
+    for i in (1, 2):
+        payload = calls(i)[name].payload
+        assert ids_by_kind(PROMPTS[name], payload) == expected_id_enums(PROMPTS[name], payload)
+
+
 def _containers(node):
     if isinstance(node, (dict, list)):
         yield node
@@ -224,7 +232,7 @@ def _answer(name: str, alias: str) -> dict:
         "negative_keyword_target": {"target_ids": [alias], "forget": False},
         "reflection_synthesis": {"reflections": [{"text": "x", "subject": "x", "source_fact_ids": [alias]}]},
         "merge_decision": {"action": "merge", "target_id": alias, "text": "x"},
-        # -- correction work (issue 32 item 1) --
+        # -- correction work --
         "correction": {"decisions": [{"id": alias, "action": "keep_new", "text": ""}]},
         "refine_cluster": {"actions": [{"action": "discard", "source_ids": [alias], "texts": [], "reason": "x"}]},
     }[name]
@@ -233,7 +241,11 @@ def _answer(name: str, alias: str) -> dict:
 OFFERED = {"stage1_extraction": "T2", "reflection_synthesis": "F2", "correction": "C2"}
 
 
-@pytest.mark.parametrize("name", sorted(set(PROMPTS) - {recent_summary.NAME}))  # a memo names no id
+# Every prompt whose output names an id (all but the memo of recent_summary, today).
+NAMING_IDS = sorted(n for n in PROMPTS if ALIAS_KEY in json.dumps(static_schema(PROMPTS[n].Output)))
+
+
+@pytest.mark.parametrize("name", NAMING_IDS)
 def test_enum_schema_accepts_the_calls_aliases_and_nothing_else(name):
     schema = response_format(PROMPTS[name], calls(2)[name])["json_schema"]["schema"]
     jsonschema.validate(_answer(name, OFFERED.get(name, "O2")), schema)

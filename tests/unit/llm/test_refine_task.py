@@ -50,6 +50,6 @@ def test_the_rules_split_only_two_statements(text, pieces):
 
 
 def test_the_rules_answer_splits_the_joined_entry_and_merges_the_restatements():
-    actions = asyncio.run(RulesBackend().refine(OBS))
+    actions = asyncio.run(RulesBackend().ask(refine_cluster, OBS))
     assert [(a.action, a.source_ids) for a in actions] == [("split", ["r-mix"]), ("merge", ["r-fr", "r-fr2"])]
     assert actions[1].texts == ["The user is learning French with a tutor."]  # the one that says the most

@@ -9,10 +9,19 @@ from credence.config import load_settings
 from credence.config.llm import LLMSettings
 from credence.errors import ConfigError
 from credence.streams.llm.factory import make_backend
-from credence.streams.llm.models import Observation, ReflectionDraft, Turn, fact_id
-from credence.streams.llm.prompts import reflection_synthesis, stage1_extraction
+from credence.streams.llm.models import Observation, ReflectionDraft, Turn
+from credence.streams.llm.prompts import (
+    candidate_rerank,
+    merge_decision,
+    negative_keyword_target,
+    reflection_synthesis,
+    stage1_extraction,
+    stage2_classification,
+    surfaced_feedback,
+)
 from credence.streams.llm.prompts.base import MAX_SUBJECT, MAX_TEXT
 from credence.streams.llm.rules.backend import RulesBackend
+from credence.tables.origin import fact_id
 
 
 def test_rules_is_the_default_and_labels_itself_a_fallback(caplog):
@@ -52,15 +61,15 @@ def test_environment_selects_the_openai_backend(monkeypatch):
 def test_every_task_runs_offline_and_is_counted(turn_factory):
     async def run() -> RulesBackend:
         backend = RulesBackend()
-        facts = await backend.extract_facts([turn_factory("I love coffee")])
+        facts = await backend.ask(stage1_extraction, [turn_factory("I love coffee")])
         coffee = Observation(id="o1", text="The user likes coffee.", subject="coffee")
-        assert [c.relation for c in await backend.classify(facts, [coffee])] == ["reinforce"]
-        assert await backend.rerank(facts, [coffee], 3) == ["o1"]
-        assert [d.decision for d in await backend.check_feedback("yes", [coffee])] == ["confirm"]
-        assert (await backend.target_check(["no, not coffee"], [coffee])).ids == ["o1"]
-        [draft] = await backend.synthesize(facts)
+        assert [c.relation for c in await backend.ask(stage2_classification, facts, [coffee], fit=backend.budget)] == ["reinforce"]
+        assert await backend.ask(candidate_rerank, facts, [coffee], 3, fit=backend.budget) == ["o1"]
+        assert [d.decision for d in await backend.ask(surfaced_feedback, "yes", [coffee])] == ["confirm"]
+        assert (await backend.ask(negative_keyword_target, ["no, not coffee"], [coffee])).ids == ["o1"]
+        [draft] = await backend.ask(reflection_synthesis, facts)
         assert draft == ReflectionDraft(text="The user loves coffee.", subject="coffee", source_fact_ids=[facts[0].id])
-        assert (await backend.merge_decision(draft, [coffee])).action == "merge"
+        assert (await backend.ask(merge_decision, draft, [coffee])).action == "merge"
         await backend.aclose()
         return backend
 
@@ -73,9 +82,9 @@ def test_every_task_runs_offline_and_is_counted(turn_factory):
 def test_rules_classify_keeps_to_the_stage2_budget(turn_factory):
     async def run() -> list[str]:
         backend = RulesBackend(prompt_cap=1300)
-        facts = await backend.extract_facts([turn_factory("I love coffee")])
+        facts = await backend.ask(stage1_extraction, [turn_factory("I love coffee")])
         many = [Observation(id=f"o{i}", text="The user likes coffee. " * 20, subject="coffee") for i in range(50)]
-        return [c.observation_id for c in await backend.classify(facts, many)]
+        return [c.observation_id for c in await backend.ask(stage2_classification, facts, many, fit=backend.budget)]
 
     kept = asyncio.run(run())
     assert 0 < len(kept) < 50
@@ -85,9 +94,9 @@ def test_rules_classify_keeps_to_the_stage2_budget(turn_factory):
 def test_rules_rerank_keeps_to_the_same_budget(turn_factory):
     async def run() -> list[str]:
         backend = RulesBackend(prompt_cap=900)
-        facts = await backend.extract_facts([turn_factory("I love coffee")])
+        facts = await backend.ask(stage1_extraction, [turn_factory("I love coffee")])
         many = [Observation(id=f"o{i}", text="The user likes coffee. " * 20, subject="coffee") for i in range(50)]
-        return await backend.rerank(facts, many, 40)
+        return await backend.ask(candidate_rerank, facts, many, 40, fit=backend.budget)
 
     kept = asyncio.run(run())
     assert 0 < len(kept) < 40 and kept == [f"o{i}" for i in range(len(kept))]
@@ -112,8 +121,8 @@ def _within_wire_bounds(facts: list, drafts: list) -> None:
 def test_a_long_subject_is_cut_to_the_wire_bound_in_process(turn_factory):
     async def run():
         backend = RulesBackend()
-        facts = await backend.extract_facts([turn_factory(_LONG)])
-        return facts, await backend.synthesize(facts)
+        facts = await backend.ask(stage1_extraction, [turn_factory(_LONG)])
+        return facts, await backend.ask(reflection_synthesis, facts)
 
     facts, drafts = asyncio.run(run())
     assert [len(f.subject) for f in facts] == [MAX_SUBJECT]
@@ -128,9 +137,9 @@ def test_rules_answers_keep_to_the_wire_bounds(texts):
 
     async def run():
         backend = RulesBackend()
-        facts = await backend.extract_facts(turns)
-        drafts = await backend.synthesize(facts)
-        merges = [await backend.merge_decision(d, []) for d in drafts]
+        facts = await backend.ask(stage1_extraction, turns)
+        drafts = await backend.ask(reflection_synthesis, facts)
+        merges = [await backend.ask(merge_decision, d, []) for d in drafts]
         return facts, drafts, merges
 
     facts, drafts, merges = asyncio.run(run())

@@ -86,7 +86,7 @@ def test_every_rules_fact_is_self_contained(turn_factory, said):
 
 @pytest.mark.parametrize("said", ["i love her cooking", "i love going there", "I love them."])
 def test_a_dropped_statement_is_counted_with_the_gates_stage_and_reason(turn_factory, said):
-    """Issue 35: the rules backend's own gate drops reach /metrics (refusals.py), as the step labels them."""
+    """The rules backend's own gate drops reach /metrics (refusals.py), as the step labels them."""
     before = refusals.counts()
     assert texts(turn_factory, said) == []
     after = refusals.counts()

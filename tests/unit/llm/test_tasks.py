@@ -14,9 +14,11 @@ from credence.errors import LLMError
 from credence.streams.llm import prompts
 from credence.streams.llm.rules.backend import RulesBackend
 from credence.streams.llm.runner import execute
-from credence.streams.llm.tasks import TASKS, TaskName
+from credence.streams.llm.tasks import TASKS
 from credence.streams.scope import requests, results
 from credence.streams.scope.state import Request
+from credence.streams.scope.tasks import TaskName
+from tests.support.openai_answers import least_value
 
 ROOT = Path(__file__).resolve().parents[3]
 # Stored in scope state (requests, request ids) and on credence.control/credence.facts: never renamed.
@@ -100,7 +102,7 @@ PAYLOADS = {
     TaskName.TARGET: {"messages": ["no, not tea"], "observations": [OBS]},
     TaskName.PROMOTION: {"entry_id": "r9", "ticket": {"version": 1, "attempt": 1}, "personas": [OBS],
                          "reflection": {"text": "The user hates tea.", "subject": "tea", "source_fact_ids": ["f1"]}},
-    # -- correction work (issue 32 item 1) --
+    # -- correction work --
     TaskName.CORRECTION: {"corrections": [{"id": "c1", "old": OBS, "new_text": "The user no longer drinks tea.",
                                            "new_score": 2.1}]},
     TaskName.REFINE: {"entries": [OBS, {"id": "r2", "text": "The user likes tea a lot.", "subject": "tea"}],
@@ -110,9 +112,14 @@ PAYLOADS = {
 }
 
 
+def example_payload(name: TaskName) -> dict:
+    """The payload above, or for a task not listed (a new one) the least its payload model accepts."""
+    return PAYLOADS.get(name) or least_value(TASKS[name].payload.model_json_schema())
+
+
 @pytest.mark.parametrize("name", list(TaskName))
 def test_what_a_task_returns_is_its_output_model(name):
-    out = asyncio.run(execute(RulesBackend(), name, PAYLOADS[name]))
+    out = asyncio.run(execute(RulesBackend(), name, example_payload(name)))
     assert TASKS[name].output.model_validate(out).model_dump() == out
 
 
@@ -125,3 +132,13 @@ def test_requests_saved_before_the_context_fields_still_run():
     assert len(run("synthesis", {"facts": [FACT]})["drafts"]) == 1
     out = run("promotion", PAYLOADS[TaskName.PROMOTION])
     assert out["decision"]["action"] == "reject"  # no scores: the existing entry stands
+
+
+def test_a_backend_has_one_generic_call_and_no_method_per_task():
+    from credence.streams.llm.backend import LLMBackend
+
+    assert LLMBackend.__abstractmethods__ == {"label", "stats", "call"}
+
+
+def test_every_prompt_has_its_rules_answer():
+    assert all(callable(getattr(module, "rules_answer", None)) for module in prompts.PROMPTS.values())

@@ -10,9 +10,9 @@ from datetime import timedelta
 
 import pytest
 
-from credence.streams.llm.tasks import TaskName
 from credence.streams.scope import refine
 from credence.streams.scope.context import StepContext
+from credence.streams.scope.tasks import TaskName
 from credence.tables.clock import format_instant
 from credence.tables.entries import new_persona_entry, new_reflection
 from credence.tables.evidence import Evidence, effective_disputation, effective_reinforcement

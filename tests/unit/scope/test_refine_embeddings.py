@@ -11,9 +11,9 @@ import numpy as np
 
 from credence.config.memory import MemorySettings
 from credence.streams.llm import embeddings
-from credence.streams.llm.tasks import TaskName
 from credence.streams.scope import refine
 from credence.streams.scope.context import StepContext
+from credence.streams.scope.tasks import TaskName
 from credence.tables.entries import new_persona_entry
 from credence.tables.scope import Scope
 from tests.unit.scope.conftest import T0

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from credence.streams.llm.tasks import TaskName
 from credence.streams.scope import results, speculation
 from credence.streams.scope.requests import reflection_id
 from credence.streams.scope.state import Request, ScopeState
+from credence.streams.scope.tasks import TaskName
 from credence.streams.scope.window import buffered
 from credence.tables.clock import format_instant
 

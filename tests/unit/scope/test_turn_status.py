@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from credence.streams.llm.tasks import TaskName
 from credence.streams.scope import turn_status as ts
 from credence.streams.scope.state import Request, ScopeState
+from credence.streams.scope.tasks import TaskName
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -7,11 +7,11 @@ import re
 from pathlib import Path
 
 from credence.streams.llm.embeddings import TextVectors
-from credence.streams.llm.rules.text import content_stems, normalise_subject, polarity_of, restatement_stems
 from credence.streams.scope.requests import _word_tuple
 from credence.tables.memo import forget_texts
 from credence.tables.mentions import content_words
 from credence.tables.statement import _verdict, is_self_contained
+from credence.tables.text import content_stems, normalise_subject, polarity_of, restatement_stems
 
 TEXT_CACHES = (_verdict, content_words, content_stems, normalise_subject, polarity_of, restatement_stems,
                _word_tuple)

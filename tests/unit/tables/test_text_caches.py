@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta, timezone
 
-from credence.streams.llm.rules import text as rules_text
 from credence.tables import clock, statement
+from credence.tables import text as rules_text
 
 VERDICTS = {
     "The user has two dogs and loves them.": (True, ""),

@@ -1,5 +1,5 @@
-"""Lexical primitives the rules backend shares: normalising a key phrase, content-word stems, and the
-negation cues that give a sentence its polarity."""
+"""Lexical primitives the scope steps and the rules backend share: normalising a key phrase, content-word
+stems, and the negation cues that give a sentence its polarity."""
 
 from __future__ import annotations
 
