@@ -319,10 +319,18 @@ def test_the_wheel_holds_no_test_rig():
                          if i.imported == "tests"})
     assert into_tests == [], f"wheel modules importing the test suite (move the rig to tests/support/): {into_tests}"
 
+    def own_package(node: ast.Call) -> bool:
+        # import_module(f"{__name__}.{name}") in a package's __init__: every module of that package
+        arg = node.args[0] if node.args else None
+        return (isinstance(arg, ast.JoinedStr) and bool(arg.values) and isinstance(arg.values[0], ast.FormattedValue)
+                and isinstance(arg.values[0].value, ast.Name) and arg.values[0].value.id == "__name__")
+
     def dynamic_prefixes(module: str) -> set[str]:
         tree = ast.parse(MODULES[module].read_text())
-        return {f"{name}." for node in ast.walk(tree) if isinstance(node, ast.Call)
-                and isinstance(node.args[0] if node.args else None, ast.JoinedStr) and (name := _dynamic_name(node))}
+        calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
+        return ({f"{name}." for node in calls
+                 if isinstance(node.args[0] if node.args else None, ast.JoinedStr) and (name := _dynamic_name(node))}
+                | {f"{module}." for node in calls if MODULES[module].name == "__init__.py" and own_package(node)})
 
     reached: set[str] = set()
     todo = [target.split(":")[0] for target in project["project"]["scripts"].values()]
