@@ -1,17 +1,10 @@
 """One scope step: (state, input, context) -> state + effects. Pure apart from mutating the state it
 was given (a fresh copy the agent loaded) and filling the context's effect lists.
 
-Inputs: a turn, explicit feedback, an LLM result or failure, a tick or a flush. Every evidence request
-(Stage-1, Stage-2, synthesis, feedback, target check) holds the scope: inputs arriving meanwhile queue in
-the state and run after the result, so the outcome never depends on LLM latency. Meanwhile the Stage-1 of
-the windows those queued turns will close goes out ahead, holding nothing (speculation.py): its answer waits
-on its request and is applied only when the scope asks for that window, in the scope's order, so a long
-scope's calls overlap without changing what it decides. Promotion does not hold
-it (the seed runs merge-on-promote outside the per-character lock): feedback, turns and the sweep go on
-while it is in flight, and its result is applied only if the reflection is still what the promotion was
-asked about (the ticket's version check), so a denial or an archive transition earlier on the scope's
-partition always wins. A promotion result that arrives while the scope is held waits in the queue like
-any input: a surfaced reply or rebuttal asked about before it is decided before it.
+Inputs: a turn, explicit feedback, an LLM result or failure, a tick or a flush. Every evidence request holds
+the scope (inputs arriving meanwhile queue and run after the result); promotion does not. Why, and how
+speculative Stage-1 overlaps a long scope's calls without changing what it decides: docs/design/scope.md
+("What holds a scope").
 """
 
 from __future__ import annotations

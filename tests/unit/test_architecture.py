@@ -290,16 +290,13 @@ def test_no_product_function_over_60_lines():
 # A module docstring says what the module is; the design behind it (why, guarantees, what was measured)
 # lives in the docs site, where it is found, linked and kept up to date. Counted in lines of its text.
 MAX_DOCSTRING_LINES = 12
-# Modules still being cut on other branches of the same refactoring when this test landed: the
-# integrator empties this set once every branch is merged.
-PENDING = frozenset({"credence.streams.llm.runner", "credence.streams.llm.tasks", "credence.streams.scope.step"})
 
 
 def test_no_module_docstring_over_twelve_lines():
     long = {}
     for name, path in SIZED.items():
         doc = ast.get_docstring(ast.parse(path.read_text(), filename=str(path)))
-        if doc and (n := len(doc.splitlines())) > MAX_DOCSTRING_LINES and name not in PENDING:
+        if doc and (n := len(doc.splitlines())) > MAX_DOCSTRING_LINES:
             long[name] = n
     assert long == {}, (f"module docstrings over {MAX_DOCSTRING_LINES} lines (say what the module is; move "
                         f"the design into a docs/ page): {long}")
