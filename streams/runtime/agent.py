@@ -288,7 +288,7 @@ class ScopeAgent:
             log.exception("step failed for %s on %s", item.scope, msg.topic)
             self.dlq.reject(sends, event, f"could not apply to scope {item.scope}: {type(exc).__name__}: {exc}")
             scope_work = work[item.scope] = rebuild(self.store, item.scope, scope_work, self.context)
-            request_id = item.record.get("request_id", "")
+            request_id = item.record.request_id if item.kind in ANSWERS else ""
             if item.kind in ANSWERS and request_id in scope_work.live.state.requests:
                 apply(scope_work, Applied(RELEASE, {"request_id": request_id}, applied.now, applied.powerful,
                                           applied.position, msg.offset, False), self.context)

@@ -194,7 +194,7 @@ def test_an_input_carrying_large_unknown_fields_is_refused_with_the_reason():
     base = {"v": 1, "tenant": "acme", "user": "u1", "character": "aria", "turn_id": "t1", "role": "user",
             "text": "\U0001F600" * MAX_TEXT, "ts": "2026-03-02T12:00:00Z", "surfaced_ids": ["e" * MAX_PART] * 100}
     largest = json.dumps(base).encode()  # every known field at its largest, escaped: still taken
-    assert decode_input(TOPICS.turns, largest).record["turn_id"] == "t1"
+    assert decode_input(TOPICS.turns, largest).record.turn_id == "t1"
     padded = json.dumps(base | {"x-platform-blob": "a" * MAX_INPUT_BYTES}).encode()
     with pytest.raises(RecordError, match="over the 524288-byte input limit"):
         decode_input(TOPICS.turns, padded)
