@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from credence.config.topics import TOPICS, TopicSpec
 from credence.errors import ConfigError
+from credence.records.topics import TOPICS, TopicSpec
 
 if TYPE_CHECKING:
     from credence.config import Settings

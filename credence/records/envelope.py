@@ -1,7 +1,7 @@
 """The v1 JSON envelope of every credence record, checked in one place: the topics' decoders, the tenants'
 and cards' directory, dead letters, the journal and the archive sinks all read a record through
 ``decode`` (bytes) or ``check`` (an object already parsed), so a record one reader accepts no other refuses
-for its envelope. Record types and their fields are docs/records.md's; config/topics.py names the record
+for its envelope. Record types and their fields are docs/records.md's; credence/records/topics.py names the record
 type of each topic.
 
 What the envelope fixes: a JSON object; ``v`` the integer 1 (not ``true``, not ``1.0``; records from

@@ -11,11 +11,11 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import Protocol
 
-from credence.config.topics import TOPICS, TopicSpec
 from credence.errors import RecordError
 from credence.records.control import ControlRecord
 from credence.records.feedback import FeedbackRecord, decode_feedback
 from credence.records.kind import ANSWERS, Kind
+from credence.records.topics import TOPICS, TopicSpec
 from credence.records.turn import TurnRecord, decode_turn
 from credence.records.usage import UsageRecord, decode_usage
 

@@ -28,10 +28,10 @@ from aiokafka import AIOKafkaProducer
 
 from credence import tracing
 from credence.config import Settings
-from credence.config.topics import TOPICS, TopicSpec
 from credence.errors import CredenceError, LLMUnavailable
 from credence.kafka import client_options, producer_max_request_size, start
 from credence.records.kind import Kind
+from credence.records.topics import TOPICS, TopicSpec
 from credence.streams.llm.backend import LLMBackend
 from credence.streams.llm.embeddings import mark_similar, rank_by_similarity, text_vectors
 from credence.streams.llm.tasks import TASKS, TaskName

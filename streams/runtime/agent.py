@@ -30,12 +30,12 @@ from faust.types import TP
 from credence import tracing
 from credence.config import Settings
 from credence.config.memory import MemorySettings
-from credence.config.topics import INPUTS, TOPICS, TopicSpec
 from credence.errors import RecordError
 from credence.kafka import send_now
 from credence.records.control import decode_control
 from credence.records.inputs import Input, decode_input
 from credence.records.kind import ACTS_ON_STATE, ANSWERS, Kind
+from credence.records.topics import INPUTS, TOPICS, TopicSpec
 from credence.streams.llm.runner import Runner
 from credence.streams.runtime.batch import (
     RELEASE,

@@ -11,7 +11,7 @@ from typing import Protocol
 import faust
 
 from credence.config import Settings
-from credence.config.topics import INPUTS, TOPICS, TopicSpec
+from credence.records.topics import INPUTS, TOPICS, TopicSpec
 from credence.streams.llm.backend import LLMBackend
 from credence.streams.llm.embeddings import Encode, load_encoder
 from credence.streams.llm.factory import make_backend

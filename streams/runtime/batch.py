@@ -15,9 +15,9 @@ from datetime import datetime
 
 import orjson
 
-from credence.config.topics import TOPICS, TopicSpec
 from credence.errors import RecordError
 from credence.records.kind import ANSWERS, Kind
+from credence.records.topics import TOPICS, TopicSpec
 from credence.streams.scope.context import FACTS_KIND, Emit, StepContext
 from credence.streams.scope.state import Request
 from credence.streams.scope.step import step

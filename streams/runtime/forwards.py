@@ -13,9 +13,9 @@ change the scope) by a duplicate mark of that origin. A forget judges a copy by 
 
 from __future__ import annotations
 
-from credence.config.topics import TOPICS, TopicSpec
 from credence.records.feedback import FeedbackRecord
 from credence.records.inputs import InputRecord
+from credence.records.topics import TOPICS, TopicSpec
 from credence.records.turn import TurnRecord
 
 FORWARDED_FROM = "credence-forwarded-from"

@@ -11,11 +11,11 @@ The format and the import's rules: docs/export.md ("Import goes through the log"
 
 from __future__ import annotations
 
-from credence.config.topics import TOPICS
 from credence.errors import DomainError
 from credence.records.control import ControlRecord
 from credence.records.journal import archive_record
 from credence.records.kind import Kind
+from credence.records.topics import TOPICS
 from credence.streams.scope.context import Emit, StepContext
 from credence.streams.scope.state import ScopeState
 from credence.tables.entries import ARCHIVED, Entry

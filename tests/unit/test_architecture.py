@@ -392,10 +392,10 @@ def _strings_naming_topics_or_kinds(source: str, topics: set[str], kinds: set[st
 
 
 def test_no_topic_or_record_kind_is_spelled_as_a_string_outside_the_registry():
-    """Topics are named by their TopicSpec (config/topics.py: TOPICS.evidence) and input kinds by Kind
+    """Topics are named by their TopicSpec (credence/records/topics.py: TOPICS.evidence) and input kinds by Kind
     (credence/records/kind.py); a string where either is meant escapes both, and a rename misses it."""
-    from credence.config.topics import TOPICS
     from credence.records.kind import Kind
+    from credence.records.topics import TOPICS
 
     topics = set(TOPICS) | {spec.attribute for spec in TOPICS.values()}
     kinds, records = {kind.value for kind in Kind}, {spec.record for spec in TOPICS.values()}
@@ -403,7 +403,7 @@ def test_no_topic_or_record_kind_is_spelled_as_a_string_outside_the_registry():
            'decode(raw, "card")\n')
     assert sorted(v for _, v in _strings_naming_topics_or_kinds(bad, topics, kinds, records)) == [
         "card", "dlq", "evidence", "result", "tick"]
-    owners = ("credence.config.topics", "credence.records")
+    owners = ("credence.records.topics", "credence.records")
     spelled = [f"{module}:{line}: {value!r}" for module, path in MODULES.items()
                if not any(module == o or module.startswith(o + ".") for o in owners)
                for line, value in _strings_naming_topics_or_kinds(path.read_text(), topics, kinds, records)]

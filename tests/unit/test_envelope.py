@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from credence.config.topics import TOPICS
 from credence.errors import ArchiveError, RecordError
 from credence.records.dead_letter import dead_letter, read_dead_letter
 from credence.records.envelope import RECORDS, decode
+from credence.records.topics import TOPICS
 from credence.records.turn import decode_turn
 from credence.sinks.schema import EVIDENCE, to_row
 from credence.streams.api.cards import Card, decode_card

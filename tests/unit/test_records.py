@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from credence.config.topics import TOPICS
 from credence.errors import RecordError
 from credence.records.dead_letter import dead_letter
 from credence.records.envelope import parse_utc
+from credence.records.topics import TOPICS
 from credence.records.turn import MAX_TEXT, TurnRecord, decode_turn
 from credence.tables.clock import format_instant
 from credence.tables.scope import MAX_PART

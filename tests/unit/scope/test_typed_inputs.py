@@ -7,10 +7,10 @@ import json
 
 import pytest
 
-from credence.config.topics import TOPICS
 from credence.records.control import ControlRecord
 from credence.records.feedback import FeedbackRecord
 from credence.records.inputs import as_record, decode_input
+from credence.records.topics import TOPICS
 from credence.records.turn import TurnRecord
 from credence.records.usage import UsageRecord
 from credence.streams.scope.context import StepContext
