@@ -25,7 +25,7 @@ def _parquet(topic: TopicSpec) -> Callable[[Settings], Sink]:
     def build(settings: Settings) -> Sink:
         from credence.sinks.parquet import ParquetSink
 
-        return ParquetSink(settings.topic(topic.name), topic.record, settings.archive, name=topic.name)
+        return ParquetSink(settings.topic(topic.name), topic.record.name, settings.archive, name=topic.name)
     return build
 
 

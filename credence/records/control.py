@@ -11,7 +11,7 @@ from types import MappingProxyType
 from typing import Any
 
 from credence.errors import RecordError
-from credence.records.envelope import decode, encodable, parse_utc, part
+from credence.records.envelope import CONTROL, decode, encodable, parse_utc, part
 from credence.records.kind import Kind
 from credence.tables.clock import format_instant, parse_instant
 from credence.tables.scope import MAX_PART, Scope, scope_key, user_prefix
@@ -150,7 +150,7 @@ class ControlRecord(Mapping[str, Any]):
 def decode_control(raw: bytes | None) -> dict:
     """credence.control / credence.facts: LLM results and failures, ticks and flushes, keyed by scope; the
     checked wire form (``ControlRecord.decode`` types it)."""
-    obj = decode(raw, "control")
+    obj = decode(raw, CONTROL)
     if obj["type"] != "forget":
         _part(obj, "character")
     if obj["type"] in ("result", "failed") and not isinstance(obj.get("request_id"), str):

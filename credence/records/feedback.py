@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import ClassVar
 
 from credence.errors import RecordError
-from credence.records.envelope import decode, encodable, parse_utc
+from credence.records.envelope import FEEDBACK, decode, encodable, parse_utc
 from credence.records.kind import Kind
 from credence.tables.clock import format_instant, parse_instant
 from credence.tables.scope import MAX_PART, scope_key
@@ -51,7 +51,7 @@ class FeedbackRecord:
 
 def decode_feedback(raw: bytes | None) -> FeedbackRecord:
     """Decode and validate one feedback record; RecordError says exactly what is wrong."""
-    obj = decode(raw, "feedback")
+    obj = decode(raw, FEEDBACK)
     for name in ("feedback_id", "entry_id"):
         if len(obj[name]) > MAX_PART:
             raise RecordError(f"'{name}' must be a non-empty string of at most {MAX_PART} characters")

@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import ClassVar
 
 from credence.errors import DomainError, RecordError
-from credence.records.envelope import decode, encodable, parse_utc
+from credence.records.envelope import TURN, decode, encodable, parse_utc
 from credence.records.kind import Kind
 from credence.tables.clock import format_instant, parse_instant
 from credence.tables.scope import MAX_PART, scope_key
@@ -60,7 +60,7 @@ class TurnRecord:
 
 def decode_turn(raw: bytes | None) -> TurnRecord:
     """Decode and validate one turn record; RecordError says exactly what is wrong."""
-    obj = decode(raw, "turn")
+    obj = decode(raw, TURN)
     turn_id, role, text = obj["turn_id"], obj["role"], obj["text"]
     if len(turn_id) > MAX_PART:
         raise RecordError(f"'turn_id' must be a non-empty string of at most {MAX_PART} characters")

@@ -9,7 +9,7 @@ from typing import ClassVar
 
 from credence.errors import RecordError
 from credence.records.control import entry_ref
-from credence.records.envelope import decode, encodable, parse_utc
+from credence.records.envelope import USAGE, decode, encodable, parse_utc
 from credence.records.kind import Kind
 from credence.tables.clock import format_instant, parse_instant
 from credence.tables.scope import MAX_PART, Scope, scope_key
@@ -53,7 +53,7 @@ def decode_usage(raw: bytes | None) -> UsageRecord:
     """credence.usage v1: recall hits actually returned to a caller,
     {tenant, user, character, entry_ids: [..], source, ts}; the scope's owner reinforces each entry once
     per (source, UTC day)."""
-    obj = decode(raw, "usage")
+    obj = decode(raw, USAGE)
     ids = obj["entry_ids"]
     if not ids or len(ids) > MAX_USAGE_IDS:
         raise RecordError(f"'entry_ids' must be a list of 1..{MAX_USAGE_IDS} entry ids")

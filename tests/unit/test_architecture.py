@@ -398,7 +398,7 @@ def test_no_topic_or_record_kind_is_spelled_as_a_string_outside_the_registry():
     from credence.records.topics import TOPICS
 
     topics = set(TOPICS) | {spec.attribute for spec in TOPICS.values()}
-    kinds, records = {kind.value for kind in Kind}, {spec.record for spec in TOPICS.values()}
+    kinds, records = {kind.value for kind in Kind}, {spec.record.name for spec in TOPICS.values()}
     bad = ('Emit("evidence", r)\nif item.kind == "tick": pass\nx = {"type": "result"}\ngetattr(self.topics, "dlq")\n'
            'decode(raw, "card")\n')
     assert sorted(v for _, v in _strings_naming_topics_or_kinds(bad, topics, kinds, records)) == [
