@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Literal, Protocol
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict, SettingsError
@@ -18,11 +18,17 @@ from credence.config.llm import LLMSettings
 from credence.config.memory import MemorySettings
 from credence.config.pipeline import PipelineSettings
 from credence.config.state import StateSettings
-from credence.config.topics import TOPICS, TopicSpec
 from credence.config.usage import BridgeSettings, UsageSettings
 from credence.errors import ConfigError
 
 _KAFKA_NAME = re.compile(r"[A-Za-z0-9._-]{1,200}")
+
+
+class TopicFields(Protocol):
+    """What the settings read of a topic's spec (credence/records/topics.py: TOPICS.x, a layer above)."""
+
+    name: str
+    retention: str  # the Settings field holding its retention in hours
 
 
 class Settings(BaseSettings):
@@ -118,17 +124,16 @@ class Settings(BaseSettings):
                              f"name), not '.' or '..'; got {value[:40]!r}")
         return value
 
-    def retention_hours(self, topic: TopicSpec | str) -> int:
-        """Retention of a logical topic in hours (-1 = forever), as its spec in config/topics.py says."""
-        name = topic.name if isinstance(topic, TopicSpec) else topic
-        spec = TOPICS.get(name)
-        if spec is None:
-            raise ConfigError(f"unknown topic {name!r}; credence's topics are {', '.join(TOPICS)}")
-        return getattr(self, spec.retention)
+    def retention_hours(self, topic: TopicFields) -> int:
+        """Retention of a topic in hours (-1 = forever): the setting its spec names."""
+        retention = getattr(topic, "retention", None)
+        if retention is None:
+            raise ConfigError(f"unknown topic {topic!r}: name a topic by its spec (TOPICS.<topic>)")
+        return getattr(self, retention)
 
-    def topic(self, topic: TopicSpec | str) -> str:
+    def topic(self, topic: TopicFields | str) -> str:
         """Full topic name of a topic (TOPICS.turns -> "credence.turns"; a logical name works too)."""
-        return f"{self.topic_prefix}.{topic.name if isinstance(topic, TopicSpec) else topic}"
+        return f"{self.topic_prefix}.{getattr(topic, 'name', topic)}"
 
 
 def load_settings(**overrides) -> Settings:

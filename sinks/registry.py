@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from credence.config.topics import TOPICS, TopicSpec
 from credence.errors import ConfigError
+from credence.records.topics import TOPICS, TopicSpec
 
 if TYPE_CHECKING:
     from credence.config import Settings
@@ -25,7 +25,7 @@ def _parquet(topic: TopicSpec) -> Callable[[Settings], Sink]:
     def build(settings: Settings) -> Sink:
         from credence.sinks.parquet import ParquetSink
 
-        return ParquetSink(settings.topic(topic.name), topic.record, settings.archive, name=topic.name)
+        return ParquetSink(settings.topic(topic.name), topic.record.name, settings.archive, name=topic.name)
     return build
 
 

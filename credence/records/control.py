@@ -4,12 +4,17 @@ scope, decoded and checked by their type (a Kind), and built."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from datetime import datetime
+from types import MappingProxyType
+from typing import Any
 
 from credence.errors import RecordError
-from credence.records.envelope import decode, encodable, parse_utc, part
-from credence.tables.clock import format_instant
-from credence.tables.scope import MAX_PART, Scope
+from credence.records.envelope import CONTROL, decode, encodable, parse_utc, part
+from credence.records.kind import Kind
+from credence.tables.clock import format_instant, parse_instant
+from credence.tables.scope import MAX_PART, Scope, scope_key, user_prefix
 
 VERSION = 1
 MAX_IMPORT_ENTRIES = 10_000
@@ -19,9 +24,133 @@ def _part(obj: dict, name: str) -> str:
     return part(obj.get(name), name)
 
 
+@dataclass(frozen=True, eq=False)
+class ControlRecord(Mapping[str, Any]):
+    """One checked credence.control / credence.facts v1 record: its Kind and the fields its type reads,
+    typed. A control record is open by type (an LLM answer's `output` is its task's), so it is also a
+    read-only mapping of its checked wire fields, which a scope's state queues as they are."""
+
+    kind: Kind
+    fields: Mapping[str, Any]
+
+    @classmethod
+    def of(cls, obj: dict) -> ControlRecord:
+        """A checked wire form (decode_control's, or a scope's queued input read back)."""
+        return cls(Kind(obj["type"]), MappingProxyType(obj))
+
+    @classmethod
+    def decode(cls, raw: bytes | None) -> ControlRecord:
+        return cls.of(decode_control(raw))
+
+    def __getitem__(self, name: str) -> Any:
+        return self.fields[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.fields)
+
+    def __len__(self) -> int:
+        return len(self.fields)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ControlRecord) and self.to_dict() == other.to_dict()
+
+    __hash__ = None  # type: ignore[assignment]  # its fields are mutable JSON values
+
+    def to_dict(self) -> dict:
+        return dict(self.fields)
+
+    def encode(self) -> bytes:
+        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":")).encode()
+
+    @property
+    def scope(self) -> str:
+        """Its scope key; a forget's is its user's prefix (it names no character)."""
+        if self.kind is Kind.FORGET:
+            return user_prefix(self.fields["tenant"], self.fields["user"])
+        return scope_key(self.fields["tenant"], self.fields["user"], self.fields["character"])
+
+    @property
+    def at(self) -> datetime | None:
+        """Its event time: a tick's `now`, the others' `ts` (None: the record carries none)."""
+        return parse_instant(self.fields.get("now" if self.kind is Kind.TICK else "ts"))
+
+    @property
+    def ts(self) -> datetime | None:
+        return parse_instant(self.fields.get("ts"))
+
+    @property
+    def request_id(self) -> str:
+        """An LLM answer's request ("" on the other types)."""
+        return self.fields.get("request_id", "")
+
+    @property
+    def output(self) -> dict:
+        """A result's answer, in its task's shape ({} when it has none)."""
+        return self.fields.get("output") or {}
+
+    @property
+    def error(self) -> str:
+        return str(self.fields.get("error", "?"))
+
+    @property
+    def transient(self) -> bool:
+        """A failure the backend may recover from (it waits for it) rather than the request's own."""
+        return bool(self.fields.get("transient"))
+
+    @property
+    def timed(self) -> bool:
+        """A tick that moves the clock (False: it only re-issues lost requests)."""
+        return bool(self.fields.get("now"))
+
+    @property
+    def after(self) -> dict[str, list[int]] | None:
+        return self.fields.get("after")
+
+    @property
+    def entry_id(self) -> str:
+        return self.fields["entry_id"]
+
+    @property
+    def by(self) -> str | None:
+        return self.fields.get("by") or None
+
+    @property
+    def score(self) -> float:
+        return self.fields["score"]
+
+    @property
+    def reason(self) -> str | None:
+        return self.fields.get("reason") or None
+
+    @property
+    def text(self) -> str:
+        return self.fields["text"]
+
+    @property
+    def importance(self) -> int:
+        return self.fields["importance"]
+
+    @property
+    def subject(self) -> str:
+        return self.fields.get("subject") or ""
+
+    @property
+    def remember_id(self) -> str:
+        return self.fields["remember_id"]
+
+    @property
+    def import_id(self) -> str | None:
+        return self.fields.get("import_id")
+
+    @property
+    def entries(self) -> list:
+        return self.fields.get("entries") or []
+
+
 def decode_control(raw: bytes | None) -> dict:
-    """credence.control / credence.facts: LLM results and failures, ticks and flushes, keyed by scope."""
-    obj = decode(raw, "control")
+    """credence.control / credence.facts: LLM results and failures, ticks and flushes, keyed by scope; the
+    checked wire form (``ControlRecord.decode`` types it)."""
+    obj = decode(raw, CONTROL)
     if obj["type"] != "forget":
         _part(obj, "character")
     if obj["type"] in ("result", "failed") and not isinstance(obj.get("request_id"), str):

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from credence.errors import RecordError
-from credence.records.envelope import decode
+from credence.records.envelope import DEAD_LETTER, decode
 from credence.tables.clock import format_instant
 
 VERSION = 1
@@ -49,7 +49,7 @@ def dead_letter(*, topic: str, partition: int, offset: int, reason: str, origina
 def read_dead_letter(raw: bytes | None) -> tuple[dict, bytes]:
     """A credence.dlq record: the checked envelope and the original bytes it carries (their first
     MAX_ORIGINAL_BYTES when ``original_truncated``)."""
-    envelope = decode(raw, "dead letter")
+    envelope = decode(raw, DEAD_LETTER)
     try:
         original = base64.b64decode(envelope["original"], validate=True)
     except ValueError:

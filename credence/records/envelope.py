@@ -1,7 +1,7 @@
 """The v1 JSON envelope of every credence record, checked in one place: the topics' decoders, the tenants'
 and cards' directory, dead letters, the journal and the archive sinks all read a record through
 ``decode`` (bytes) or ``check`` (an object already parsed), so a record one reader accepts no other refuses
-for its envelope. Record types and their fields are docs/records.md's; config/topics.py names the record
+for its envelope. Record types and their fields are docs/records.md's; credence/records/topics.py names the record
 type of each topic.
 
 What the envelope fixes: a JSON object; ``v`` the integer 1 (not ``true``, not ``1.0``; records from
@@ -108,7 +108,7 @@ def instant(value: Any, name: str) -> None:
     parse_utc(value, name)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # one instance per type: equal and hashed by identity
 class RecordType:
     name: str
     fields: dict[str, Check]  # the required fields, checked in this order
@@ -128,22 +128,23 @@ def _journal(table: str) -> RecordType:
                               if f.required and f.kind != "version"}, version_required=True)
 
 
+# The record types, each once: a topic's spec names its type (credence/records/topics.py: TopicSpec.record).
+TURN = RecordType("turn", {**SCOPE, "turn_id": text, "role": one_of(ROLES), "text": text, "ts": instant})
+FEEDBACK = RecordType("feedback", {**SCOPE, "feedback_id": text, "entry_id": text, "decision": one_of(DECISIONS),
+                                   "ts": instant})
+# A forget names no character; the control decoder asks for it on the other types.
+CONTROL = RecordType("control", {"type": one_of(CONTROL_TYPES), "tenant": part, "user": part})
+USAGE = RecordType("usage", {**SCOPE, "entry_ids": array, "source": string, "ts": instant})
+TENANT = RecordType("tenant", {"tenant": part, "key_hash": string, "created_at": instant})
+CARD = RecordType("card", {"tenant": part, "character": part, "entries": array, "updated_at": instant})
+DEAD_LETTER = RecordType("dead letter", {"topic": string, "partition": integer, "offset": integer, "reason": string,
+                                         "original": string, "at": instant}, version_required=True)
+EVIDENCE = _journal("evidence")
+ARCHIVE = _journal("archive")
+FACT_CANDIDATE = RecordType("fact candidate", {"candidate_id": text, "status": text, **_JOURNAL, "nominated_by": text,
+                                               "nominated_at": instant, "provenance": mapping}, version_required=True)
 RECORDS: dict[str, RecordType] = {r.name: r for r in (
-    RecordType("turn", {**SCOPE, "turn_id": text, "role": one_of(ROLES), "text": text, "ts": instant}),
-    RecordType("feedback", {**SCOPE, "feedback_id": text, "entry_id": text, "decision": one_of(DECISIONS),
-                            "ts": instant}),
-    # A forget names no character; the control decoder asks for it on the other types.
-    RecordType("control", {"type": one_of(CONTROL_TYPES), "tenant": part, "user": part}),
-    RecordType("usage", {**SCOPE, "entry_ids": array, "source": string, "ts": instant}),
-    RecordType("tenant", {"tenant": part, "key_hash": string, "created_at": instant}),
-    RecordType("card", {"tenant": part, "character": part, "entries": array, "updated_at": instant}),
-    RecordType("dead letter", {"topic": string, "partition": integer, "offset": integer, "reason": string,
-                               "original": string, "at": instant}, version_required=True),
-    _journal("evidence"),
-    _journal("archive"),
-    RecordType("fact candidate", {"candidate_id": text, "status": text, **_JOURNAL, "nominated_by": text,
-                                  "nominated_at": instant, "provenance": mapping}, version_required=True),
-)}
+    TURN, FEEDBACK, CONTROL, USAGE, TENANT, CARD, DEAD_LETTER, EVIDENCE, ARCHIVE, FACT_CANDIDATE)}
 
 
 def loads(raw: bytes | str | None) -> Any:
@@ -159,9 +160,11 @@ def loads(raw: bytes | str | None) -> Any:
         raise RecordError(f"JSON this worker refuses to decode: {type(exc).__name__}") from None
 
 
-def check(obj: Any, record: str) -> dict:
-    """``obj`` as a v1 record of type ``record``; RecordError names the first thing wrong."""
-    spec = RECORDS[record]
+def check(obj: Any, record: RecordType | str) -> dict:
+    """``obj`` as a v1 record of type ``record`` (a RecordType, or its name); RecordError names the first
+    thing wrong."""
+    spec = record if isinstance(record, RecordType) else RECORDS[record]
+    record = spec.name
     if not isinstance(obj, dict):
         raise RecordError(f"a record must be a JSON object: {record} records are v1 JSON objects")
     if "v" in obj or spec.version_required:
@@ -174,6 +177,6 @@ def check(obj: Any, record: str) -> dict:
     return obj
 
 
-def decode(raw: bytes | str | None, record: str) -> dict:
+def decode(raw: bytes | str | None, record: RecordType | str) -> dict:
     """One record's bytes as a checked v1 record of type ``record``."""
     return check(loads(raw), record)

@@ -8,17 +8,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from types import MappingProxyType
 from typing import Protocol
 
-from credence.config.topics import TOPICS, TopicSpec
 from credence.errors import RecordError
-from credence.records.control import decode_control
-from credence.records.feedback import decode_feedback
+from credence.records.control import ControlRecord
+from credence.records.feedback import FeedbackRecord, decode_feedback
 from credence.records.kind import ANSWERS, Kind
-from credence.records.turn import decode_turn
-from credence.records.usage import decode_usage
-from credence.tables.clock import parse_instant
-from credence.tables.scope import scope_key, user_prefix
+from credence.records.topics import TOPICS, TopicSpec
+from credence.records.turn import TurnRecord, decode_turn
+from credence.records.usage import UsageRecord, decode_usage
 
 # An input record as its producer sent it, at most (but an LLM answer): its known fields take far less (a
 # turn's text of MAX_TEXT characters, each escaped to 12 bytes at worst, and its surfaced ids; a forget's
@@ -30,14 +29,28 @@ MAX_INPUT_BYTES = 512 * 1024
 BOUNDED_BY_RECORD_LIMIT = (*ANSWERS, Kind.IMPORT)
 
 
+InputRecord = TurnRecord | FeedbackRecord | UsageRecord | ControlRecord
+_BY_KIND = {Kind.TURN: TurnRecord, Kind.FEEDBACK: FeedbackRecord, Kind.USAGE: UsageRecord}
+
+
+def as_record(kind: Kind | str, record: InputRecord | dict) -> InputRecord:
+    """An input as its typed record: a typed one as it is, a wire form (what a scope's state queues, an
+    in-process LLM answer, a test's input) read back by its kind's type."""
+    if not isinstance(record, dict):
+        return record
+    typed = _BY_KIND.get(Kind(kind))
+    return typed.from_dict(record) if typed is not None else ControlRecord(Kind(kind), MappingProxyType(record))
+
+
 class Applicable(Protocol):
-    """What a scope step applies (streams/scope/step.py): a record's kind and its checked fields."""
+    """What a scope step applies (streams/scope/step.py): a record's kind and the record, typed or in its
+    wire form (``as_record`` reads it)."""
 
     @property
     def kind(self) -> Kind: ...
 
     @property
-    def record(self) -> dict: ...
+    def record(self) -> InputRecord | dict: ...
 
 
 @dataclass(frozen=True)
@@ -45,7 +58,7 @@ class Application:
     """An Applicable with nothing else: a record the scope makes for itself, or a test's input."""
 
     kind: Kind
-    record: dict
+    record: InputRecord | dict
 
 
 @dataclass(frozen=True)
@@ -55,7 +68,7 @@ class Input:
     topic: TopicSpec
     scope: str
     kind: Kind
-    record: dict
+    record: InputRecord
     at: datetime | None  # event time, if the record carries one
 
     @property
@@ -73,20 +86,14 @@ def decode_input(topic: TopicSpec, raw: bytes) -> Input:
 
 
 def _decode_input(topic: TopicSpec, raw: bytes) -> Input:
+    record: InputRecord
     if topic is TOPICS.turns:
-        turn = decode_turn(raw)
-        return Input(topic, turn.scope, Kind.TURN, turn.to_dict(), turn.ts)
-    if topic is TOPICS.feedback:
-        fb = decode_feedback(raw)
-        return Input(topic, scope_key(fb["tenant"], fb["user"], fb["character"]), Kind.FEEDBACK, fb,
-                     parse_instant(fb["ts"]))
-    if topic is TOPICS.usage:
-        hit = decode_usage(raw)
-        return Input(topic, scope_key(hit["tenant"], hit["user"], hit["character"]), Kind.USAGE, hit,
-                     parse_instant(hit["ts"]))
-    ctl = decode_control(raw)
-    kind = Kind(ctl["type"])
-    if kind is Kind.FORGET:
-        return Input(topic, user_prefix(ctl["tenant"], ctl["user"]), kind, ctl, None)
-    at = parse_instant(ctl.get("now") if kind is Kind.TICK else ctl.get("ts"))
-    return Input(topic, scope_key(ctl["tenant"], ctl["user"], ctl["character"]), kind, ctl, at)
+        record = decode_turn(raw)
+    elif topic is TOPICS.feedback:
+        record = decode_feedback(raw)
+    elif topic is TOPICS.usage:
+        record = decode_usage(raw)
+    else:
+        control = record = ControlRecord.decode(raw)
+        return Input(topic, control.scope, control.kind, control, None if control.kind is Kind.FORGET else control.at)
+    return Input(topic, record.scope, record.kind, record, record.ts)

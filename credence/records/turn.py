@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import ClassVar
 
 from credence.errors import DomainError, RecordError
-from credence.records.envelope import decode, encodable, parse_utc
-from credence.tables.clock import format_instant
+from credence.records.envelope import TURN, decode, encodable, parse_utc
+from credence.records.kind import Kind
+from credence.tables.clock import format_instant, parse_instant
 from credence.tables.scope import MAX_PART, scope_key
 from credence.tables.tags import check_tags
 
@@ -21,6 +23,7 @@ MAX_SURFACED_IDS = 100  # entries a turn's AI text can name: more than any promp
 class TurnRecord:
     """credence.turns v1: one message of a conversation between a user and a character."""
 
+    kind: ClassVar[Kind] = Kind.TURN
     tenant: str
     user: str
     character: str
@@ -47,10 +50,17 @@ class TurnRecord:
     def encode(self) -> bytes:
         return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":")).encode()
 
+    @classmethod
+    def from_dict(cls, d: dict) -> TurnRecord:
+        """A wire form already checked (a scope's queued input): read back, not checked again."""
+        return cls(d.get("tenant", ""), d.get("user", ""), d.get("character", ""), d["turn_id"], d["role"],
+                   d["text"], parse_instant(d.get("ts")), tuple(d.get("surfaced_ids") or ()),
+                   tuple((d.get("metadata") or {}).get("tags") or ()))
+
 
 def decode_turn(raw: bytes | None) -> TurnRecord:
     """Decode and validate one turn record; RecordError says exactly what is wrong."""
-    obj = decode(raw, "turn")
+    obj = decode(raw, TURN)
     turn_id, role, text = obj["turn_id"], obj["role"], obj["text"]
     if len(turn_id) > MAX_PART:
         raise RecordError(f"'turn_id' must be a non-empty string of at most {MAX_PART} characters")

@@ -9,9 +9,9 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 
-from credence.config.topics import TOPICS
 from credence.errors import DomainError, RecordError
 from credence.records.envelope import decode, parse_utc
+from credence.records.topics import TOPICS
 from credence.records.turn import MAX_TEXT
 from credence.tables.clock import format_instant
 from credence.tables.entries import ACTIVE, PERSONA, Entry

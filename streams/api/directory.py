@@ -14,9 +14,9 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from credence.config import Settings
 from credence.config.tenants import TenantSettings
-from credence.config.topics import TOPICS, TopicSpec
 from credence.errors import RecordError
 from credence.kafka import client_options
+from credence.records.topics import TOPICS, TopicSpec
 from credence.streams.api.cards import Card, card_key, decode_card
 from credence.streams.api.tenants import Tenant, decode_tenant, hash_key
 from credence.streams.runtime.tenancy import TenantBook

@@ -15,9 +15,9 @@ import uuid
 from datetime import UTC, datetime
 
 from credence import api_models as models
-from credence.config.topics import TOPICS
 from credence.errors import ApiError, CredenceError, RecordError
 from credence.records.control import decode_control, edit_record, erase_record, remember_record
+from credence.records.topics import TOPICS
 from credence.streams.api import reads
 from credence.streams.scope.erase import doomed, refusal
 from credence.tables.origin import fact_id

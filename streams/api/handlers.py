@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING
 
 from credence import api_models as models
 from credence import tracing
-from credence.config.topics import TOPICS, TopicSpec
 from credence.errors import ApiError, RecordError
 from credence.records.control import forget_record
 from credence.records.feedback import decode_feedback
+from credence.records.topics import TOPICS, TopicSpec
 from credence.records.turn import decode_turn
 from credence.streams.api import consistency, entry_ops, memory_ops, reads, recent, turn_waits
 from credence.streams.api.cards import Card, card_key, check_card_entries

@@ -9,9 +9,9 @@ import json
 from datetime import UTC, datetime
 
 from credence import api_models as models
-from credence.config.topics import TOPICS
 from credence.errors import ApiError, BridgeError, RecordError
 from credence.records.control import consensus_record, decode_control, restore_record
+from credence.records.topics import TOPICS
 from credence.records.usage import usage_record
 from credence.streams.state.versions import Truncated
 from credence.tables.clock import format_instant

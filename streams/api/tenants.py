@@ -17,9 +17,9 @@ from datetime import datetime
 from pydantic import ValidationError
 
 from credence.config.tenants import TenantSettings
-from credence.config.topics import TOPICS
 from credence.errors import DomainError, RecordError
 from credence.records.envelope import decode, parse_utc
+from credence.records.topics import TOPICS
 from credence.tables.clock import format_instant
 from credence.tables.scope import check_part
 

@@ -9,8 +9,8 @@ import json
 from collections.abc import Callable
 
 from credence import api_models as models
-from credence.config.topics import TOPICS
 from credence.errors import ApiError
+from credence.records.topics import TOPICS
 from credence.streams.api import consistency
 from credence.streams.scope.turn_status import ACCEPTED, APPLIED, at_least, reached, turn_state
 from credence.streams.state.positions import durable_next

@@ -24,10 +24,10 @@ from pydantic import ValidationError
 
 from credence import tracing
 from credence.config import Settings
-from credence.config.topics import TOPICS, TopicSpec
 from credence.errors import CredenceError, LLMError, LLMUnavailable
 from credence.kafka import client_options, producer_max_request_size, start
 from credence.records.kind import Kind
+from credence.records.topics import TOPICS, TopicSpec
 from credence.streams.llm.backend import LLMBackend
 from credence.streams.llm.embeddings import mark_similar, rank_by_similarity, text_vectors
 from credence.streams.llm.tasks import TASKS

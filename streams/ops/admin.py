@@ -13,9 +13,9 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.errors import KafkaConnectionError, NodeNotReadyError, RequestTimedOutError, TopicAlreadyExistsError
 
 from credence.config import Settings
-from credence.config.topics import TOPICS
 from credence.errors import BrokerError
 from credence.kafka import client_options, start
+from credence.records.topics import TOPICS
 from credence.streams.runtime.topics import TABLES
 from credence.streams.runtime.topics import changelog_configs as table_changelog_configs
 
@@ -23,7 +23,7 @@ log = logging.getLogger(__name__)
 
 
 def topic_configs(settings: Settings, name: str) -> dict[str, str]:
-    hours = settings.retention_hours(name)
+    hours = settings.retention_hours(TOPICS[name])
     return {
         "retention.ms": str(hours * 3_600_000 if hours >= 0 else -1),
         "cleanup.policy": TOPICS[name].cleanup,

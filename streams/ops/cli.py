@@ -14,8 +14,8 @@ from pathlib import Path
 from aiokafka.errors import KafkaError
 
 from credence import __version__
-from credence.config.topics import TOPICS
 from credence.errors import CredenceError
+from credence.records.topics import TOPICS
 from credence.streams.ops.operator_cli import add_operator_parsers
 from credence.streams.ops.porting_cli import add_porting_parsers
 

@@ -15,9 +15,9 @@ from datetime import datetime
 from aiokafka import AIOKafkaProducer
 
 from credence.config import Settings
-from credence.config.topics import TOPICS, TopicSpec
 from credence.kafka import client_options
 from credence.records.control import consensus_record, dedupe_record, restore_record
+from credence.records.topics import TOPICS, TopicSpec
 from credence.records.usage import usage_record
 from credence.streams.ops.admin import ensure_topics
 from credence.tables.scope import Scope

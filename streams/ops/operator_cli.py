@@ -10,8 +10,8 @@ from __future__ import annotations
 import asyncio
 from datetime import UTC, datetime
 
-from credence.config.topics import TOPICS
 from credence.errors import CredenceError
+from credence.records.topics import TOPICS
 
 
 def _settings():

@@ -20,10 +20,10 @@ from datetime import datetime
 from aiokafka import AIOKafkaProducer
 
 from credence.config import Settings
-from credence.config.topics import TOPICS
 from credence.kafka import client_options
 from credence.records.control import import_record
 from credence.records.dead_letter import dead_letter
+from credence.records.topics import TOPICS
 from credence.streams.api.cards import Card, card_key
 from credence.streams.api.directory import Directory, follow
 from credence.streams.ops.admin import ensure_topics

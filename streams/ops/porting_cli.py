@@ -8,8 +8,8 @@ import asyncio
 from datetime import UTC, datetime
 from pathlib import Path
 
-from credence.config.topics import TOPICS
 from credence.errors import CredenceError
+from credence.records.topics import TOPICS
 
 
 def _settings():

@@ -14,11 +14,11 @@ from aiokafka.admin import AIOKafkaAdminClient
 
 from credence import tracing
 from credence.config import Settings
-from credence.config.topics import TOPICS
 from credence.errors import CredenceError, DomainError
 from credence.kafka import client_options, start
 from credence.records.control import forget_record
 from credence.records.dead_letter import dead_letter
+from credence.records.topics import TOPICS
 from credence.streams.ops.admin import ensure_topics
 from credence.streams.runtime.topics import end_offsets
 from credence.tables.scope import Scope, user_prefix

@@ -8,9 +8,9 @@ from aiokafka import AIOKafkaProducer
 from pydantic import ValidationError
 
 from credence.config import Settings
-from credence.config.topics import TOPICS
 from credence.errors import RecordError, TenantError
 from credence.kafka import client_options
+from credence.records.topics import TOPICS
 from credence.streams.api.directory import Directory, follow
 from credence.streams.api.tenants import Tenant, TenantSettings, check_tenant_name, hash_key, new_key
 from credence.streams.ops.admin import ensure_topics

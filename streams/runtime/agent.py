@@ -22,11 +22,11 @@ import orjson
 from credence import tracing
 from credence.config import Settings
 from credence.config.memory import MemorySettings
-from credence.config.topics import INPUTS, TOPICS, TopicSpec
 from credence.errors import RecordError
 from credence.kafka import send_now
 from credence.records.inputs import Input, decode_input
 from credence.records.kind import ACTS_ON_STATE, Kind
+from credence.records.topics import INPUTS, TOPICS, TopicSpec
 from credence.streams.llm.runner import Runner
 from credence.streams.runtime import rewinds
 from credence.streams.runtime.batch import Applied, ScopeWork, Sends, Stepping

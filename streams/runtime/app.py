@@ -10,7 +10,7 @@ from pathlib import Path
 import faust
 
 from credence.config import Settings
-from credence.config.topics import INPUTS, TOPICS
+from credence.records.topics import INPUTS, TOPICS
 from credence.streams.llm.backend import LLMBackend
 from credence.streams.llm.embeddings import Encode, load_encoder
 from credence.streams.llm.factory import make_backend

@@ -17,11 +17,11 @@ from typing import Protocol
 
 import orjson
 
-from credence.config.topics import TOPICS, TopicSpec
 from credence.errors import RecordError
 from credence.records.control import decode_control
 from credence.records.inputs import Input
 from credence.records.kind import ANSWERS, Kind
+from credence.records.topics import TOPICS, TopicSpec
 from credence.streams.scope.context import FACTS_KIND, Emit, StepContext
 from credence.streams.scope.state import Request
 from credence.streams.scope.step import event_now, step
@@ -200,7 +200,7 @@ class Stepping:
             log.exception("step failed for %s on %s", item.scope, msg.topic)
             self.dlq.reject(sends, event, f"could not apply to scope {item.scope}: {type(exc).__name__}: {exc}")
             scope_work = work[item.scope] = rebuild(self.store, item.scope, scope_work, self.make_context)
-            request_id = item.record.get("request_id", "")
+            request_id = item.record.request_id if item.kind in ANSWERS else ""
             if item.kind in ANSWERS and request_id in scope_work.live.state.requests:
                 apply(scope_work, Applied(RELEASE, {"request_id": request_id}, applied.now, applied.powerful,
                                           applied.position, msg.offset, False), self.make_context)

@@ -10,7 +10,7 @@ from typing import Protocol
 import faust
 
 from credence.config import Settings
-from credence.config.topics import TOPICS, TopicSpec
+from credence.records.topics import TOPICS, TopicSpec
 from credence.streams.llm.backend import LLMBackend
 from credence.streams.llm.embeddings import Encode
 from credence.streams.llm.runner import Runner

@@ -9,8 +9,8 @@ import logging
 from datetime import UTC, datetime
 
 from credence.config import Settings
-from credence.config.topics import TOPICS, TopicSpec
 from credence.records.dead_letter import dead_letter
+from credence.records.topics import TOPICS, TopicSpec
 from credence.streams.runtime.batch import Sends
 from credence.streams.runtime.forwards import header
 

@@ -13,7 +13,10 @@ change the scope) by a duplicate mark of that origin. A forget judges a copy by 
 
 from __future__ import annotations
 
-from credence.config.topics import TOPICS, TopicSpec
+from credence.records.feedback import FeedbackRecord
+from credence.records.inputs import InputRecord
+from credence.records.topics import TOPICS, TopicSpec
+from credence.records.turn import TurnRecord
 
 FORWARDED_FROM = "credence-forwarded-from"
 Origin = tuple[str, int, int]  # (logical topic, partition, offset)
@@ -39,10 +42,12 @@ def header(origin: Origin) -> dict[str, bytes]:
     return {FORWARDED_FROM: ":".join(map(str, origin)).encode()}
 
 
-def duplicate_id(event, topic: TopicSpec, record: dict) -> str | None:
+def duplicate_id(event, topic: TopicSpec, record: InputRecord) -> str | None:
     """What makes a record the same one again in its scope: a turn's or feedback's own id; for a forwarded
     copy of any other record, the record it was made from; None: nothing (applied as it comes)."""
-    if topic in (TOPICS.turns, TOPICS.feedback):
-        return record.get("turn_id") or record.get("feedback_id")
+    if topic == TOPICS.turns and isinstance(record, TurnRecord):
+        return record.turn_id
+    if topic == TOPICS.feedback and isinstance(record, FeedbackRecord):
+        return record.feedback_id
     origin = forwarded_from(event)
     return "from " + ":".join(map(str, origin)) if origin else None

@@ -17,11 +17,11 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.partitioner import DefaultPartitioner
 
 from credence.config import Settings
-from credence.config.topics import TOPICS
 from credence.errors import BridgeError, CredenceError
 from credence.kafka import client_options
 from credence.records.envelope import decode
 from credence.records.journal import EVENT_FIELDS, event_id, incarnation_of
+from credence.records.topics import TOPICS
 from credence.streams.scope.erase import ERASED
 from credence.streams.state.codec import decode_control
 from credence.tables.bridge import nominate

@@ -9,8 +9,8 @@ import logging
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from credence.config.topics import TOPICS
 from credence.records.control import tick_record
+from credence.records.topics import TOPICS
 from credence.streams.runtime.views import is_ready
 from credence.tables.clock import format_instant
 

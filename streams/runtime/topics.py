@@ -1,4 +1,4 @@
-"""The worker's Faust declarations of the topics config/topics.py specifies. Scope-keyed topics all have
+"""The worker's Faust declarations of the topics credence/records/topics.py specifies. Scope-keyed topics all have
 the settings' partition count, so one scope always lands on one partition and is handled in order by one
 worker."""
 
@@ -8,9 +8,9 @@ import faust
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from credence.config import Settings
-from credence.config.topics import INPUTS, TOPICS, TopicSpec
 from credence.errors import ConfigError
 from credence.kafka import client_options, start
+from credence.records.topics import INPUTS, TOPICS, TopicSpec
 
 CHANGELOG_CONFIGS = {
     # Each batch rewrites the keys it changed, so the changelog must compact often or recovery replays

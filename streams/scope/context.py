@@ -10,11 +10,11 @@ from datetime import datetime
 
 from credence.config.memory import MemorySettings
 from credence.config.pipeline import PipelineSettings
-from credence.config.topics import TOPICS, TopicSpec
 from credence.config.usage import DEFAULT_USAGE_SETTINGS, UsageSettings
 from credence.errors import CredenceError
 from credence.records.dead_letter import dead_letter
 from credence.records.journal import FACTS_KIND, archive_record, event_id, evidence_record
+from credence.records.topics import TOPICS, TopicSpec
 from credence.streams.scope.state import Request, ScopeState
 from credence.streams.scope.tasks import TaskName
 from credence.tables.clock import format_instant

@@ -13,6 +13,7 @@ from dataclasses import replace
 from datetime import datetime
 
 from credence.config.memory import MemorySettings
+from credence.records.control import ControlRecord
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.restate import richer, same_statement
 from credence.streams.scope.state import ScopeState
@@ -43,8 +44,8 @@ def duplicate_pairs(entries: list[Entry], now: datetime, settings: MemorySetting
     return pairs
 
 
-def apply(state: ScopeState, record: dict, ctx: StepContext) -> None:
-    cause = f"dedupe:{record.get('by') or 'operator'}"
+def apply(state: ScopeState, record: ControlRecord, ctx: StepContext) -> None:
+    cause = f"dedupe:{record.by or 'operator'}"
     for keep, drop in duplicate_pairs(list(state.entries.values()), ctx.now, ctx.memory):
         keep = state.entries[keep.id]  # as merged so far in this step
         text = richer(keep.text, drop.text)
@@ -58,4 +59,4 @@ def apply(state: ScopeState, record: dict, ctx: StepContext) -> None:
         ctx.put(state, survivor, "merged", cause, keep)
         gone = replace(archive(drop, ctx.now), merged_into_id=keep.id)
         ctx.archive(state, gone, drop, cause)
-    ctx.log.append(f"dedupe by {record.get('by') or 'operator'} applied")
+    ctx.log.append(f"dedupe by {record.by or 'operator'} applied")

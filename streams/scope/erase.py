@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime
 
+from credence.records.control import ControlRecord
 from credence.records.kind import Kind
 from credence.streams.scope import restate
 from credence.streams.scope.context import StepContext
@@ -34,7 +35,7 @@ REMEMBER_CAUSE = "user_remember"  # the cause of a reflection a "remember this" 
 KEEP_ERASED = 1000
 
 
-def apply(state: ScopeState, kind: Kind, record: dict, ctx: StepContext) -> None:
+def apply(state: ScopeState, kind: Kind, record: ControlRecord, ctx: StepContext) -> None:
     if kind == Kind.ERASE:
         erase(state, record, ctx)
     elif kind == Kind.EDIT:
@@ -64,20 +65,20 @@ def doomed(state: ScopeState, entry_id: str) -> list[Entry]:
     return [state.entries[entry_id], *sources]
 
 
-def erase(state: ScopeState, record: dict, ctx: StepContext) -> None:
-    why = refusal(state, record["entry_id"])
-    by = record.get("by") or "user"
+def erase(state: ScopeState, record: ControlRecord, ctx: StepContext) -> None:
+    why = refusal(state, record.entry_id)
+    by = record.by or "user"
     if why == "missing":
         # The API sends a delete only for an entry it saw: read before the turns that made it (a replay of
         # the topics from the start reads them side by side), so what they said must not make it either.
-        _remember_erased(state, record["entry_id"], state.archived.get(record["entry_id"], 0) + 1, by, ctx.now)
-        ctx.log.append(f"delete of {record['entry_id']}: not in the scope (yet); what was said before is held back")
+        _remember_erased(state, record.entry_id, state.archived.get(record.entry_id, 0) + 1, by, ctx.now)
+        ctx.log.append(f"delete of {record.entry_id}: not in the scope (yet); what was said before is held back")
         return
     if why is not None:
-        ctx.log.append(f"delete of {record['entry_id']} ignored: {why}")
+        ctx.log.append(f"delete of {record.entry_id} ignored: {why}")
         return
-    cause = f"{DELETE_CAUSE}:{by}" + (f": {record['reason']}" if record.get("reason") else "")
-    for entry in doomed(state, record["entry_id"]):
+    cause = f"{DELETE_CAUSE}:{by}" + (f": {record.reason}" if record.reason else "")
+    for entry in doomed(state, record.entry_id):
         gone = without_content(entry, ctx.now)
         ctx.journal(gone, ERASED, cause, entry)
         state.entries.pop(entry.id)
@@ -121,32 +122,32 @@ def said_at(cited: list[str], turns: dict[str, dict]) -> str | None:
     return format_instant(max(times)) if times else None
 
 
-def remember(state: ScopeState, record: dict, ctx: StepContext) -> None:
-    text = " ".join(record["text"].split())
+def remember(state: ScopeState, record: ControlRecord, ctx: StepContext) -> None:
+    text = " ".join(record.text.split())
     if not restate.admit(ctx, TaskName.STAGE1, text):
         return  # the API refuses such a text with its reason before anything is sent
-    subject = record.get("subject") or ""
-    fid = fact_id([record["remember_id"]], subject, "positive", text)
+    subject = record.subject
+    fid = fact_id([record.remember_id], subject, "positive", text)
     if state.knows_fact(fid):
         return  # the same request applied again
-    fact = {"id": fid, "text": text, "subject": subject, "importance": record["importance"],
-            "polarity": "positive", "source_turn_ids": [record["remember_id"]], "origin": "user"}
+    fact = {"id": fid, "text": text, "subject": subject, "importance": record.importance,
+            "polarity": "positive", "source_turn_ids": [record.remember_id], "origin": "user"}
     state.facts[fid] = {"fact": fact, "stage2": "pending" if ctx.powerful else "skipped",
                         "synthesis": "after_stage2" if ctx.powerful else "pending",
-                        "said_at": record.get("ts") or format_instant(ctx.now), "remembered": True}
+                        "said_at": format_instant(record.ts or ctx.now), "remembered": True}
 
 
-def edit(state: ScopeState, record: dict, ctx: StepContext) -> None:
+def edit(state: ScopeState, record: ControlRecord, ctx: StepContext) -> None:
     """The user rewords an entry: same id and counters, the old wording kept in its version history (and,
     a change of meaning, journalled closed first)."""
-    why = refusal(state, record["entry_id"], editing=True)
-    text = " ".join(record["text"].split())
+    why = refusal(state, record.entry_id, editing=True)
+    text = " ".join(record.text.split())
     if why is not None or not restate.admit(ctx, TaskName.STAGE1, text):
-        ctx.log.append(f"edit of {record['entry_id']} ignored: {why or 'not a self-contained statement'}")
+        ctx.log.append(f"edit of {record.entry_id} ignored: {why or 'not a self-contained statement'}")
         return
-    entry = state.entries[record["entry_id"]]
+    entry = state.entries[record.entry_id]
     updated = rewrite_text(entry, text, ctx.now, reason=USER_EDIT, settings=ctx.memory)
-    ctx.put(state, updated, EDITED, f"{EDIT_CAUSE}:{record.get('by') or 'user'}", entry)
+    ctx.put(state, updated, EDITED, f"{EDIT_CAUSE}:{record.by or 'user'}", entry)
 
 
 def remembered(state: ScopeState, source_fact_ids: list[str]) -> bool:

@@ -11,10 +11,11 @@ The format and the import's rules: docs/export.md ("Import goes through the log"
 
 from __future__ import annotations
 
-from credence.config.topics import TOPICS
 from credence.errors import DomainError
+from credence.records.control import ControlRecord
 from credence.records.journal import archive_record
 from credence.records.kind import Kind
+from credence.records.topics import TOPICS
 from credence.streams.scope.context import Emit, StepContext
 from credence.streams.scope.state import ScopeState
 from credence.tables.entries import ARCHIVED, Entry
@@ -25,32 +26,32 @@ EVENT = "imported"
 KEEP_IMPORT_IDS = 100  # imports remembered per scope to make a re-sent one a no-op
 
 
-def snapshots(state: ScopeState, record: dict) -> list[Entry]:
+def snapshots(state: ScopeState, record: ControlRecord) -> list[Entry]:
     """The record's entries, every one read and checked, or DomainError naming the first bad one."""
     scope = Scope.parse(state.scope)
     entries, seen = [], set()
-    for i, raw in enumerate(record.get("entries") or ()):
+    for i, raw in enumerate(record.entries):
         try:
             entry = Entry.from_dict(raw)
         except DomainError as exc:
-            raise DomainError(f"import {record.get('import_id')!r}: entries[{i}]: {exc}") from None
+            raise DomainError(f"import {record.import_id!r}: entries[{i}]: {exc}") from None
         if entry.scope != scope.key:
-            raise DomainError(f"import {record.get('import_id')!r}: entries[{i}] ({entry.id}) belongs to "
+            raise DomainError(f"import {record.import_id!r}: entries[{i}] ({entry.id}) belongs to "
                               f"{entry.scope}, not to {scope.key}")
         if entry.id in seen:
-            raise DomainError(f"import {record.get('import_id')!r}: entries[{i}]: id {entry.id!r} appears twice")
+            raise DomainError(f"import {record.import_id!r}: entries[{i}]: id {entry.id!r} appears twice")
         seen.add(entry.id)
         entries.append(entry)
     return entries
 
 
-def apply(state: ScopeState, record: dict, ctx: StepContext) -> None:
-    import_id = record["import_id"]
+def apply(state: ScopeState, record: ControlRecord, ctx: StepContext) -> None:
+    import_id = record.import_id
     if import_id in state.imports:
         ctx.log.append(f"import {import_id} already applied: nothing changed")
         return
     entries = snapshots(state, record)  # all checked before the first change
-    cause = f"import:{record.get('by') or 'operator'}"
+    cause = f"import:{record.by or 'operator'}"
     applied = 0
     for entry in entries:
         held = state.entries.get(entry.id)

@@ -11,18 +11,20 @@ from __future__ import annotations
 
 import hashlib
 
+from credence.records.turn import TurnRecord
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import summarise_payload
 from credence.streams.scope.state import Request, ScopeState
 from credence.streams.scope.tasks import TaskName
+from credence.tables.clock import format_instant
 from credence.tables.recent import RecentTurn, append_turn, apply_summary, summary_head
 
 
-def record_turn(state: ScopeState, turn: dict, ctx: StepContext) -> None:
+def record_turn(state: ScopeState, turn: TurnRecord, ctx: StepContext) -> None:
     """The turn joins the recent log; a summary is asked for when one is due and none is in flight."""
     if not ctx.memory.recent_memory_enabled:
         return
-    kept = RecentTurn(turn["turn_id"], turn["role"], turn["text"], turn["ts"])
+    kept = RecentTurn(turn.turn_id, turn.role, turn.text, format_instant(turn.ts))
     state.recent = append_turn(state.recent, kept, settings=ctx.memory)
     ask_summary(state, ctx)
 

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import timedelta
 
+from credence.records.control import ControlRecord
 from credence.records.kind import Kind
 from credence.streams.scope import corrections, erase, quiet, recent, refine, requests, restate, turn_status
 from credence.streams.scope.context import StepContext
@@ -35,10 +36,10 @@ FORGET_REQUEST = "forget_request"  # the journal cause of what a user's forget r
 SWITCHED_TASKS = (TaskName.STAGE2, TaskName.PROMOTION, TaskName.CORRECTION, TaskName.REFINE)
 
 
-def apply(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
-    req = state.requests.get(record.get("request_id", ""))
+def apply(state: ScopeState, kind: Kind, record: ControlRecord, ctx: StepContext) -> None:
+    req = state.requests.get(record.request_id)
     if req is None:
-        ctx.log.append(f"stale result {record.get('request_id')} discarded (not in flight)")
+        ctx.log.append(f"stale result {record.request_id} discarded (not in flight)")
         return
     if not ctx.powerful and req.task in SWITCHED_TASKS:
         drop_switched_off(state, req, ctx)
@@ -47,21 +48,21 @@ def apply(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
         # The attempt was counted before the call: drop it, so the throttle schedules the next one and
         # repeated failures end in promote_blocked instead of being re-sent on every step for ever.
         del state.requests[req.id]
-        ctx.log.append(f"promotion request {req.id} failed ({record.get('error', '?')}); counted as an attempt")
+        ctx.log.append(f"promotion request {req.id} failed ({record.error}); counted as an attempt")
         return
     if kind == Kind.FAILED:
         req.failures += 1
         if req.failures >= ctx.pipeline.max_request_failures:
-            if record.get("transient"):
-                _wait_for_backend(state, req, str(record.get("error", "?")), ctx)
+            if record.transient:
+                _wait_for_backend(state, req, record.error, ctx)
             else:
-                _give_up(state, req, str(record.get("error", "?")), ctx)
+                _give_up(state, req, record.error, ctx)
             return
         req.failed = True  # re-issued on the scope's next step; facts stay unprocessed, nothing advances
-        ctx.log.append(f"{req.task} request {req.id} failed ({record.get('error', '?')}); will retry")
+        ctx.log.append(f"{req.task} request {req.id} failed ({record.error}); will retry")
         return
     del state.requests[req.id]
-    SCOPE_TASKS[req.task].handle(state, req.payload, record.get("output") or {}, ctx)
+    SCOPE_TASKS[req.task].handle(state, req.payload, record.output, ctx)
     if req.task == TaskName.SUMMARISE:
         return  # lands wherever latency puts it, and the memo is apart from the evidence: it unblocks nothing
     state.trim_facts()

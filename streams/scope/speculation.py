@@ -14,6 +14,7 @@ import hashlib
 import json
 from datetime import datetime
 
+from credence.records.control import ControlRecord
 from credence.records.kind import ANSWERS, Kind
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import stage1_payload
@@ -27,19 +28,19 @@ from credence.tables.clock import parse_instant
 SCAN = 128
 
 
-def keep(state: ScopeState, kind: Kind, record: dict, ctx: StepContext) -> bool:
+def keep(state: ScopeState, kind: Kind, record: ControlRecord, ctx: StepContext) -> bool:
     """A speculative request's result or failure: kept on the request, never applied now (False: the record
     answers no speculative request). The first answer counts; a duplicate changes nothing."""
-    req = state.requests.get(record.get("request_id", ""))
+    req = state.requests.get(record.request_id)
     if req is None or not req.speculative:
         return False
     if req.answer is not None or req.failed:
         return True
     if kind == Kind.FAILED:
         req.failed = True  # not asked again until its window comes (_lost in step.py, `stage1`)
-        ctx.log.append(f"speculative stage1 request {req.id} failed ({record.get('error', '?')})")
+        ctx.log.append(f"speculative stage1 request {req.id} failed ({record.error})")
     else:
-        req.answer = {"request_id": req.id, "task": req.task, "output": record.get("output") or {}}
+        req.answer = {"request_id": req.id, "task": req.task, "output": record.output}
     return True
 
 

@@ -12,8 +12,11 @@ from __future__ import annotations
 import heapq
 from datetime import datetime, timedelta
 
-from credence.records.inputs import Applicable
+from credence.records.control import ControlRecord
+from credence.records.feedback import FeedbackRecord
+from credence.records.inputs import Applicable, InputRecord, as_record
 from credence.records.kind import ANSWERS, Kind
+from credence.records.turn import TurnRecord
 from credence.streams.scope import (
     corrections,
     dedupe,
@@ -43,7 +46,6 @@ from credence.streams.scope.requests import (
 from credence.streams.scope.state import Request, ScopeState
 from credence.streams.scope.tasks import TaskName
 from credence.streams.scope.window import buffered, remaining_started, stage1_cut
-from credence.tables.clock import parse_instant
 from credence.tables.fallback import fallback_tick
 from credence.tables.keywords import KeywordText
 from credence.tables.lifecycle import (
@@ -72,48 +74,48 @@ def event_now(state: ScopeState, at: datetime | None) -> datetime:
     return state.clock if at is None or at < state.clock else at
 
 
-def _is_promotion_result(state: ScopeState, record: dict) -> bool:
-    req = state.requests.get(record.get("request_id", ""))
+def _is_promotion_result(state: ScopeState, record: ControlRecord) -> bool:
+    req = state.requests.get(record.request_id)
     return req is not None and req.task == TaskName.PROMOTION
 
 
 def step(state: ScopeState, item: Applicable, ctx: StepContext) -> None:
     """Apply one input: its Kind (turn, feedback, usage, a control type) and its checked record."""
-    kind, record = Kind(item.kind), item.record
+    kind, record = Kind(item.kind), as_record(item.kind, item.record)
     ctx.incarnation = state.incarnation  # journalled with every record the step emits
-    _housekeeping(state, ctx, timeless_tick=kind == Kind.TICK and not record.get("now"))
+    _housekeeping(state, ctx, timeless_tick=kind == Kind.TICK and not record.timed)
     if kind in ANSWERS and speculation.keep(state, kind, record, ctx):
         return  # kept for the window it answers, applied when the scope asks for that window
     _apply(state, kind, record, ctx)
     speculation.ahead(state, ctx)  # held: the windows its queued turns will close are asked now
 
 
-def _apply(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
+def _apply(state: ScopeState, kind: Kind, record: InputRecord, ctx: StepContext) -> None:
     if kind in ANSWERS:
         if _is_promotion_result(state, record) and (state.blocked or state.queue):
-            state.queue.append({"kind": kind, "record": record})
+            state.queue.append({"kind": kind, "record": record.to_dict()})  # the wire form: state stores it
             return
         _apply_result(state, kind, record, ctx)
         _drain(state, ctx)
         return
     if kind == Kind.TICK:
         # A tick without a time only re-issues lost requests (above); a timed one also moves the clock.
-        if not state.blocked and not state.queue and record.get("now"):
+        if not state.blocked and not state.queue and record.timed:
             _advance(state, ctx)
             _settle(state, ctx)
         return
     if state.blocked or state.queue:
-        state.queue.append({"kind": kind, "record": record})
+        state.queue.append({"kind": kind, "record": record.to_dict()})
         return
     _run(state, kind, record, ctx)
 
 
-def _apply_result(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
+def _apply_result(state: ScopeState, kind: Kind, record: ControlRecord, ctx: StepContext) -> None:
     results.apply(state, kind, record, ctx)
     _settle(state, ctx)
 
 
-def _run(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
+def _run(state: ScopeState, kind: Kind, record: InputRecord, ctx: StepContext) -> None:
     if kind == imports.KIND:  # a transfer of state: time-driven changes wait for the scope's next input
         imports.apply(state, record, ctx)
         return
@@ -134,12 +136,13 @@ def _run(state: ScopeState, kind: str, record: dict, ctx: StepContext) -> None:
 def _drain(state: ScopeState, ctx: StepContext) -> None:
     while state.queue and not state.blocked:
         item = state.queue.pop(0)
-        kind, record = item["kind"], item["record"]
+        kind = Kind(item["kind"])
+        record = as_record(kind, item["record"])
         if kind in ANSWERS:
             ctx.now = event_now(state, None)
             _apply_result(state, kind, record, ctx)
             continue
-        ctx.now = event_now(state, parse_instant(record.get("ts")) if kind != Kind.FLUSH else None)
+        ctx.now = event_now(state, record.ts if kind != Kind.FLUSH else None)
         _run(state, kind, record, ctx)
 
 
@@ -244,26 +247,26 @@ def _fallback(state: ScopeState, ctx: StepContext) -> None:
         ctx.put(state, step_.reflection, "transition", "fallback", entry)
 
 
-def _on_turn(state: ScopeState, turn: dict, ctx: StepContext) -> None:
-    state.buffer.append(buffered(turn))
+def _on_turn(state: ScopeState, turn: TurnRecord, ctx: StepContext) -> None:
+    state.buffer.append(buffered(turn.to_dict()))
     recent.record_turn(state, turn, ctx)
     if state.window_started_at is None:
         state.window_started_at = ctx.now
-    if turn["role"] == "ai":
+    if turn.role == "ai":
         _on_ai_turn(state, turn, ctx)
         return
-    state.recent_user_messages = (state.recent_user_messages + [turn["text"]])[-3:]
+    state.recent_user_messages = (state.recent_user_messages + [turn.text])[-3:]
     surfaced = [state.entries[i] for i in state.surfaced if i in state.entries]
     surfaced = [e for e in surfaced if e.kind == "reflection" and e.status in OPEN_REFLECTION_STATUSES]
     state.surfaced = []
     if surfaced:
-        ctx.request(state, TaskName.FEEDBACK, feedback_payload(state, turn["text"], surfaced))
-    said = KeywordText.of(turn["text"])  # one normalisation for both hooks
+        ctx.request(state, TaskName.FEEDBACK, feedback_payload(state, turn.text, surfaced))
+    said = KeywordText.of(turn.text)  # one normalisation for both hooks
     if said.has_any(ctx.memory.forget_keywords):
         # A forget request may name anything the scope remembers, not only what the character said lately.
-        named = forget_candidates(state, turn["text"], ctx)
+        named = forget_candidates(state, turn.text, ctx)
         if named:
-            ctx.request(state, TaskName.TARGET, target_payload(state, named, turn_id=turn["turn_id"], forget_only=True))
+            ctx.request(state, TaskName.TARGET, target_payload(state, named, turn_id=turn.turn_id, forget_only=True))
     if said.has_any(ctx.memory.negative_keywords):
         # A rebuttal answers what the character said lately: entries it mentioned inside the window, persona
         # entries included, whatever else the turn surfaced (the surfaced reflections get their own check).
@@ -272,13 +275,13 @@ def _on_turn(state: ScopeState, turn: dict, ctx: StepContext) -> None:
         mentioned = [e for e in state.entries.values() if not e.protected and e.id not in asked
                      and any(m > since for m in e.recent_mentions) and e.status in (*OPEN_REFLECTION_STATUSES, "active")]
         if mentioned:
-            ctx.request(state, TaskName.TARGET, target_payload(state, mentioned, turn_id=turn["turn_id"]))
+            ctx.request(state, TaskName.TARGET, target_payload(state, mentioned, turn_id=turn.turn_id))
 
 
-def _on_ai_turn(state: ScopeState, turn: dict, ctx: StepContext) -> None:
-    state.last_ai_text = turn["text"][-AI_TEXT_CHARS:]
+def _on_ai_turn(state: ScopeState, turn: TurnRecord, ctx: StepContext) -> None:
+    state.last_ai_text = turn.text[-AI_TEXT_CHARS:]
     surfaced = []
-    ids = turn.get("surfaced_ids") or _mentioned_ids(state, turn["text"], ctx)
+    ids = turn.surfaced_ids or _mentioned_ids(state, turn.text, ctx)
     for entry_id in ids:
         entry = state.entries.get(entry_id)
         if entry is None:
@@ -297,13 +300,13 @@ def _mentioned_ids(state: ScopeState, text: str, ctx: StepContext) -> list[str]:
     return sorted(e.id for e in named if not e.protected and renderable(e, ctx.now, settings=ctx.memory))
 
 
-def _on_feedback(state: ScopeState, record: dict, ctx: StepContext) -> None:
+def _on_feedback(state: ScopeState, record: FeedbackRecord, ctx: StepContext) -> None:
     """Explicit feedback from the UI/API: confirm, deny or ignore one entry (one step with its evidence)."""
-    entry = state.entries.get(record["entry_id"])
+    entry = state.entries.get(record.entry_id)
     if entry is None or entry.protected:
-        ctx.log.append(f"feedback for unknown or protected entry {record['entry_id']} ignored")
+        ctx.log.append(f"feedback for unknown or protected entry {record.entry_id} ignored")
         return
-    results.apply_feedback(state, entry, record["decision"], ctx, cause_prefix="explicit")
+    results.apply_feedback(state, entry, record.decision, ctx, cause_prefix="explicit")
 
 
 def _settle(state: ScopeState, ctx: StepContext, flush: bool = False) -> None:
@@ -321,7 +324,7 @@ def _settle(state: ScopeState, ctx: StepContext, flush: bool = False) -> None:
         answer = speculation.stage1(state, ctx, turns)
         if answer is not None:  # asked ahead and answered: applied as its result record arriving next would be
             ctx.now = event_now(state, None)
-            _apply_result(state, Kind.RESULT, answer, ctx)
+            _apply_result(state, Kind.RESULT, as_record(Kind.RESULT, answer), ctx)
         return
     if ctx.powerful:
         facts = stage2_batch(state, ctx)

@@ -13,10 +13,11 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime
 
+from credence.records.control import ControlRecord
 from credence.records.kind import Kind
+from credence.records.usage import UsageRecord
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.state import ScopeState
-from credence.tables.clock import parse_instant
 from credence.tables.consensus import Consensus
 from credence.tables.entries import ARCHIVED, changed, set_consensus
 from credence.tables.lifecycle import archive
@@ -26,7 +27,7 @@ KINDS = (Kind.USAGE, Kind.RESTORE, Kind.CONSENSUS)
 SOFT_ARCHIVE_CAUSE = "usage_decay"
 
 
-def apply(state: ScopeState, kind: Kind, record: dict, ctx: StepContext) -> None:
+def apply(state: ScopeState, kind: Kind, record: UsageRecord | ControlRecord, ctx: StepContext) -> None:
     if kind == Kind.USAGE:
         _reinforce(state, record, ctx)
     elif kind == Kind.CONSENSUS:
@@ -35,39 +36,39 @@ def apply(state: ScopeState, kind: Kind, record: dict, ctx: StepContext) -> None
         _restore(state, record, ctx)
 
 
-def _reinforce(state: ScopeState, record: dict, ctx: StepContext) -> None:
+def _reinforce(state: ScopeState, record: UsageRecord, ctx: StepContext) -> None:
     # The hit's own UTC day decides idempotency, not the scope's clock, which other records may have
     # moved on: a hit arriving late for an earlier day still counts on that day.
-    hit_at = parse_instant(record.get("ts")) or ctx.now
-    for entry_id in record["entry_ids"]:
+    hit_at = record.ts or ctx.now
+    for entry_id in record.entry_ids:
         entry = state.entries.get(entry_id)
         if entry is None or entry.protected or entry.status == ARCHIVED:
             ctx.log.append(f"usage for unknown, protected or archived entry {entry_id} ignored")
             continue
-        usage = reinforce(entry.usage, hit_at, record["source"], settings=ctx.usage)
+        usage = reinforce(entry.usage, hit_at, record.source, settings=ctx.usage)
         if usage is not entry.usage:  # this (source, UTC day) already counted
-            ctx.put(state, changed(entry, ctx.now, usage=usage), "usage", record["source"], entry)
+            ctx.put(state, changed(entry, ctx.now, usage=usage), "usage", record.source, entry)
 
 
-def _restore(state: ScopeState, record: dict, ctx: StepContext) -> None:
-    entry = state.entries.get(record["entry_id"])
+def _restore(state: ScopeState, record: ControlRecord, ctx: StepContext) -> None:
+    entry = state.entries.get(record.entry_id)
     if entry is None or entry.status != ARCHIVED or entry.usage.soft_archived_from is None:
-        ctx.log.append(f"restore of {record['entry_id']} ignored: not a soft-archived entry of this scope")
+        ctx.log.append(f"restore of {record.entry_id} ignored: not a soft-archived entry of this scope")
         return
     usage = replace(restored(entry.usage, ctx.now, settings=ctx.usage), soft_archived_from=None)
     back = changed(entry, ctx.now, status=entry.usage.soft_archived_from, archived_at=None, usage=usage)
-    ctx.put(state, back, "restored", record.get("by") or "operator", entry)
+    ctx.put(state, back, "restored", record.by or "operator", entry)
 
 
-def _consensus(state: ScopeState, record: dict, ctx: StepContext) -> None:
-    entry = state.entries.get(record["entry_id"])
+def _consensus(state: ScopeState, record: ControlRecord, ctx: StepContext) -> None:
+    entry = state.entries.get(record.entry_id)
     if entry is None or entry.protected:
-        ctx.log.append(f"consensus for {record['entry_id']} ignored: not a non-protected entry of this scope")
+        ctx.log.append(f"consensus for {record.entry_id} ignored: not a non-protected entry of this scope")
         return
     # Stamped with the record's own time, so a duplicate of it is the same consensus and changes nothing.
-    at = parse_instant(record.get("ts")) or ctx.now
-    updated = set_consensus(entry, Consensus(record["score"], record["by"], at), ctx.now)
-    ctx.put(state, updated, "consensus", record["by"], entry)
+    at = record.ts or ctx.now
+    updated = set_consensus(entry, Consensus(record.score, record.by, at), ctx.now)
+    ctx.put(state, updated, "consensus", record.by, entry)
 
 
 def sweep_until(state: ScopeState, ctx: StepContext, until: datetime) -> None:

@@ -369,6 +369,8 @@ def _strings_naming_topics_or_kinds(source: str, topics: set[str], kinds: set[st
                 flag([c for arg in node.args for c in literals(arg, topics)])
             if called in ("decode", "check") and len(node.args) > 1:
                 flag(literals(node.args[1], records))
+            if called in ("as_record", "Kind", "Application") and node.args:  # a kind a wire form is read as
+                flag(literals(node.args[0], kinds))
             if called == "getattr" and len(node.args) > 1 and "topics" in ast.unparse(node.args[0]):
                 flag(literals(node.args[1], topics))
         elif isinstance(node, ast.Compare):
@@ -381,6 +383,8 @@ def _strings_naming_topics_or_kinds(source: str, topics: set[str], kinds: set[st
                     flag(literals(operand, kinds))
         elif isinstance(node, ast.Subscript) and "TOPICS" in ast.unparse(node.value):
             flag(literals(node.slice, topics))
+        elif isinstance(node, ast.Subscript) and "RECORDS" in ast.unparse(node.value):
+            flag(literals(node.slice, records))  # a record type is named by its RecordType (envelope.TURN)
         elif isinstance(node, ast.Dict):
             for key, value in zip(node.keys, node.values, strict=True):
                 if isinstance(key, ast.Constant) and key.value in ("type", "kind") and value is not None:
@@ -391,18 +395,18 @@ def _strings_naming_topics_or_kinds(source: str, topics: set[str], kinds: set[st
 
 
 def test_no_topic_or_record_kind_is_spelled_as_a_string_outside_the_registry():
-    """Topics are named by their TopicSpec (config/topics.py: TOPICS.evidence) and input kinds by Kind
+    """Topics are named by their TopicSpec (credence/records/topics.py: TOPICS.evidence) and input kinds by Kind
     (credence/records/kind.py); a string where either is meant escapes both, and a rename misses it."""
-    from credence.config.topics import TOPICS
     from credence.records.kind import Kind
+    from credence.records.topics import TOPICS
 
     topics = set(TOPICS) | {spec.attribute for spec in TOPICS.values()}
-    kinds, records = {kind.value for kind in Kind}, {spec.record for spec in TOPICS.values()}
+    kinds, records = {kind.value for kind in Kind}, {spec.record.name for spec in TOPICS.values()}
     bad = ('Emit("evidence", r)\nif item.kind == "tick": pass\nx = {"type": "result"}\ngetattr(self.topics, "dlq")\n'
-           'decode(raw, "card")\n')
+           'decode(raw, "card")\nas_record("flush", wire)\nRECORDS["tenant"]\n')
     assert sorted(v for _, v in _strings_naming_topics_or_kinds(bad, topics, kinds, records)) == [
-        "card", "dlq", "evidence", "result", "tick"]
-    owners = ("credence.config.topics", "credence.records")
+        "card", "dlq", "evidence", "flush", "result", "tenant", "tick"]
+    owners = ("credence.records.topics", "credence.records")
     spelled = [f"{module}:{line}: {value!r}" for module, path in MODULES.items()
                if not any(module == o or module.startswith(o + ".") for o in owners)
                for line, value in _strings_naming_topics_or_kinds(path.read_text(), topics, kinds, records)]

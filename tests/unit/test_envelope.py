@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from credence.config.topics import TOPICS
 from credence.errors import ArchiveError, RecordError
 from credence.records.dead_letter import dead_letter, read_dead_letter
 from credence.records.envelope import RECORDS, decode
+from credence.records.topics import TOPICS
 from credence.records.turn import decode_turn
 from credence.sinks.schema import EVIDENCE, to_row
 from credence.streams.api.cards import Card, decode_card
@@ -107,4 +107,14 @@ def test_a_dead_letter_reads_back_through_the_decoder():
 
 
 def test_every_topic_names_a_known_record_type():
-    assert {spec.record for spec in TOPICS.values()} <= set(RECORDS)
+    assert {spec.record.name for spec in TOPICS.values()} <= set(RECORDS)
+
+
+def test_a_topic_names_its_record_type_itself_and_readers_decode_by_it():
+    from credence.records.envelope import CONTROL, TURN, RecordType
+
+    assert all(isinstance(spec.record, RecordType) and RECORDS[spec.record.name] is spec.record
+               for spec in TOPICS.values())
+    assert TOPICS.turns.record is TURN and TOPICS.facts.record is TOPICS.control.record is CONTROL
+    with pytest.raises(RecordError, match="'type' must be one of"):
+        decode(b'{"v":1,"type":"nap","tenant":"acme","user":"u1"}', TOPICS.control.record)

@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from credence.config.topics import TOPICS
 from credence.errors import RecordError
 from credence.records.dead_letter import dead_letter
 from credence.records.envelope import parse_utc
+from credence.records.topics import TOPICS
 from credence.records.turn import MAX_TEXT, TurnRecord, decode_turn
 from credence.tables.clock import format_instant
 from credence.tables.scope import MAX_PART
@@ -194,7 +194,7 @@ def test_an_input_carrying_large_unknown_fields_is_refused_with_the_reason():
     base = {"v": 1, "tenant": "acme", "user": "u1", "character": "aria", "turn_id": "t1", "role": "user",
             "text": "\U0001F600" * MAX_TEXT, "ts": "2026-03-02T12:00:00Z", "surfaced_ids": ["e" * MAX_PART] * 100}
     largest = json.dumps(base).encode()  # every known field at its largest, escaped: still taken
-    assert decode_input(TOPICS.turns, largest).record["turn_id"] == "t1"
+    assert decode_input(TOPICS.turns, largest).record.turn_id == "t1"
     padded = json.dumps(base | {"x-platform-blob": "a" * MAX_INPUT_BYTES}).encode()
     with pytest.raises(RecordError, match="over the 524288-byte input limit"):
         decode_input(TOPICS.turns, padded)

@@ -1,4 +1,4 @@
-"""The topic registry (config/topics.py) is the one place topic properties live: creation, the worker's
+"""The topic registry (credence/records/topics.py) is the one place topic properties live: creation, the worker's
 declarations, the settings, the sinks and the docs' table all agree with it."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import re
 import pytest
 
 from credence.config import load_settings
-from credence.config.topics import TOPICS
 from credence.errors import ConfigError
+from credence.records.topics import TOPICS
 from credence.sinks.registry import build_sinks
 from credence.sinks.schema import TABLES as ARCHIVE_TABLES
 from credence.streams.ops.admin import topic_configs
@@ -77,7 +77,7 @@ def test_the_archive_sinks_read_their_topic_spec():
     for sink in sinks:
         spec = TOPICS[sink.name]
         assert sink.topics == (settings.topic(spec.name),)
-        assert spec.record in ARCHIVE_TABLES
+        assert spec.record.name in ARCHIVE_TABLES
 
 
 def test_the_agents_inputs_are_the_topics_the_registry_marks_as_its_input():

@@ -17,7 +17,7 @@ def raw(**fields) -> bytes:
 
 
 def test_usage_record_decodes_to_utc_and_unique_ids():
-    rec = decode_usage(raw())
+    rec = decode_usage(raw()).to_dict()
     assert rec == {"tenant": "acme", "user": "u1", "character": "aria", "entry_ids": ["p1", "p2"],
                    "source": "recall", "ts": "2026-03-02T11:00:00+00:00"}  # the one UTC spelling
 
@@ -53,7 +53,7 @@ def test_the_builders_write_what_the_decoders_read():
     from credence.records.usage import usage_record
 
     at = datetime(2026, 3, 2, 11, 0, tzinfo=UTC)
-    rec = decode_usage(json.dumps(usage_record("acme/u1/aria", ["p1"], "recall", at)).encode())
+    rec = decode_usage(json.dumps(usage_record("acme/u1/aria", ["p1"], "recall", at)).encode()).to_dict()
     assert rec["entry_ids"] == ["p1"] and rec["ts"] == "2026-03-02T11:00:00+00:00"  # tables/clock.format_instant
     ctl = decode_control(json.dumps(restore_record("acme/u1/aria", "p1", "ops", at)).encode())
     assert (ctl["type"], ctl["entry_id"], ctl["by"]) == ("restore", "p1", "ops")

@@ -10,8 +10,8 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from credence.config.api import ApiSettings
-from credence.config.topics import TOPICS
 from credence.errors import ApiError
+from credence.records.topics import TOPICS
 from credence.streams.api.auth import RateLimits, TokenBucket, authenticate, bearer_key
 from credence.streams.api.directory import Directory
 from credence.streams.api.tenants import Tenant, TenantSettings, hash_key

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 import pytest
 
 from credence.config.memory import MemorySettings
-from credence.config.topics import TOPICS
 from credence.errors import RecordError
+from credence.records.topics import TOPICS
 from credence.streams.api.cards import Card, check_card_entries, decode_card
 from credence.streams.api.directory import Directory
 from credence.streams.api.reads import prompt

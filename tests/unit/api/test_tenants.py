@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from credence.config.topics import TOPICS
 from credence.errors import RecordError
+from credence.records.topics import TOPICS
 from credence.streams.api.directory import Directory
 from credence.streams.api.tenants import Tenant, TenantSettings, decode_tenant, hash_key, key_matches, new_key
 

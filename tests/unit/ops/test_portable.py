@@ -13,10 +13,10 @@ from hypothesis import strategies as st
 
 from credence.config.memory import MemorySettings
 from credence.config.pipeline import PipelineSettings
-from credence.config.topics import TOPICS
 from credence.errors import DomainError, RecordError
 from credence.records.control import import_record
 from credence.records.inputs import MAX_INPUT_BYTES, decode_input
+from credence.records.topics import TOPICS
 from credence.streams.api.cards import Card
 from credence.streams.ops.portable import ExportFormatError, header, import_id, lines, parse, selected
 from credence.streams.runtime.journal import entries_from_journal

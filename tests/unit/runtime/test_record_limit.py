@@ -12,7 +12,7 @@ from datetime import timedelta
 from credence.config import load_settings
 from credence.config.pipeline import PipelineSettings
 from credence.config.state import StateSettings
-from credence.config.topics import TOPICS
+from credence.records.topics import TOPICS
 from credence.streams.llm.runner import Runner
 from credence.streams.runtime.agent import ScopeAgent
 from credence.streams.runtime.app import Stats

@@ -11,7 +11,7 @@ from credence.config import load_settings
 from credence.config.memory import MemorySettings
 from credence.config.state import StateSettings
 from credence.config.tenants import TenantSettings
-from credence.config.topics import TOPICS
+from credence.records.topics import TOPICS
 from credence.streams.api.directory import Directory
 from credence.streams.api.tenants import Tenant, hash_key
 from credence.streams.runtime.agent import ScopeAgent

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from credence.config.topics import TOPICS
 from credence.errors import DomainError
 from credence.records.control import restore_record
 from credence.records.inputs import decode_input
+from credence.records.topics import TOPICS
 from credence.records.usage import usage_record
 from credence.tables.scope import _UNPRINTABLE, Scope, scope_key, tenant_of, user_prefix, user_prefix_of
 
