@@ -19,6 +19,8 @@ import pytest
 
 from credence.config.memory import MemorySettings
 from credence.config.pipeline import PipelineSettings
+from credence.records.inputs import as_record
+from credence.records.kind import Kind
 from credence.streams.llm.aliases import Aliases, Reader
 from credence.streams.llm.factory import make_backend
 from credence.streams.llm.prompts import PROMPTS
@@ -122,7 +124,8 @@ def _ask_and_apply(backend) -> list[str]:
     ctx = StepContext(now=NOW, powerful=True, boot="b", memory=MemorySettings(), pipeline=PipelineSettings())
     req = ctx.request(state, TOY, results.SCOPE_TASKS[TOY].build(state, WORDS))  # scope/step.py: the ask line
     output = asyncio.run(execute(backend, req.task, req.payload))
-    results.apply(state, "result", {"request_id": req.id, "task": req.task, "output": output}, ctx)
+    results.apply(state, Kind.RESULT, as_record(Kind.RESULT, {"request_id": req.id, "task": req.task,
+                                                              "output": output}), ctx)
     assert not state.requests  # answered and applied
     return ctx.log
 
