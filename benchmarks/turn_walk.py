@@ -231,7 +231,7 @@ def _layers() -> Callable[[str], int]:
 
 def worker_class():
     for home in ("tests.support.process", "credence.streams.ops.worker_process", "credence.streams.ops.process"):
-        try:  # the worker rig's homes, newest first (issue 34 moves it)
+        try:  # the worker rig's homes, newest first (it moved)
             rig = importlib.import_module(home)
             break
         except ImportError:
@@ -382,7 +382,7 @@ def record(to_parquet: bool) -> dict[str, list]:
 
 
 def report_rows(quick: bool, bootstrap: str, work: Path) -> list:
-    """`python -m benchmarks`: the walk to the journal event, against issue 34's targets."""
+    """`python -m benchmarks`: the walk to the journal event, against the targets in docs/architecture.md."""
     from benchmarks.report import Row
 
     worker, _ = run(bootstrap, work, to_parquet=False)  # work: the runner's folder for this benchmark

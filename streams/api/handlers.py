@@ -155,7 +155,7 @@ class Handlers:
         result = await asyncio.to_thread(reads.prompt, scope, entries, card, now, self.tenant_memory(call),
                                          self.count_tokens)
         if "at" not in call.query and "as_of" not in call.query:  # a read of the past is not a use
-            await memory_ops.record_prompt(self, scope, result, entries, now)  # issue 32: rendered = used
+            await memory_ops.record_prompt(self, scope, result, entries, now)  # a rendered entry counts as used
         if stamp:
             self._prompts[stamp] = result
             while len(self._prompts) > PROMPT_CACHE:
@@ -194,7 +194,7 @@ class Handlers:
                                                         for v in found.version_history])
 
     async def _as_of(self, call: Call, scope, entries, now):
-        """Seed 002: ?as_of=T answers with what was valid at T (from the journal), read at T."""
+        """Bi-temporal read: ?as_of=T answers with what was valid at T (from the journal), read at T."""
         if "as_of" not in call.query:
             return entries, now
         at = reads.read_instant({"at": call.query["as_of"]}, None)
@@ -244,10 +244,10 @@ class Handlers:
         version = self.store.version(scope.key) if hasattr(self.store, "version") else None
         entries = memory_ops.recallable(entries)
         tag = reads.tag_of(call.body.tag, 422)
-        if tag is not None:  # issue 33: the tagged entries only (card entries carry none), indexed as their own set
+        if tag is not None:  # a tenant tag: the tagged entries only (card entries carry none), indexed as their own set
             entries, card, version = [e for e in entries if tag in e.tags], [], None
         response = await recall(self, scope, version, [*card, *entries], now, call.body, self.tenant_memory(call))
-        await memory_ops.record_recall(self, scope, response, entries, now)  # seed 002: hits reinforce
+        await memory_ops.record_recall(self, scope, response, entries, now)  # usage strength: hits reinforce
         return 200, response
 
     async def post_restore(self, call: Call):

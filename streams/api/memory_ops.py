@@ -1,4 +1,4 @@
-"""Seed 002 on the /v1 API: recall hits become usage records, soft-archived entries are restored, external
+"""Memory operations on the /v1 API: recall hits become usage records, soft-archived entries are restored, external
 consensus is set, ripe entries are nominated across the bridge. Writes go through topics, so the scope's
 owner applies them in order; nothing of a refused request is produced."""
 
