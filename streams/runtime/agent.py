@@ -73,6 +73,7 @@ class ScopeAgent:
         self._powerful: dict[str, bool] = {}  # tenant -> the switch, read once per batch (a file stat each)
         self.boot = uuid.uuid4().hex[:12]
         self.by_name = {settings.topic(spec): spec for spec in INPUTS}  # full topic name -> its spec
+        self.control = settings.topic(TOPICS.control)  # an in-process answer refused is dead-lettered as one
         self.runner = runner  # asks the scopes' LLM requests
         # scope -> the evidence settings it is stepped with (per tenant: tenancy.TenantMemory)
         self.memory_for = memory_for or (lambda scope: settings.memory)
@@ -80,14 +81,14 @@ class ScopeAgent:
 
     async def send(self, topic: TopicSpec, scope: str, record: dict) -> None:
         """One record, acknowledged before this returns (the runner's results, the timers' ticks)."""
-        channel = getattr(self.topics, topic.attribute)
+        channel = self.topics[topic]
         fut = await channel.send(key=scope.encode(), value=encode_record(record))
         send_now(getattr(channel, "app", None))
         await fut
 
     async def send_many(self, topic: TopicSpec, records: list[tuple[str, dict]]) -> None:
         """(scope, record) pairs, all queued first, then every acknowledgement awaited."""
-        channel = getattr(self.topics, topic.attribute)
+        channel = self.topics[topic]
         futures = [await channel.send(key=scope.encode(), value=encode_record(record)) for scope, record in records]
         send_now(getattr(channel, "app", None))
         for fut in futures:
@@ -190,7 +191,7 @@ class ScopeAgent:
                           self.powerful(tenant_of(item.scope)), position, msg.offset,
                           item.topic == TOPICS.turns)
         stepping = Stepping(self.context, self.state.store, self.dlq, self.settings.kafka.max_record_bytes,
-                            self.settings.topic(TOPICS.control), self.runner)
+                            self.control, self.runner)
         await stepped(stepping.step(work, sends, event, item, applied), work, event, item)
 
     def powerful(self, tenant: str) -> bool:
@@ -204,13 +205,13 @@ class ScopeAgent:
         try:
             for item in sends.items:
                 topic, key, value = self.dlq.bounded(*item[:3])
-                tx.emit(item[3], getattr(self.topics, topic.attribute), key, value)
+                tx.emit(item[3], self.topics[topic], key, value)
             for topic, key, value, partition, origin, trace in sends.forwards:
-                tx.forward(getattr(self.topics, topic.attribute), key, value, partition, header(origin) | trace)
+                tx.forward(self.topics[topic], key, value, partition, header(origin) | trace)
             for scope, scope_work in work.items():
                 key = scope.encode()
                 for e in scope_work.emits:
-                    emit(tx, scope_work.partition, getattr(self.topics, e.topic.attribute), key,
+                    emit(tx, scope_work.partition, self.topics[e.topic], key,
                          encode_record(e.record), e, scope_work.traced.get(id(e)))
             turns = await tx.commit(work, self.stats.count_saved)
             # counted once readable: a caller waiting on /status for its turns then finds their scopes
