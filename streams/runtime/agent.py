@@ -213,7 +213,8 @@ class ScopeAgent:
                 for e in scope_work.emits:
                     emit(tx, scope_work.partition, self.topics[e.topic], key,
                          encode_record(e.record), e, scope_work.traced.get(id(e)))
-            turns = await tx.commit(work, self.stats.count_saved)
+            saved = await tx.commit(work)
+            turns = sum(self.stats.count_saved(scope, work[scope]) for scope in saved)
             # counted once readable: a caller waiting on /status for its turns then finds their scopes
             self.stats.turns_accepted += turns
         except BaseException as exc:  # noqa: BLE001 - cancelled (stopping) mid-batch included

@@ -60,10 +60,10 @@ class ScopeWork:
     refused: dict[str, int] = field(default_factory=dict)  # statements refused by stage:reason (/metrics)
     # id of an emit or request -> the trace context of the step that made it (only while tracing is on)
     traced: dict[int, object] = field(default_factory=dict)
-
-    @property
-    def journal(self) -> list[dict]:
-        return [e.record for e in self.emits if e.topic == TOPICS.evidence]
+    journal: list[dict] = field(default_factory=list)  # the evidence records among the emits, in order
+    # the scope has no work left after its last record applied (None: none applied); kept here so that the
+    # commit marks it busy or idle without reading the scope's state again
+    idle: bool | None = None
 
 
 @dataclass
@@ -97,14 +97,17 @@ def apply(work: ScopeWork, item: Applied, make_context: MakeContext) -> StepCont
         state.requests.pop(item.record["request_id"], None)
         state.applied[item.position] = item.offset
         work.applied.append(item)
+        work.idle = state.idle
         return make_context(state.scope, item.now, item.powerful)
     if item.turn:
         state.turns += 1
     ctx = make_context(state.scope, item.now, item.powerful)
     step(state, item, ctx)
+    work.idle = state.idle
     state.applied[item.position] = item.offset
     work.applied.append(item)
     work.emits.extend(ctx.emits)
+    work.journal.extend(e.record for e in ctx.emits if e.topic == TOPICS.evidence)
     work.requests.extend(ctx.requests)
     work.log.extend(ctx.log)
     for key, n in ctx.refused.items():
