@@ -31,7 +31,7 @@ from credence.streams.llm.runner import Runner
 from credence.streams.runtime import rewinds
 from credence.streams.runtime.batch import Applied, ScopeWork, Sends, Stepping
 from credence.streams.runtime.dead_letters import DeadLetters
-from credence.streams.runtime.forwards import duplicate_id, header, origin_of
+from credence.streams.runtime.forwards import Origin, duplicate_id, header, origin_of
 from credence.streams.runtime.probe import OffsetProbe
 from credence.streams.runtime.tenancy import Switch
 from credence.streams.runtime.topics import Topics
@@ -141,33 +141,38 @@ class ScopeAgent:
                 set_current_event(event)
                 await self.forget(tx, item, msg)
                 continue
-            tx.advance(msg.topic, msg.partition, msg.offset)
-            if tx.forgotten(item.scope, msg.partition, origin_of(event, item.name)):
-                self.stats.records_forgotten += 1  # its user was forgotten after it was sent
-                continue
-            home = tx.home(item.scope)
-            if msg.partition != home or event.key != item.scope.encode():
-                self.forward(sends, event, item, home)
-                continue
-            await self.take(tx, work, sends, event, item)
+            # what the record's headers say (forwards.py) first: then one stretch of questions to the state
+            origin, ident = origin_of(event, item.name), duplicate_id(event, item.topic, item.record)
+            await self.take(tx, work, sends, event, item, origin, ident)
         await self.commit(tx, work, sends)
         for (topic, partition), offset in tx.holes.items():
             await rewinds.rewind(self.consumer_of, self.state, self.stats, topic, partition, offset)
 
-    def forward(self, sends: Sends, event, item: Input, home: int) -> None:
+    def forward(self, sends: Sends, event, item: Input, home: int, origin: Origin) -> None:
         """Send a record that arrived on a partition other than its scope's, or under another key, on to its
         scope's partition (forwards.py), or dead-letter it if the copy would be over the record limit; never
         apply it here: this partition's store lacks the scope, whose keys another changelog partition holds."""
-        if self.dlq.forward(sends, event, item.topic, item.scope.encode(), home, origin_of(event, item.name),
-                            carried(event)):
+        if self.dlq.forward(sends, event, item.topic, item.scope.encode(), home, origin, carried(event)):
             self.stats.records_forwarded += 1
             self.stats.turns_rekeyed += item.topic == TOPICS.turns and event.key != item.scope.encode()
 
     async def rewind_held(self, partitions: set[int]) -> None:
         await rewinds.rewind_held(self.consumer_of, self.state, list(self.by_name), partitions)
 
-    async def take(self, tx: Transaction, work: dict[str, ScopeWork], sends: Sends, event, item: Input) -> None:
+    async def take(self, tx: Transaction, work: dict[str, ScopeWork], sends: Sends, event, item: Input,
+                   origin: Origin, ident: str | None) -> None:
+        """Apply a decoded record to its scope's work, unless its user was forgotten after it was sent, its
+        scope lives on another partition (forwarded there), or it is there already (`origin`, `ident`: its
+        place and its duplicate id, forwards.py)."""
         msg = event.message
+        tx.advance(msg.topic, msg.partition, msg.offset)
+        if tx.forgotten(item.scope, msg.partition, origin):
+            self.stats.records_forgotten += 1  # its user was forgotten after it was sent
+            return
+        home = tx.home(item.scope)
+        if msg.partition != home or event.key != item.scope.encode():
+            self.forward(sends, event, item, home, origin)
+            return
         scope_work = work.get(item.scope)
         if scope_work is None:
             if item.kind in ACTS_ON_STATE and not tx.exists(item.scope):
@@ -181,7 +186,6 @@ class ScopeAgent:
         if msg.offset <= state.applied.get(position, -1):
             self.stats.redelivered += 1
             return
-        ident = duplicate_id(event, item.topic, item.record)
         if ident is not None and not tx.first_time(item.name, item.scope, ident, f"{position}:{msg.offset}",
                                                       item.at or state.clock, received_at(msg)):
             self.stats.turns_duplicate += item.topic == TOPICS.turns
