@@ -206,6 +206,7 @@ class ScopeAgent:
 
     async def commit(self, tx: Transaction, work: dict[str, ScopeWork], sends: Sends) -> None:
         """Hand every record the batch sends to its transaction and commit it (transaction.py: the order)."""
+        turns = 0
         try:
             for item in sends.items:
                 topic, key, value = self.dlq.bounded(*item[:3])
@@ -214,11 +215,11 @@ class ScopeAgent:
                 tx.forward(self.topics[topic], key, value, partition, header(origin) | trace)
             for scope, scope_work in work.items():
                 key = scope.encode()
+                turns += self.stats.count_saved(scope, scope_work)  # nothing applied counts nothing
                 for e in scope_work.emits:
                     emit(tx, scope_work.partition, self.topics[e.topic], key,
                          encode_record(e.record), e, scope_work.traced.get(id(e)))
-            saved = await tx.commit(work)
-            turns = sum(self.stats.count_saved(scope, work[scope]) for scope in saved)
+            await tx.commit(work)
             # counted once readable: a caller waiting on /status for its turns then finds their scopes
             self.stats.turns_accepted += turns
         except BaseException as exc:  # noqa: BLE001 - cancelled (stopping) mid-batch included
