@@ -107,14 +107,16 @@ def apply(work: ScopeWork, item: Applied, make_context: MakeContext) -> StepCont
     state.applied[item.position] = item.offset
     work.applied.append(item)
     work.emits.extend(ctx.emits)
-    work.journal.extend(e.record for e in ctx.emits if e.topic == TOPICS.evidence)
     work.requests.extend(ctx.requests)
     work.log.extend(ctx.log)
     for key, n in ctx.refused.items():
         work.refused[key] = work.refused.get(key, 0) + n
-    # A facts event (stage2_dropped, facts_failed) names no entry: nothing to write or delete for it.
-    work.changed.update(e.record["entry_id"] for e in ctx.emits
-                        if e.topic == TOPICS.evidence and e.record.get("entry_kind") != FACTS_KIND)
+    for e in ctx.emits:
+        if e.topic == TOPICS.evidence:
+            work.journal.append(e.record)
+            # A facts event (stage2_dropped, facts_failed) names no entry: nothing to write or delete for it.
+            if e.record.get("entry_kind") != FACTS_KIND:
+                work.changed.add(e.record["entry_id"])
     return ctx
 
 
