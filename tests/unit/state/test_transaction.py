@@ -141,3 +141,18 @@ def test_a_question_the_broker_answers_is_checked_again():
     tx = state.begin()
     assert asyncio.run(tx.verdict("in", 0, 9, probe)) == APPLY
     assert probe.asked == [7] and state.positions.reports == [(7, [9])] and tx.holes == {}
+
+
+def test_a_scope_written_with_nothing_applied_is_marked_by_its_state():
+    # Only a scope's stored-but-unwritten entries (a schema-1 value) make it written with nothing applied.
+    marked = []
+    state = state_over(Calls())
+    state.ownership.mark = lambda scope, idle: marked.append((scope, idle))
+    tx = state.begin()
+    tx.reached(Event(0))
+    busy = SimpleNamespace(unsaved={"e1"}, state=SimpleNamespace(idle=False))
+    # applied: its work says idle as of its last record (the state double says otherwise: not read)
+    applied = Changes(0, applied=["turn"], live=SimpleNamespace(unsaved=set(), state=SimpleNamespace(idle=False)),
+                      idle=True)
+    asyncio.run(tx.commit({"a": Changes(0, applied=[], live=busy, idle=None), "b": applied}))
+    assert marked == [("a", False), ("b", True)]
