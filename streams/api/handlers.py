@@ -123,7 +123,7 @@ class Handlers:
         try:
             headers = tracing.record_headers()  # each turn's step continues the request's trace
             for turn in accepted:
-                futures.append(await self.credence.topics.turns.send(key=turn.scope.encode(), value=turn.encode(),
+                futures.append(await self.credence.topics.turns.send(value=turn.encode(), key=turn.scope.encode(),
                                                                      headers=headers))
             written = await asyncio.gather(*futures)
         except Exception as exc:  # noqa: BLE001

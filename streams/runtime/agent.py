@@ -31,7 +31,7 @@ from credence.streams.llm.runner import Runner
 from credence.streams.runtime import rewinds
 from credence.streams.runtime.batch import Applied, ScopeWork, Sends, Stepping
 from credence.streams.runtime.dead_letters import DeadLetters
-from credence.streams.runtime.forwards import duplicate_id, header, origin_of
+from credence.streams.runtime.forwards import Origin, duplicate_id, header, origin_of
 from credence.streams.runtime.probe import OffsetProbe
 from credence.streams.runtime.tenancy import Switch
 from credence.streams.runtime.topics import Topics
@@ -73,6 +73,7 @@ class ScopeAgent:
         self._powerful: dict[str, bool] = {}  # tenant -> the switch, read once per batch (a file stat each)
         self.boot = uuid.uuid4().hex[:12]
         self.by_name = {settings.topic(spec): spec for spec in INPUTS}  # full topic name -> its spec
+        self.control = settings.topic(TOPICS.control)  # an in-process answer refused is dead-lettered as one
         self.runner = runner  # asks the scopes' LLM requests
         # scope -> the evidence settings it is stepped with (per tenant: tenancy.TenantMemory)
         self.memory_for = memory_for or (lambda scope: settings.memory)
@@ -80,14 +81,14 @@ class ScopeAgent:
 
     async def send(self, topic: TopicSpec, scope: str, record: dict) -> None:
         """One record, acknowledged before this returns (the runner's results, the timers' ticks)."""
-        channel = getattr(self.topics, topic.attribute)
+        channel = self.topics[topic]
         fut = await channel.send(key=scope.encode(), value=encode_record(record))
         send_now(getattr(channel, "app", None))
         await fut
 
     async def send_many(self, topic: TopicSpec, records: list[tuple[str, dict]]) -> None:
         """(scope, record) pairs, all queued first, then every acknowledgement awaited."""
-        channel = getattr(self.topics, topic.attribute)
+        channel = self.topics[topic]
         futures = [await channel.send(key=scope.encode(), value=encode_record(record)) for scope, record in records]
         send_now(getattr(channel, "app", None))
         for fut in futures:
@@ -140,33 +141,38 @@ class ScopeAgent:
                 set_current_event(event)
                 await self.forget(tx, item, msg)
                 continue
-            tx.advance(msg.topic, msg.partition, msg.offset)
-            if tx.forgotten(item.scope, msg.partition, origin_of(event, item.name)):
-                self.stats.records_forgotten += 1  # its user was forgotten after it was sent
-                continue
-            home = tx.home(item.scope)
-            if msg.partition != home or event.key != item.scope.encode():
-                self.forward(sends, event, item, home)
-                continue
-            await self.take(tx, work, sends, event, item)
+            # what the record's headers say (forwards.py) first: then one stretch of questions to the state
+            origin, ident = origin_of(event, item.name), duplicate_id(event, item.topic, item.record)
+            await self.take(tx, work, sends, event, item, origin, ident)
         await self.commit(tx, work, sends)
         for (topic, partition), offset in tx.holes.items():
             await rewinds.rewind(self.consumer_of, self.state, self.stats, topic, partition, offset)
 
-    def forward(self, sends: Sends, event, item: Input, home: int) -> None:
+    def forward(self, sends: Sends, event, item: Input, home: int, origin: Origin) -> None:
         """Send a record that arrived on a partition other than its scope's, or under another key, on to its
         scope's partition (forwards.py), or dead-letter it if the copy would be over the record limit; never
         apply it here: this partition's store lacks the scope, whose keys another changelog partition holds."""
-        if self.dlq.forward(sends, event, item.topic, item.scope.encode(), home, origin_of(event, item.name),
-                            carried(event)):
+        if self.dlq.forward(sends, event, item.topic, item.scope.encode(), home, origin, carried(event)):
             self.stats.records_forwarded += 1
             self.stats.turns_rekeyed += item.topic == TOPICS.turns and event.key != item.scope.encode()
 
     async def rewind_held(self, partitions: set[int]) -> None:
         await rewinds.rewind_held(self.consumer_of, self.state, list(self.by_name), partitions)
 
-    async def take(self, tx: Transaction, work: dict[str, ScopeWork], sends: Sends, event, item: Input) -> None:
+    async def take(self, tx: Transaction, work: dict[str, ScopeWork], sends: Sends, event, item: Input,
+                   origin: Origin, ident: str | None) -> None:
+        """Apply a decoded record to its scope's work, unless its user was forgotten after it was sent, its
+        scope lives on another partition (forwarded there), or it is there already (`origin`, `ident`: its
+        place and its duplicate id, forwards.py)."""
         msg = event.message
+        tx.advance(msg.topic, msg.partition, msg.offset)
+        if tx.forgotten(item.scope, msg.partition, origin):
+            self.stats.records_forgotten += 1  # its user was forgotten after it was sent
+            return
+        home = tx.home(item.scope)
+        if msg.partition != home or event.key != item.scope.encode():
+            self.forward(sends, event, item, home, origin)
+            return
         scope_work = work.get(item.scope)
         if scope_work is None:
             if item.kind in ACTS_ON_STATE and not tx.exists(item.scope):
@@ -180,7 +186,6 @@ class ScopeAgent:
         if msg.offset <= state.applied.get(position, -1):
             self.stats.redelivered += 1
             return
-        ident = duplicate_id(event, item.topic, item.record)
         if ident is not None and not tx.first_time(item.name, item.scope, ident, f"{position}:{msg.offset}",
                                                       item.at or state.clock, received_at(msg)):
             self.stats.turns_duplicate += item.topic == TOPICS.turns
@@ -190,7 +195,7 @@ class ScopeAgent:
                           self.powerful(tenant_of(item.scope)), position, msg.offset,
                           item.topic == TOPICS.turns)
         stepping = Stepping(self.context, self.state.store, self.dlq, self.settings.kafka.max_record_bytes,
-                            self.settings.topic(TOPICS.control), self.runner)
+                            self.control, self.runner)
         await stepped(stepping.step(work, sends, event, item, applied), work, event, item)
 
     def powerful(self, tenant: str) -> bool:
@@ -201,18 +206,20 @@ class ScopeAgent:
 
     async def commit(self, tx: Transaction, work: dict[str, ScopeWork], sends: Sends) -> None:
         """Hand every record the batch sends to its transaction and commit it (transaction.py: the order)."""
+        turns = 0
         try:
             for item in sends.items:
                 topic, key, value = self.dlq.bounded(*item[:3])
-                tx.emit(item[3], getattr(self.topics, topic.attribute), key, value)
+                tx.emit(item[3], self.topics[topic], key, value)
             for topic, key, value, partition, origin, trace in sends.forwards:
-                tx.forward(getattr(self.topics, topic.attribute), key, value, partition, header(origin) | trace)
+                tx.forward(self.topics[topic], key, value, partition, header(origin) | trace)
             for scope, scope_work in work.items():
                 key = scope.encode()
+                turns += self.stats.count_saved(scope, scope_work)  # nothing applied counts nothing
                 for e in scope_work.emits:
-                    emit(tx, scope_work.partition, getattr(self.topics, e.topic.attribute), key,
+                    emit(tx, scope_work.partition, self.topics[e.topic], key,
                          encode_record(e.record), e, scope_work.traced.get(id(e)))
-            turns = await tx.commit(work, self.stats.count_saved)
+            await tx.commit(work)
             # counted once readable: a caller waiting on /status for its turns then finds their scopes
             self.stats.turns_accepted += turns
         except BaseException as exc:  # noqa: BLE001 - cancelled (stopping) mid-batch included

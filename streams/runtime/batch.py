@@ -60,10 +60,10 @@ class ScopeWork:
     refused: dict[str, int] = field(default_factory=dict)  # statements refused by stage:reason (/metrics)
     # id of an emit or request -> the trace context of the step that made it (only while tracing is on)
     traced: dict[int, object] = field(default_factory=dict)
-
-    @property
-    def journal(self) -> list[dict]:
-        return [e.record for e in self.emits if e.topic == TOPICS.evidence]
+    journal: list[dict] = field(default_factory=list)  # the evidence records among the emits, in order
+    # the scope has no work left after its last record applied (None: none applied); kept here so that the
+    # commit marks it busy or idle without reading the scope's state again
+    idle: bool | None = None
 
 
 @dataclass
@@ -97,11 +97,13 @@ def apply(work: ScopeWork, item: Applied, make_context: MakeContext) -> StepCont
         state.requests.pop(item.record["request_id"], None)
         state.applied[item.position] = item.offset
         work.applied.append(item)
+        work.idle = state.idle
         return make_context(state.scope, item.now, item.powerful)
     if item.turn:
         state.turns += 1
     ctx = make_context(state.scope, item.now, item.powerful)
     step(state, item, ctx)
+    work.idle = state.idle
     state.applied[item.position] = item.offset
     work.applied.append(item)
     work.emits.extend(ctx.emits)
@@ -109,9 +111,12 @@ def apply(work: ScopeWork, item: Applied, make_context: MakeContext) -> StepCont
     work.log.extend(ctx.log)
     for key, n in ctx.refused.items():
         work.refused[key] = work.refused.get(key, 0) + n
-    # A facts event (stage2_dropped, facts_failed) names no entry: nothing to write or delete for it.
-    work.changed.update(e.record["entry_id"] for e in ctx.emits
-                        if e.topic == TOPICS.evidence and e.record.get("entry_kind") != FACTS_KIND)
+    for e in ctx.emits:
+        if e.topic == TOPICS.evidence:
+            work.journal.append(e.record)
+            # A facts event (stage2_dropped, facts_failed) names no entry: nothing to write or delete for it.
+            if e.record.get("entry_kind") != FACTS_KIND:
+                work.changed.add(e.record["entry_id"])
     return ctx
 
 

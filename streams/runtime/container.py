@@ -62,7 +62,7 @@ class Stats:
                 kinds[kind] = kinds.get(kind, 0) + 1
 
     def count_saved(self, scope: str, work) -> int:
-        """Count what a batch wrote of the scope (`work`: its batch.ScopeWork); the turns it applied."""
+        """Count what a batch applied to the scope (`work`: its batch.ScopeWork); the turns it applied."""
         self.journal_events += len(work.journal)
         self.archived += sum(1 for e in work.emits if e.topic == TOPICS.archive)
         turns = sum(1 for a in work.applied if a.turn)

@@ -38,9 +38,8 @@ class ScopeChanges(Protocol):
     partition: int
     changed: set[str]
     applied: list
-
-    @property
-    def journal(self) -> list[dict]: ...
+    journal: list[dict]  # its journal events
+    idle: bool | None  # no work left after the last record applied (None: none applied)
 
 
 def set_current_event(event) -> None:
@@ -138,30 +137,29 @@ class Transaction:
     def forward(self, topic, key: bytes, value: bytes, to: int, headers: dict[str, bytes]) -> None:
         self.state.writes.forward(topic, key, value, to, headers)
 
-    async def commit(self, scopes: Mapping[str, ScopeChanges], saved: Callable[[str, ScopeChanges], int]) -> int:
-        """Write each input partition's marks, positions, forget filters and changed scopes (`saved` is
-        told of each scope written; it answers how many turns it applied), then flush them with the
-        batch's emits. Returns the turns applied; readable once this returns."""
-        state, turns = self.state, 0
+    async def commit(self, scopes: Mapping[str, ScopeChanges]) -> list[str]:
+        """Write each input partition's marks, positions, forget filters and changed scopes, then flush
+        them with the batch's emits. Returns the scopes written; readable once this returns."""
+        state, saved = self.state, []
         for partition, event in self.last.items():
             set_current_event(event)  # each key's changelog partition is its scope's
             state.marks.write(partition)
             state.positions.write(partition)
             state.forgets.write(partition, state.positions.expected)
             for scope, changes in scopes.items():
-                if changes.partition == partition:
-                    turns += self._save(scope, changes, saved)
+                if changes.partition == partition and self._save(scope, changes):
+                    saved.append(scope)
         await state.writes.flush()  # the state is durable before the offsets can be committed
-        return turns
+        return saved
 
-    def _save(self, scope: str, changes: ScopeChanges, saved: Callable[[str, ScopeChanges], int]) -> int:
+    def _save(self, scope: str, changes: ScopeChanges) -> bool:
         store = self.state.store
         if not changes.applied and not changes.live.unsaved:
             store.release(scope)  # nothing applied (redelivered, duplicate or idle): nothing to write
-            return 0
+            return False
         store.write(scope, changes.changed, changes.journal)
-        self.state.ownership.mark(scope, changes.live.state.idle)
-        return saved(scope, changes)
+        self.state.ownership.mark(scope, changes.idle if changes.applied else changes.live.state.idle)
+        return True
 
     async def forget(self, prefix: str, at: tuple[str, int, int], after: dict[str, list[int]] | None,
                      inputs: Iterable[str]) -> tuple[list[str], int]:

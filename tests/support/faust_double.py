@@ -63,6 +63,9 @@ class Topics:
     def __getattr__(self, name: str) -> Channel:
         return Channel(self, name)
 
+    def __getitem__(self, spec) -> Channel:  # topics[TOPICS.evidence], as the worker's Topics answers
+        return Channel(self, spec.attribute)
+
 
 class Stream:
     """Faust's stream as the agent reads it: batches of events, each taken once."""

@@ -70,3 +70,15 @@ def test_a_facts_event_goes_through_the_batch_and_leaves_no_key_behind(tables, o
     assert tables.entries == {} and tables.history == {}
     stored = store_over(tables, ownership).get(SCOPE)
     assert stage2.id not in stored.requests and all(f["stage2"] == "skipped" for f in stored.facts.values())
+
+
+def test_the_work_keeps_whether_the_scope_is_idle_after_each_record_applied(tables, ownership):
+    # The commit marks a scope busy or idle from this (streams/state/transaction.py), not from the state.
+    store = store_over(tables, ownership)
+    work = ScopeWork(store.live(SCOPE), partition=0)
+    assert work.idle is None  # nothing applied yet
+    [request] = apply(work, Applied("turn", turn(1, "I love hiking in the Alps"), T0, True, "turns:0", 0, True),
+                      make_context).requests
+    assert work.idle is False and work.idle == work.live.state.idle  # its Stage-1 request is open
+    apply(work, Applied(RELEASE, {"request_id": request.id}, T0, True, "facts:0", 0, False), make_context)
+    assert work.idle == work.live.state.idle
