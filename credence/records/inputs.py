@@ -43,22 +43,25 @@ def as_record(kind: Kind | str, record: InputRecord | dict) -> InputRecord:
 
 
 class Applicable(Protocol):
-    """What a scope step applies (streams/scope/step.py): a record's kind and the record, typed or in its
-    wire form (``as_record`` reads it)."""
+    """What a scope step applies (streams/scope/step.py): a record's kind and its typed record."""
 
     @property
     def kind(self) -> Kind: ...
 
     @property
-    def record(self) -> InputRecord | dict: ...
+    def record(self) -> InputRecord: ...
 
 
 @dataclass(frozen=True)
 class Application:
-    """An Applicable with nothing else: a record the scope makes for itself, or a test's input."""
+    """An Applicable with nothing else: a record the scope makes for itself, or a test's input (a wire
+    form is typed here, so the step only ever sees typed records)."""
 
     kind: Kind
     record: InputRecord | dict
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "record", as_record(self.kind, self.record))
 
 
 @dataclass(frozen=True)

@@ -18,8 +18,8 @@ from typing import Protocol
 import orjson
 
 from credence.errors import RecordError
-from credence.records.control import decode_control
-from credence.records.inputs import Input
+from credence.records.control import ControlRecord
+from credence.records.inputs import Input, InputRecord
 from credence.records.kind import ANSWERS, Kind
 from credence.records.topics import TOPICS, TopicSpec
 from credence.streams.scope.context import FACTS_KIND, Emit, StepContext
@@ -40,7 +40,7 @@ class Applied:
     """One input as it was applied, enough to apply it again identically."""
 
     kind: str
-    record: dict
+    record: InputRecord | dict  # typed, as the step reads it; a release's {"request_id"} is never stepped
     now: datetime
     powerful: bool
     position: str  # topic:partition
@@ -221,15 +221,15 @@ class Stepping:
             req = next((r for r in scope_work.requests if r.id in state.requests), None)
             if req is None:
                 break
-            record = decode_control(orjson.dumps(await self.runner.answer(scope, req)))
-            answer = Applied(record["type"], record, event_now(state, None) or asked.now, asked.powerful,
+            record = ControlRecord.decode(orjson.dumps(await self.runner.answer(scope, req)))
+            answer = Applied(record.kind, record, event_now(state, None) or asked.now, asked.powerful,
                              asked.position, asked.offset, False)
             try:
                 apply_within(scope_work, answer, self.make_context, self.limit)
             except Exception as exc:  # noqa: BLE001 - as for a result read from the log: DLQ, release
                 log.exception("step failed for %s on an in-process %s answer", scope, req.task)
                 self.dlq.add(sends, self.control, scope_work.partition, asked.offset, scope.encode(),
-                             orjson.dumps(record), f"could not apply to scope {scope}: {type(exc).__name__}: {exc}")
+                             orjson.dumps(dict(record)), f"could not apply to scope {scope}: {type(exc).__name__}: {exc}")
                 scope_work = rebuild(self.store, scope, scope_work, self.make_context)
                 apply(scope_work, Applied(RELEASE, {"request_id": req.id}, answer.now, answer.powerful,
                                           asked.position, asked.offset, False), self.make_context)

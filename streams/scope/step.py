@@ -81,7 +81,7 @@ def _is_promotion_result(state: ScopeState, record: ControlRecord) -> bool:
 
 def step(state: ScopeState, item: Applicable, ctx: StepContext) -> None:
     """Apply one input: its Kind (turn, feedback, usage, a control type) and its checked record."""
-    kind, record = Kind(item.kind), as_record(item.kind, item.record)
+    kind, record = Kind(item.kind), item.record
     ctx.incarnation = state.incarnation  # journalled with every record the step emits
     _housekeeping(state, ctx, timeless_tick=kind == Kind.TICK and not record.timed)
     if kind in ANSWERS and speculation.keep(state, kind, record, ctx):

@@ -7,12 +7,18 @@ import orjson
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from credence.records.inputs import as_record
 from credence.streams.runtime.batch import Applied, ScopeWork, apply
 from credence.streams.scope.state import ScopeState
 from credence.streams.state import codec, versions
 from credence.tables.statement import _verdict, is_self_contained
 
 from .conftest import SCOPE, T0, make_context, new_tables, store_over, turn
+
+
+def applied(kind, record, *rest) -> Applied:
+    """An input as the agent hands it to the step: its record typed."""
+    return Applied(kind, as_record(kind, record), *rest)
 
 TEXTS = ["I love hiking in the Alps", "My sister lives in Berlin", "I work as a nurse at night",
          "I play the cello every Sunday", "I am allergic to peanuts"]
@@ -23,7 +29,7 @@ def run_batch(store, scope: str, records: list[dict], first_offset: int = 0) -> 
     work = ScopeWork(store.live(scope), partition=0)
     for i, record in enumerate(records):
         now = T0 + timedelta(minutes=first_offset + i)
-        apply(work, Applied("turn", record, now, True, "turns:0", first_offset + i, True), make_context)
+        apply(work, applied("turn", record, now, True, "turns:0", first_offset + i, True), make_context)
     store.write(scope, work.changed, work.journal)
     return work
 
@@ -37,7 +43,7 @@ def feed(store, scope: str, n: int) -> None:
     for i in range(offset, offset + n):
         work = ScopeWork(store.live(scope), partition=0)
         now = T0 + timedelta(hours=i)
-        ctx = apply(work, Applied("turn", turn(i, TEXTS[i % len(TEXTS)], now, scope), now, True, "turns:0", i,
+        ctx = apply(work, applied("turn", turn(i, TEXTS[i % len(TEXTS)], now, scope), now, True, "turns:0", i,
                                   True), make_context)
         pending, results = list(ctx.requests), 0
         while pending:
@@ -45,7 +51,7 @@ def feed(store, scope: str, n: int) -> None:
             record = {"type": "result", "request_id": req.id, "task": req.task, "output": run_request(req)}
             position_offset = 1000 * i + results
             results += 1
-            ctx = apply(work, Applied("result", record, now, True, "facts:0", position_offset, False), make_context)
+            ctx = apply(work, applied("result", record, now, True, "facts:0", position_offset, False), make_context)
             pending += ctx.requests
         store.write(scope, work.changed, work.journal)
 
@@ -72,7 +78,7 @@ def test_readers_get_the_stored_state_while_a_batch_is_in_flight(tables, ownersh
     store = store_over(tables, ownership)
     run_batch(store, SCOPE, [turn(1, "hello")])
     work = ScopeWork(store.live(SCOPE), partition=0)
-    apply(work, Applied("turn", turn(2, "again"), T0, True, "turns:0", 5, True), make_context)
+    apply(work, applied("turn", turn(2, "again"), T0, True, "turns:0", 5, True), make_context)
     assert store.get(SCOPE).turns == 1  # stepped in memory, not written: not visible
     store.write(SCOPE, work.changed, work.journal)
     assert store.get(SCOPE).turns == 2
@@ -244,10 +250,10 @@ def test_queued_inputs_are_stored_one_key_each_and_deleted_when_drained(tables, 
 
     store = store_over(tables, ownership)
     work = ScopeWork(store.live(SCOPE), partition=0)
-    ctx = apply(work, Applied("turn", turn(0, TEXTS[0]), T0, True, "turns:0", 0, True), make_context)
+    ctx = apply(work, applied("turn", turn(0, TEXTS[0]), T0, True, "turns:0", 0, True), make_context)
     [req] = ctx.requests
     for i in range(1, 6):
-        apply(work, Applied("turn", turn(i, TEXTS[i % 5]), T0, True, "turns:0", i, True), make_context)
+        apply(work, applied("turn", turn(i, TEXTS[i % 5]), T0, True, "turns:0", i, True), make_context)
     store.write(SCOPE, work.changed, work.journal)
     queued = [k for k in tables.lists if "\x1fqueue\x1f" in k]
     assert len(queued) == 5 and b"record" not in tables.scopes[SCOPE]
@@ -258,7 +264,7 @@ def test_queued_inputs_are_stored_one_key_each_and_deleted_when_drained(tables, 
     while pending:  # answer every request the queued turns lead to: the queue drains
         req = pending.pop(0)
         record = {"type": "result", "request_id": req.id, "task": req.task, "output": run_request(req)}
-        pending += apply(work, Applied("result", record, T0, True, "facts:0", n, False), make_context).requests
+        pending += apply(work, applied("result", record, T0, True, "facts:0", n, False), make_context).requests
         n += 1
     store.write(SCOPE, work.changed, work.journal)
     left = store.get(SCOPE).queue
@@ -295,14 +301,14 @@ def test_a_scopes_summary_is_its_states_counts_live_stored_pending_and_legacy(ta
     store = store_over(tables, ownership)
     work = ScopeWork(store.live(SCOPE), partition=0)
     for i in range(4):  # the first turn asks Stage 1; the rest queue behind it
-        apply(work, Applied("turn", turn(i, TEXTS[i]), T0, True, "turns:0", i, True), make_context)
+        apply(work, applied("turn", turn(i, TEXTS[i]), T0, True, "turns:0", i, True), make_context)
     store.write(SCOPE, work.changed, work.journal)
     state = store.get(SCOPE)
     assert len(state.queue) == 3 and state.requests and not state.idle
     assert _summary(store, SCOPE) == _counts(state)  # live
     assert _summary(store_over(tables, ownership), SCOPE) == _counts(state)  # stored only
     work = ScopeWork(store.live(SCOPE), partition=0)
-    apply(work, Applied("turn", turn(9, "more"), T0, True, "turns:0", 9, True), make_context)
+    apply(work, applied("turn", turn(9, "more"), T0, True, "turns:0", 9, True), make_context)
     assert _summary(store, SCOPE) == _counts(state)  # a batch in flight: the stored counts
     legacy = new_tables()
     legacy.scopes[SCOPE] = orjson.dumps(state.to_dict())  # schema 1: the lists inline
