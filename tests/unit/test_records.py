@@ -209,3 +209,19 @@ def test_a_control_record_is_bounded_too_but_an_llm_answer_is_bounded_by_the_rec
         decode_input(TOPICS.control, json.dumps(scope | {"type": "tick", "blob": "a" * MAX_INPUT_BYTES}).encode())
     answer = scope | {"type": "result", "request_id": "r1", "output": {"facts": ["a" * MAX_INPUT_BYTES]}}
     assert decode_input(TOPICS.facts, json.dumps(answer).encode()).kind == "result"
+
+
+def test_what_a_scope_step_applies_is_typed_even_when_made_from_a_wire_form():
+    # The step reads typed records only (no wire form is read back there): an Application made from a
+    # queued input's or a test's dict carries its kind's record type, with the same fields.
+    from credence.records.control import ControlRecord
+    from credence.records.inputs import Application
+    from credence.records.kind import Kind
+
+    answer = {"v": 1, "type": "result", "request_id": "r1", "task": "stage1", "output": {"facts": []},
+              "tenant": "acme", "user": "u1", "character": "aria"}
+    assert Application(Kind.RESULT, answer).record == ControlRecord.of(answer)
+    turn = Application(Kind.TURN, {**GOOD, "surfaced_ids": []}).record
+    assert isinstance(turn, TurnRecord) and turn.text == GOOD["text"]
+    typed = decode_turn(raw())
+    assert Application(Kind.TURN, typed).record is typed
