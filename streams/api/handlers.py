@@ -236,7 +236,7 @@ class Handlers:
         return False
 
     async def post_recall(self, call: Call):
-        from credence.streams.api.recall import recall  # optional: needs the recall service
+        from credence.streams.api.recall_ops import recall  # optional: needs the recall service
 
         await turn_waits.before_read(self, call)
         scope, state, entries, card = self.scope_data(call)
