@@ -3,6 +3,6 @@
 base (the Sink contract), consumer (the loop that drives any sink and commits only what it made
 durable), registry (the sinks CREDENCE_SINKS can name), parquet (credence.archive and
 credence.evidence as hive-partitioned shards, and its span rule), schema (record -> row), shards
-(deterministic, bounded, atomic files), dedup (first offset wins over at-least-once records),
+(deterministic, bounded, atomic files), identities (first offset wins over at-least-once records),
 analytics (DuckDB views, query, funnel, report), forget (removing a user).
 """

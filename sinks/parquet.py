@@ -21,8 +21,8 @@ from credence.config.archive import ArchiveSettings
 from credence.errors import ArchiveError, RecordError
 from credence.records.envelope import loads
 from credence.sinks.base import Batch, Record, SinkStats, Written
-from credence.sinks.dedup import IdentitySet, decide_duplicates, load_identities
 from credence.sinks.erase import archive_markers
+from credence.sinks.identities import IdentitySet, decide_duplicates, load_identities
 from credence.sinks.schema import TABLES, Row, ShardKey, to_row
 from credence.sinks.shards import Archive, open_archive, remove_stale_temp_files, write_shards
 

@@ -14,8 +14,8 @@ import pyarrow.dataset as ds
 
 from credence.sinks.analytics import FunnelRow, connect, funnel
 from credence.sinks.base import Batch, Record
-from credence.sinks.dedup import IdentitySet, decide_duplicates
 from credence.sinks.forget import forget_user
+from credence.sinks.identities import IdentitySet, decide_duplicates
 from credence.sinks.parquet import ParquetSink
 from credence.sinks.schema import ARCHIVE, EVIDENCE, to_row
 
@@ -276,7 +276,7 @@ def test_identities_of_a_shard_written_before_the_incarnation_column(archive_set
                                                                     archive_record_factory):
     import pyarrow.parquet as pq
 
-    from credence.sinks.dedup import load_identities
+    from credence.sinks.identities import load_identities
     from credence.sinks.shards import list_shards, open_archive, write_shards
 
     settings = archive_settings_factory()
