@@ -36,7 +36,7 @@ from credence.streams.ops import tenant_admin
 from credence.streams.ops.admin import changelog_topic, ensure_topics
 from credence.streams.ops.broker import configured_or_embedded, free_port
 from credence.streams.ops.worker_process import WorkerProcess, wait_until
-from credence.streams.scope.state import ScopeState
+from credence.streams.scope.scope_state import ScopeState
 from credence.streams.state import codec
 from credence.tables.entries import Entry
 from credence.tables.evidence import Evidence

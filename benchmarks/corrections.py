@@ -181,7 +181,7 @@ def run_inprocess(dialogues: list[dict]) -> list[Outcome]:
     """The same dialogues through the scope step and the rules backend in this process (seconds, no broker)."""
     from credence.config.memory import MemorySettings
     from credence.config.pipeline import PipelineSettings
-    from credence.streams.scope.state import ScopeState
+    from credence.streams.scope.scope_state import ScopeState
     from tests.unit.scope.conftest import Driver
 
     out = []

@@ -33,7 +33,7 @@ from credence.kafka import client_options
 from credence.streams.ops.admin import changelog_topic, ensure_topics
 from credence.streams.ops.worker_process import WorkerProcess, wait_until
 from credence.streams.runtime.topics import TABLES
-from credence.streams.scope.state import ScopeState
+from credence.streams.scope.scope_state import ScopeState
 from credence.streams.state import codec
 from credence.tables.entries import new_reflection
 from credence.tables.scope import Scope

@@ -34,7 +34,7 @@ from credence.records.kind import Kind
 from credence.streams.llm.rules.backend import RulesBackend  # noqa: E402
 from credence.streams.llm.runner import execute  # noqa: E402
 from credence.streams.scope.context import StepContext  # noqa: E402
-from credence.streams.scope.state import ScopeState  # noqa: E402
+from credence.streams.scope.scope_state import ScopeState  # noqa: E402
 from credence.streams.scope.step import event_now, step  # noqa: E402
 from credence.streams.state import codec  # noqa: E402
 from credence.tables.clock import parse_instant  # noqa: E402

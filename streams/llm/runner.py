@@ -40,7 +40,7 @@ Send = Callable[[TopicSpec, str, dict], Awaitable[None]]  # (topic, scope, recor
 
 
 class Request(Protocol):
-    """What the runner reads of a scope's open request (scope.state.Request): the layer below the scope
+    """What the runner reads of a scope's open request (scope.scope_state.Request): the layer below the scope
     steps names only the fields a call needs."""
 
     id: str

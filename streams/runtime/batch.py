@@ -23,7 +23,7 @@ from credence.records.inputs import Input, InputRecord
 from credence.records.kind import ANSWERS, Kind
 from credence.records.topics import TOPICS, TopicSpec
 from credence.streams.scope.context import FACTS_KIND, Emit, StepContext
-from credence.streams.scope.state import Request
+from credence.streams.scope.scope_state import Request
 from credence.streams.scope.step import event_now, step
 from credence.streams.state import codec
 from credence.streams.state.store import Live, ScopeStore

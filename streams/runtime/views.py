@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from credence import __version__
 from credence.streams.llm import embeddings
-from credence.streams.scope.state import ScopeState
+from credence.streams.scope.scope_state import ScopeState
 from credence.streams.state.tally import Tally
 from credence.tables.clock import format_instant
 from credence.tables.evidence import derived_tier

@@ -15,7 +15,7 @@ from credence.errors import CredenceError
 from credence.records.dead_letter import dead_letter
 from credence.records.journal import FACTS_KIND, archive_record, event_id, evidence_record
 from credence.records.topics import TOPICS, TopicSpec
-from credence.streams.scope.state import Request, ScopeState
+from credence.streams.scope.scope_state import Request, ScopeState
 from credence.streams.scope.tasks import TaskName
 from credence.tables.clock import format_instant
 from credence.tables.entries import Entry

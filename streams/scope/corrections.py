@@ -17,7 +17,7 @@ from dataclasses import replace
 from credence.streams.scope import restate
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import OPEN_REFLECTION_STATUSES
-from credence.streams.scope.state import ScopeState
+from credence.streams.scope.scope_state import ScopeState
 from credence.streams.scope.tasks import TaskName
 from credence.tables.entries import Entry, kept_text, rewrite_text
 from credence.tables.lifecycle import MergeOutcome, apply_merge_decision, archive, block_promotion

@@ -16,7 +16,7 @@ from credence.config.memory import MemorySettings
 from credence.records.control import ControlRecord
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.restate import richer, same_statement
-from credence.streams.scope.state import ScopeState
+from credence.streams.scope.scope_state import ScopeState
 from credence.tables.entries import Entry, changed
 from credence.tables.lifecycle import archive, merge_into_persona
 

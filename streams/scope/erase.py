@@ -17,7 +17,7 @@ from credence.records.control import ControlRecord
 from credence.records.kind import Kind
 from credence.streams.scope import restate
 from credence.streams.scope.context import StepContext
-from credence.streams.scope.state import ScopeState
+from credence.streams.scope.scope_state import ScopeState
 from credence.streams.scope.tasks import TaskName
 from credence.tables.clock import format_instant, parse_instant
 from credence.tables.entries import ARCHIVED, PROMOTED, REFLECTION, Entry, rewrite_text

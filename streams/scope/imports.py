@@ -17,7 +17,7 @@ from credence.records.journal import archive_record
 from credence.records.kind import Kind
 from credence.records.topics import TOPICS
 from credence.streams.scope.context import Emit, StepContext
-from credence.streams.scope.state import ScopeState
+from credence.streams.scope.scope_state import ScopeState
 from credence.tables.entries import ARCHIVED, Entry
 from credence.tables.scope import Scope
 

@@ -13,7 +13,7 @@ import bisect
 from collections.abc import Callable, Iterator
 
 from credence.streams.scope.context import StepContext
-from credence.streams.scope.state import ScopeState
+from credence.streams.scope.scope_state import ScopeState
 from credence.tables.entries import Entry
 from credence.tables.mentions import content_words
 

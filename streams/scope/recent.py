@@ -14,7 +14,7 @@ import hashlib
 from credence.records.turn import TurnRecord
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import summarise_payload
-from credence.streams.scope.state import Request, ScopeState
+from credence.streams.scope.scope_state import Request, ScopeState
 from credence.streams.scope.tasks import TaskName
 from credence.tables.clock import format_instant
 from credence.tables.recent import RecentTurn, append_turn, apply_summary, summary_head

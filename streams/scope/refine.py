@@ -19,7 +19,7 @@ from credence.streams.scope import restate
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.dedupe import survivor_rank
 from credence.streams.scope.requests import refine_payload
-from credence.streams.scope.state import ScopeState
+from credence.streams.scope.scope_state import ScopeState
 from credence.streams.scope.tasks import TaskName
 from credence.tables import refine as rules
 from credence.tables.clock import format_instant, parse_instant

@@ -9,7 +9,7 @@ import hashlib
 from rank_bm25 import BM25Okapi
 
 from credence.streams.scope.context import StepContext
-from credence.streams.scope.state import ScopeState
+from credence.streams.scope.scope_state import ScopeState
 from credence.tables.entries import Entry
 from credence.tables.lifecycle import PromotionTicket
 from credence.tables.memo import text_memo

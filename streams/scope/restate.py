@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from credence.config.memory import MemorySettings
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import OPEN_REFLECTION_STATUSES
-from credence.streams.scope.state import ScopeState
+from credence.streams.scope.scope_state import ScopeState
 from credence.streams.scope.tasks import TaskName
 from credence.tables.entries import Entry
 from credence.tables.statement import is_self_contained, restates

@@ -11,7 +11,7 @@ from credence.records.kind import Kind
 from credence.streams.scope import corrections, erase, quiet, recent, refine, requests, restate, turn_status
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import reflection_id
-from credence.streams.scope.state import ScopeState
+from credence.streams.scope.scope_state import ScopeState
 from credence.streams.scope.tasks import TaskName
 from credence.tables.clock import format_instant
 from credence.tables.entries import Entry, changed, kept_text, new_reflection, record_signal

@@ -18,7 +18,7 @@ from credence.records.control import ControlRecord
 from credence.records.kind import ANSWERS, Kind
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import stage1_payload
-from credence.streams.scope.state import Request, ScopeState
+from credence.streams.scope.scope_state import Request, ScopeState
 from credence.streams.scope.tasks import TaskName
 from credence.streams.scope.window import buffered, remaining_started, stage1_cut
 from credence.tables.clock import parse_instant

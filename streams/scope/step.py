@@ -43,7 +43,7 @@ from credence.streams.scope.requests import (
     synthesis_payload,
     target_payload,
 )
-from credence.streams.scope.state import Request, ScopeState
+from credence.streams.scope.scope_state import Request, ScopeState
 from credence.streams.scope.tasks import TaskName
 from credence.streams.scope.window import buffered, remaining_started, stage1_cut
 from credence.tables.fallback import fallback_tick

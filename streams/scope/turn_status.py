@@ -10,7 +10,7 @@ facts reached an entry, at most KEEP_TURN_ENTRIES of them, changed only when an 
 from __future__ import annotations
 
 from credence.records.kind import Kind
-from credence.streams.scope.state import ScopeState
+from credence.streams.scope.scope_state import ScopeState
 from credence.streams.scope.tasks import TaskName
 from credence.tables.tags import union
 

@@ -17,7 +17,7 @@ from credence.records.control import ControlRecord
 from credence.records.kind import Kind
 from credence.records.usage import UsageRecord
 from credence.streams.scope.context import StepContext
-from credence.streams.scope.state import ScopeState
+from credence.streams.scope.scope_state import ScopeState
 from credence.tables.consensus import Consensus
 from credence.tables.entries import ARCHIVED, changed, set_consensus
 from credence.tables.lifecycle import archive

@@ -14,7 +14,7 @@ from typing import Any
 import orjson
 
 from credence.errors import StateError
-from credence.streams.scope.state import ScopeState
+from credence.streams.scope.scope_state import ScopeState
 from credence.tables.entries import Entry
 
 SCHEMA = 2

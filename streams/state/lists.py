@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from credence.streams.scope.state import ScopeState
+from credence.streams.scope.scope_state import ScopeState
 from credence.streams.state import codec
 from credence.streams.state.writes import TableWrites
 

@@ -15,7 +15,7 @@ from datetime import datetime
 
 from credence.config.state import StateSettings
 from credence.errors import StateError
-from credence.streams.scope.state import ScopeState
+from credence.streams.scope.scope_state import ScopeState
 from credence.streams.state import codec
 from credence.streams.state.history import History
 from credence.streams.state.incarnations import Incarnations

@@ -42,7 +42,7 @@ from credence.streams.llm.runner import execute
 from credence.streams.llm.tasks import TASKS
 from credence.streams.scope import results
 from credence.streams.scope.context import StepContext
-from credence.streams.scope.state import ScopeState
+from credence.streams.scope.scope_state import ScopeState
 
 TOY = "toy"  # scope/tasks.py: the task's name, a TaskName member in a real task
 NOW = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)

@@ -139,7 +139,7 @@ def test_a_server_that_is_down_fails_transient_and_one_that_refuses_does_not(ope
                                                                              llm_settings_factory, fifty_turns):
     # The scope keeps a transient failure's facts waiting for the backend; a refusal is dead-lettered.
     from credence.streams.llm.runner import Runner
-    from credence.streams.scope.state import Request
+    from credence.streams.scope.scope_state import Request
 
     down = openai_server_factory(down=True)
     refusing = openai_server_factory(model="another-model")  # every request names the wrong model: 400

@@ -17,7 +17,7 @@ from aiokafka import AIOKafkaProducer
 from credence.kafka import client_options
 from credence.streams.ops.admin import changelog_topic, ensure_topics
 from credence.streams.ops.worker_process import WorkerProcess
-from credence.streams.scope.state import ScopeState
+from credence.streams.scope.scope_state import ScopeState
 from credence.streams.state import codec, redo
 from credence.streams.state.ownership import Ownership
 from credence.streams.state.redo import Write

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import datetime
 
-from credence.streams.scope.state import ScopeState
+from credence.streams.scope.scope_state import ScopeState
 from credence.tables.entries import new_persona_entry, new_reflection
 from credence.tables.evidence import Evidence
 from credence.tables.scope import Scope

@@ -28,7 +28,7 @@ from credence.records.journal import (
 )
 from credence.sinks.schema import PATH_FIELDS, SCHEMAS, SNAPSHOT_FIELDS, to_row
 from credence.streams.scope.context import StepContext
-from credence.streams.scope.state import Request, ScopeState
+from credence.streams.scope.scope_state import Request, ScopeState
 from credence.tables.entries import ARCHIVED, new_reflection
 from credence.tables.scope import Scope
 

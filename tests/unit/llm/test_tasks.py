@@ -16,7 +16,7 @@ from credence.streams.llm.rules.backend import RulesBackend
 from credence.streams.llm.runner import execute
 from credence.streams.llm.tasks import TASKS
 from credence.streams.scope import requests, results
-from credence.streams.scope.state import Request
+from credence.streams.scope.scope_state import Request
 from credence.streams.scope.tasks import TaskName
 from tests.support.openai_answers import least_value
 

@@ -21,7 +21,7 @@ from credence.streams.api.cards import Card
 from credence.streams.ops.portable import ExportFormatError, header, import_id, lines, parse, selected
 from credence.streams.runtime.journal import entries_from_journal
 from credence.streams.scope.context import StepContext
-from credence.streams.scope.state import ScopeState
+from credence.streams.scope.scope_state import ScopeState
 from credence.streams.scope.step import step
 from credence.tables.entries import STATUSES, Entry
 from credence.tables.evidence import Evidence

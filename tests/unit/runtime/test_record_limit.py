@@ -101,7 +101,7 @@ def test_a_record_sent_beside_the_scopes_effects_goes_to_the_dlq_when_over_the_l
 
 def test_an_llm_result_over_the_limit_comes_back_as_a_failure_with_the_reason(monkeypatch):
     from credence.streams.llm import runner as runner_module
-    from credence.streams.scope.state import Request
+    from credence.streams.scope.scope_state import Request
 
     async def huge(backend, task, payload, encode=None):
         return {"facts": [{"text": "x" * 1000}] * 600}

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 from credence.streams.llm.runner import Runner
 from credence.streams.runtime.timers import tick_once
-from credence.streams.scope.state import Request
+from credence.streams.scope.scope_state import Request
 
 
 class _Backend:

@@ -20,7 +20,7 @@ from credence.records.kind import Kind
 from credence.streams.llm.rules.backend import RulesBackend
 from credence.streams.llm.runner import execute
 from credence.streams.scope.context import Emit, StepContext
-from credence.streams.scope.state import Request, ScopeState
+from credence.streams.scope.scope_state import Request, ScopeState
 from credence.streams.scope.step import event_now, step
 from credence.tables.clock import format_instant
 from credence.tables.entries import new_persona_entry

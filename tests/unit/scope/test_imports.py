@@ -100,7 +100,7 @@ def test_an_import_moves_no_clock_and_runs_no_sweep(driver_factory):
 
 
 def test_imports_survive_the_state_round_trip(driver_factory):
-    from credence.streams.scope.state import ScopeState
+    from credence.streams.scope.scope_state import ScopeState
 
     d = driver_factory()
     d.step(KIND, record(entries()), T0)

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from credence.streams.scope.context import FACTS_KIND
 from credence.streams.scope.requests import reflection_id
-from credence.streams.scope.state import ScopeState
+from credence.streams.scope.scope_state import ScopeState
 from credence.tables.entries import Entry, apply_snapshot, new_persona_entry
 from credence.tables.scope import Scope
 

@@ -345,7 +345,7 @@ def test_a_blocked_reflection_stays_in_the_prompt_and_takes_feedback(driver_fact
 
 
 def test_a_promotion_result_waiting_in_the_queue_is_not_asked_again_after_a_restart(driver_factory):
-    from credence.streams.scope.state import ScopeState
+    from credence.streams.scope.scope_state import ScopeState
 
     d, req = promotion_in_flight(driver_factory)
     d.turn("I like tea", T0 + 3 * MIN)

@@ -14,7 +14,7 @@ from credence.config.memory import MemorySettings
 from credence.config.pipeline import PipelineSettings
 from credence.streams.scope import quiet
 from credence.streams.scope.context import StepContext
-from credence.streams.scope.state import ScopeState
+from credence.streams.scope.scope_state import ScopeState
 from credence.tables.entries import new_reflection
 from credence.tables.mentions import mentioned_in
 from credence.tables.scope import Scope

@@ -11,7 +11,7 @@ from datetime import timedelta
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from credence.streams.scope.state import ScopeState
+from credence.streams.scope.scope_state import ScopeState
 from credence.tables.entries import new_reflection
 from credence.tables.evidence import Evidence
 from credence.tables.scope import Scope

@@ -10,7 +10,7 @@ from datetime import timedelta
 
 import pytest
 
-from credence.streams.scope.state import ScopeState
+from credence.streams.scope.scope_state import ScopeState
 from credence.streams.scope.tasks import TaskName
 from credence.tables.entries import new_reflection
 from credence.tables.scope import Scope

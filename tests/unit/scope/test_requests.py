@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from credence.streams.scope.requests import reflection_id
-from credence.streams.scope.state import ScopeState
+from credence.streams.scope.scope_state import ScopeState
 
 T0 = datetime(2026, 3, 2, 12, 0, tzinfo=UTC)
 SCOPE = "acme/u1/aria"

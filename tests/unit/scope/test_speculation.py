@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from credence.streams.scope import results, speculation
 from credence.streams.scope.requests import reflection_id
-from credence.streams.scope.state import Request, ScopeState
+from credence.streams.scope.scope_state import Request, ScopeState
 from credence.streams.scope.tasks import TaskName
 from credence.streams.scope.window import buffered
 from credence.tables.clock import format_instant

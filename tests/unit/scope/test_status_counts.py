@@ -6,7 +6,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 
 from credence.streams.runtime.views import reflection_counts
-from credence.streams.scope.state import ScopeState
+from credence.streams.scope.scope_state import ScopeState
 from credence.tables.entries import new_persona_entry, new_reflection
 from credence.tables.scope import Scope
 

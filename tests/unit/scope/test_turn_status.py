@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from credence.streams.scope import turn_status as ts
-from credence.streams.scope.state import Request, ScopeState
+from credence.streams.scope.scope_state import Request, ScopeState
 from credence.streams.scope.tasks import TaskName
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)

@@ -14,7 +14,7 @@ from credence.records.topics import TOPICS
 from credence.records.turn import TurnRecord
 from credence.records.usage import UsageRecord
 from credence.streams.scope.context import StepContext
-from credence.streams.scope.state import ScopeState
+from credence.streams.scope.scope_state import ScopeState
 from credence.streams.scope.step import step
 from credence.streams.state import codec
 

@@ -10,7 +10,7 @@ from credence.records.inputs import Application
 from credence.records.kind import Kind
 from credence.streams.scope.context import StepContext
 from credence.streams.scope.requests import candidate_pool
-from credence.streams.scope.state import ScopeState
+from credence.streams.scope.scope_state import ScopeState
 from credence.streams.scope.step import event_now, step
 from credence.tables.clock import format_instant
 from credence.tables.entries import new_persona_entry

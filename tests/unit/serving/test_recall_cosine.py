@@ -183,7 +183,7 @@ def test_a_deleted_entry_leaves_no_vector_behind(corpus, now):
 def test_the_real_model_clusters_a_paraphrase_for_refine_the_lexical_rule_cannot_see(model_encoder):
     """Refine clusters with embeddings on, here to share this module's loaded model."""
     from credence.config.pipeline import PipelineSettings
-    from credence.streams.scope.state import ScopeState
+    from credence.streams.scope.scope_state import ScopeState
     from tests.unit.scope.conftest import Driver
     from tests.unit.scope.test_refine_embeddings import ENTRIES, S, _ids, _state
 

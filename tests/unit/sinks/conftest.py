@@ -11,7 +11,7 @@ from credence.config.archive import ArchiveSettings
 from credence.config.memory import MemorySettings
 from credence.config.pipeline import PipelineSettings
 from credence.streams.scope.context import StepContext
-from credence.streams.scope.state import Request, ScopeState
+from credence.streams.scope.scope_state import Request, ScopeState
 
 
 def make_entry(tenant="acme", user="u1", character="c1", entry_id="e1", kind="reflection", **overrides) -> dict:

@@ -4,7 +4,7 @@ import orjson
 import pytest
 
 from credence.errors import StateError
-from credence.streams.scope.state import Request, ScopeState
+from credence.streams.scope.scope_state import Request, ScopeState
 from credence.streams.state import codec
 from credence.tables.entries import new_reflection
 from credence.tables.scope import Scope

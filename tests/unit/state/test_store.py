@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from credence.records.inputs import as_record
 from credence.streams.runtime.batch import Applied, ScopeWork, apply
-from credence.streams.scope.state import ScopeState
+from credence.streams.scope.scope_state import ScopeState
 from credence.streams.state import codec, versions
 from credence.tables.statement import _verdict, is_self_contained
 
