@@ -52,7 +52,7 @@ class Api:
         self.bootstrap = bootstrap
         self.directory = directory
         self.limits = RateLimits(credence.settings.api)
-        self.router = OwnerRouter(credence.app, credence.tables["scopes"].name, credence.settings.topic_partitions,
+        self.router = OwnerRouter(credence.app, credence.state_tables["scopes"].name, credence.settings.topic_partitions,
                                   credence.settings.api.forward_timeout_seconds,
                                   credence.settings.api.turn_wait_max_seconds)
         self.handlers = Handlers(credence, directory, bootstrap, self.router)

@@ -55,7 +55,7 @@ def _reached(handlers, scope: str, partition: int, offset: int, wait: str) -> bo
     """The token's partition position is compared, not the scope's own: other scopes' turns on the same
     partition raise the token's offset past anything this scope applies."""
     settings = handlers.credence.settings
-    past = durable_next(handlers.credence.tables.seen, settings.topic(TOPICS.turns), partition)
+    past = durable_next(handlers.credence.state_tables.seen, settings.topic(TOPICS.turns), partition)
     return reached(handlers.store.control(scope), partition, offset, wait, past)
 
 

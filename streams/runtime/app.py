@@ -103,16 +103,16 @@ def create_app(settings: Settings, bootstrap: str, *, tenants: TenantRecords | N
     topics = declare_topics(app, settings)
     changelog = {k: v for k, v in changelog_configs(settings).items() if k != "cleanup.policy"}
     # Values are bytes we encode once ourselves (streams/state/codec.py), stored and changelogged as is.
-    tables = StateTables(**{name: raw_table(app, name, settings.topic_partitions, changelog) for name in TABLES})
+    state_tables = StateTables(**{name: raw_table(app, name, settings.topic_partitions, changelog) for name in TABLES})
     ownership = Ownership(settings.topic_partitions, settings.topic(TOPICS.turns))
-    writes = TableWrites({name: tables[name] for name in TABLES}, freshness=freshness, fence=fence)
-    state = WorkerState.over(tables, settings.state, ownership, writes, settings.topic)
+    writes = TableWrites({name: state_tables[name] for name in TABLES}, freshness=freshness, fence=fence)
+    state = WorkerState.over(state_tables, settings.state, ownership, writes, settings.topic)
     store = state.store
     ownership.on_moved(store.drop_partitions)
     ownership.on_moved(state.reread)
 
     # every table has been read by then (one recovery for all)
-    tables.entries.on_recover(_on_recovered(writes, store, ownership, state.reread))
+    state_tables.entries.on_recover(_on_recovered(writes, store, ownership, state.reread))
     tenants = tenants if tenants is not None else NoTenants()
     switch = TenantSwitch(PowerSwitch(settings.core_config_path), tenants)
     backend = make_backend(settings.llm, count_tokens=default_token_counter(), memory=settings.memory)
@@ -122,7 +122,7 @@ def create_app(settings: Settings, bootstrap: str, *, tenants: TenantRecords | N
     runner = _runner(app, settings, bootstrap, backend, ownership, encoder, observe)
     agent = ScopeAgent(settings, topics, state, switch, stats, memory_for=TenantMemory(settings.memory, tenants),
                        runner=runner, consumer_of=lambda: app.consumer, probe=probe)
-    credence = Credence(app=app, settings=settings, topics=topics, tables=tables, store=store,
+    credence = Credence(app=app, settings=settings, topics=topics, state_tables=state_tables, store=store,
                         ownership=ownership, marks=state.marks, switch=switch, tenants=tenants, backend=backend,
                         agent=agent, runner=runner, stats=stats, encoder=encoder, recall=recall, restored=restored)
     register_agent(credence)

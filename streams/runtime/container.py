@@ -94,7 +94,7 @@ class Credence:
     app: faust.App
     settings: Settings
     topics: Topics
-    tables: StateTables
+    state_tables: StateTables
     store: ScopeStore  # the one read path for scope state
     ownership: Ownership  # partitions held now, and the busy scopes on them
     marks: Marks
