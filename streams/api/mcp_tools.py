@@ -167,7 +167,7 @@ async def run(api, caller, authorization: str, name: str, arguments: dict | None
     params = path_parts({"tenant": caller.name, **{k: getattr(args, k) for k in ("user", "character", "entry_id", "turn_id")
                                                    if "{" + k + "}" in route.path}})
     body, query = tool.body(args), tool.query(args)
-    if route.scope:
+    if route.by_owner:
         raw = body.model_dump_json(exclude_none=True).encode() if body is not None else None
         scope = scope_key(params["tenant"], params["user"], params["character"])
         owned = await api.router.ask(scope, route.method, route.path.format(**params), query, authorization, raw)

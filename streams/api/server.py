@@ -81,7 +81,7 @@ class Api:
                 limit = caller.settings.max_body_bytes or self.credence.settings.api.max_body_bytes
                 raw = await read_body(request, limit)
                 body = parse_body(route.body, raw)
-            if route.scope:
+            if route.by_owner:
                 scope = scope_key(params["tenant"], params["user"], params["character"])
                 forwarded = await self.router.forward(request, scope, raw)
                 if forwarded is not None:
@@ -97,7 +97,7 @@ class Api:
 
     async def answer(self, route: Route, caller, params: dict[str, str], body, query, authorization: str = ""):
         """This worker's own answer, once the caller, path, body and owner are settled (HTTP and MCP)."""
-        if route.scope and not is_ready(self.credence.app):  # an owner still recovering its tables has no answer
+        if route.by_owner and not is_ready(self.credence.app):  # an owner still recovering its tables has no answer
             raise ApiError(503, "this worker is recovering its tables; retry shortly", {"Retry-After": "1"})
         return await getattr(self.handlers, route.name)(Call(tenant=caller, params=params, body=body, query=query,
                                                                      authorization=authorization))

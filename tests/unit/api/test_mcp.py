@@ -43,7 +43,7 @@ def test_every_tool_is_a_v1_route_and_reads_are_gets():
                                                   "edit_entry", "turn_status"]
     for tool in mcp_tools.TOOLS:
         assert tool.read_only == (tool.v1.method == "GET")
-        assert tool.v1.scope == (tool.name != "add_turns")
+        assert tool.v1.by_owner == (tool.name != "add_turns")
         assert mcp_tools.input_schema(tool)["type"] == mcp_tools.output_schema(tool)["type"] == "object"
 
 

@@ -26,7 +26,7 @@ def test_soft_archived_entries_are_not_recalled():
 def test_restore_and_nominate_routes_are_scope_routes_with_a_human_in_the_body():
     routes = {r.name: r for r in ROUTES}
     for name in ("post_restore", "post_nominate"):
-        assert routes[name].scope and routes[name].status == 202
+        assert routes[name].by_owner and routes[name].status == 202
         assert "by" in routes[name].body.model_fields
 
 
@@ -38,7 +38,7 @@ def test_the_consensus_route_takes_a_score_from_zero_to_one_and_who_sets_it():
 
     route = {r.name: r for r in ROUTES}["put_consensus"]
     assert route.method == "PUT" and route.path.endswith("/entries/{entry_id}/consensus")
-    assert route.scope and route.status == 202 and route.body is ConsensusRequest
+    assert route.by_owner and route.status == 202 and route.body is ConsensusRequest
     assert ConsensusRequest.model_validate({"score": 1, "by": "ops"}).score == 1.0
     for bad in ({"score": 1.5, "by": "ops"}, {"score": -0.1, "by": "ops"}, {"score": True, "by": "ops"},
                 {"score": "0.5", "by": "ops"}, {"score": 0.5, "by": " "}, {"score": 0.5}, {"by": "ops"},
