@@ -32,7 +32,7 @@ from benchmarks.throughput import (
 from credence.kafka import client_options
 from credence.streams.ops.admin import changelog_topic, ensure_topics
 from credence.streams.ops.worker_process import WorkerProcess, wait_until
-from credence.streams.runtime.topics import TABLES
+from credence.streams.runtime.topics import STATE_TABLES
 from credence.streams.scope.scope_state import ScopeState
 from credence.streams.state import codec
 from credence.tables.entries import new_reflection
@@ -131,7 +131,7 @@ def run_recovery(bootstrap: str, scopes: int, entries: int, work: Path, rounds: 
     asyncio.run(ensure_topics(bootstrap, settings, changelogs=True))
     names = [f"rec/u{i:03d}/c0" for i in range(scopes)]
     asyncio.run(seed_state(bootstrap, settings, names, entries))
-    topics = ",".join(changelog_topic(settings, t) for t in TABLES)
+    topics = ",".join(changelog_topic(settings, t) for t in STATE_TABLES)
     each = []
     for _ in range(rounds):
         shutil.rmtree(settings.data_dir, ignore_errors=True)  # the local store deleted: all from the changelogs

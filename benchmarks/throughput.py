@@ -38,7 +38,7 @@ from credence.kafka import client_options  # noqa: E402
 from credence.streams.ops.admin import changelog_topic, ensure_topics  # noqa: E402
 from credence.streams.ops.broker import EmbeddedBroker, free_port  # noqa: E402
 from credence.streams.ops.worker_process import WorkerProcess, wait_until  # noqa: E402
-from credence.streams.runtime.topics import TABLES  # noqa: E402
+from credence.streams.runtime.topics import STATE_TABLES  # noqa: E402
 from credence.tables.clock import format_instant, parse_instant  # noqa: E402
 from credence.tables.scope import Scope, scope_key  # noqa: E402
 from tests.support.turns import read_topic  # noqa: E402
@@ -158,8 +158,8 @@ def cpu_seconds(pid: int) -> float:
 def changelog_bytes(broker_dir: Path, settings) -> dict[str, int]:
     """Bytes in each table's changelog segments (nothing is compacted within a run: segments roll after
     10 minutes), i.e. what the worker wrote."""
-    names = {changelog_topic(settings, t): t for t in TABLES}
-    out = dict.fromkeys(TABLES, 0)
+    names = {changelog_topic(settings, t): t for t in STATE_TABLES}
+    out = dict.fromkeys(STATE_TABLES, 0)
     for part in (broker_dir / "kraft-logs").iterdir():
         table = names.get(part.name.rsplit("-", 1)[0])
         if table:
@@ -196,7 +196,7 @@ def run_ours(bootstrap: str, broker_dir: Path | None, records, work: Path, trans
         worker.stop()
     cpu *= len(records) / max(1, len(records) - before)  # as if every turn had been applied after ready
     return {"seconds": seconds, "cpu_s": cpu, "turns": len(records), "journal_events": status["stats"]["journal_events"],
-            "changelog_bytes": changelog_bytes(broker_dir, settings) if broker_dir else dict.fromkeys(TABLES, 0)}
+            "changelog_bytes": changelog_bytes(broker_dir, settings) if broker_dir else dict.fromkeys(STATE_TABLES, 0)}
 
 
 # -- latency ----------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ from __future__ import annotations
 import statistics
 
 from benchmarks.report import Row
-from credence.streams.runtime.topics import TABLES
+from credence.streams.runtime.topics import STATE_TABLES
 
 
 def summarize(rows: dict, turns: int) -> dict:
@@ -23,7 +23,7 @@ def summarize(rows: dict, turns: int) -> dict:
         "changelog_bytes_per_turn": statistics.median(sum(o["changelog_bytes"].values()) / o["turns"]
                                                       for o in rows["ours"]),
         "changelog_bytes_per_turn_by_table": {t: statistics.median(o["changelog_bytes"][t] / o["turns"]
-                                                                   for o in rows["ours"]) for t in TABLES},
+                                                                   for o in rows["ours"]) for t in STATE_TABLES},
         "ours_cpu_s_per_1k": statistics.median(1000 * o["cpu_s"] / o["turns"] for o in rows["ours"]),
         "raw_cpu_s_per_1k": statistics.median(1000 * r["cpu_s"] / r["turns"] for r in rows["raw"]),
         "journal_events": rows["ours"][-1]["journal_events"],

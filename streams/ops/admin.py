@@ -16,7 +16,7 @@ from credence.config import Settings
 from credence.errors import BrokerError
 from credence.kafka import client_options, start
 from credence.records.topics import TOPICS
-from credence.streams.runtime.topics import TABLES
+from credence.streams.runtime.topics import STATE_TABLES
 from credence.streams.runtime.topics import changelog_configs as table_changelog_configs
 
 log = logging.getLogger(__name__)
@@ -48,7 +48,7 @@ async def ensure_topics(bootstrap: str, settings: Settings, changelogs: bool = F
     try:
         wanted = {settings.topic(n): topic_configs(settings, n) for n in TOPICS}
         if changelogs:
-            wanted |= {changelog_topic(settings, t): changelog_configs(settings) for t in TABLES}
+            wanted |= {changelog_topic(settings, t): changelog_configs(settings) for t in STATE_TABLES}
         existing = set(await _ask(admin.list_topics))
         missing = [
             NewTopic(full, settings.topic_partitions, settings.topic_replicas, topic_configs=configs)

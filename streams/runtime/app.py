@@ -22,7 +22,7 @@ from credence.streams.runtime.container import Credence, Observe, Recall, Stats
 from credence.streams.runtime.probe import OffsetProbe
 from credence.streams.runtime.switch import PowerSwitch
 from credence.streams.runtime.tenancy import NoTenants, TenantMemory, TenantRecords, TenantSwitch
-from credence.streams.runtime.topics import TABLES, changelog_configs, declare_topics
+from credence.streams.runtime.topics import STATE_TABLES, changelog_configs, declare_topics
 from credence.streams.runtime.transport import read_committed
 from credence.streams.state import rocks
 from credence.streams.state.fence import Fence
@@ -103,9 +103,9 @@ def create_app(settings: Settings, bootstrap: str, *, tenants: TenantRecords | N
     topics = declare_topics(app, settings)
     changelog = {k: v for k, v in changelog_configs(settings).items() if k != "cleanup.policy"}
     # Values are bytes we encode once ourselves (streams/state/codec.py), stored and changelogged as is.
-    state_tables = StateTables(**{name: raw_table(app, name, settings.topic_partitions, changelog) for name in TABLES})
+    state_tables = StateTables(**{name: raw_table(app, name, settings.topic_partitions, changelog) for name in STATE_TABLES})
     ownership = Ownership(settings.topic_partitions, settings.topic(TOPICS.turns))
-    writes = TableWrites({name: state_tables[name] for name in TABLES}, freshness=freshness, fence=fence)
+    writes = TableWrites({name: state_tables[name] for name in STATE_TABLES}, freshness=freshness, fence=fence)
     state = WorkerState.over(state_tables, settings.state, ownership, writes, settings.topic)
     store = state.store
     ownership.on_moved(store.drop_partitions)

@@ -28,7 +28,7 @@ def changelog_configs(settings: Settings) -> dict[str, str]:
 
 # scopes: control values; entries: one key per entry; lists: long lists of a scope's state, one key per
 # item (queued inputs, processed fact ids); history: entries' journal events; seen: duplicate marks
-TABLES = ("scopes", "entries", "lists", "history", "seen")
+STATE_TABLES = ("scopes", "entries", "lists", "history", "seen")
 
 
 class Topics:

@@ -19,7 +19,7 @@ from credence.config import Settings, load_settings
 from credence.kafka import client_options
 from credence.streams.ops.admin import changelog_topic
 from credence.streams.ops.worker_process import WorkerProcess, wait_until
-from credence.streams.runtime.topics import TABLES, TOPICS
+from credence.streams.runtime.topics import STATE_TABLES, TOPICS
 from tests.support.cluster import KafkaCluster
 from tests.support.pipeline import (
     CLUSTER_LINES,
@@ -94,7 +94,7 @@ def test_losing_the_busiest_broker_mid_replay_loses_nothing(cluster, reference, 
     try:
         worker.start(ready_timeout_s=180)
         created = asyncio.run(replication(cluster.bootstrap, settings))
-        names = [settings.topic(n) for n in TOPICS] + [changelog_topic(settings, t) for t in TABLES]
+        names = [settings.topic(n) for n in TOPICS] + [changelog_topic(settings, t) for t in STATE_TABLES]
         assert created == {n: ([REPLICAS] * settings.topic_partitions, str(MIN_INSYNC)) for n in names}, created
         asyncio.run(produce_lines(cluster.bootstrap, settings, before_kill))
         wait_until(lambda: sum(turn_counts(worker).values()) > 0, 60, "the worker to take in turns")

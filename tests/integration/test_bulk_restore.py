@@ -16,7 +16,7 @@ from aiokafka.structs import TopicPartition
 from credence.kafka import client_options
 from credence.streams.ops.admin import changelog_topic
 from credence.streams.ops.worker_process import WorkerProcess
-from credence.streams.runtime.topics import TABLES
+from credence.streams.runtime.topics import STATE_TABLES
 from tests.support.pipeline import (
     FAST_GROUP_ENV,
     flush_and_wait_idle,
@@ -41,7 +41,7 @@ async def changelog_records(bootstrap: str, settings) -> int:
                                                  isolation_level="read_committed"))
     await consumer.start()
     try:
-        tps = [TopicPartition(changelog_topic(settings, t), p) for t in TABLES
+        tps = [TopicPartition(changelog_topic(settings, t), p) for t in STATE_TABLES
                for p in range(settings.topic_partitions)]
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)

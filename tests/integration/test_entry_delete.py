@@ -18,7 +18,7 @@ from credence.sinks.schema import ARCHIVE, EVIDENCE, TABLES
 from credence.sinks.shards import list_shards, open_archive, read_shard
 from credence.streams.ops.admin import changelog_topic, ensure_topics
 from credence.streams.ops.worker_process import WorkerProcess, wait_until
-from credence.streams.runtime.topics import TABLES as STATE_TABLES
+from credence.streams.runtime.topics import STATE_TABLES
 from tests.support.api import add_tenant, client
 from tests.support.pipeline import discard, idle_status
 

@@ -16,7 +16,7 @@ import pytest
 from credence.streams.ops.admin import changelog_topic, ensure_topics
 from credence.streams.ops.worker_process import WorkerProcess, wait_until
 from credence.streams.runtime.forwards import FORWARDED_FROM
-from credence.streams.runtime.topics import TABLES
+from credence.streams.runtime.topics import STATE_TABLES
 from credence.streams.state import codec
 from credence.streams.state.ownership import Ownership
 from tests.support.turns import Outgoing, produce, read_topic, turn, uncommitted
@@ -85,7 +85,7 @@ def test_a_turn_on_the_wrong_partition_is_applied_once_through_its_scopes_partit
     # Every key of the scope is on its own changelog partition, and its state counts only positions of
     # that partition: nothing was applied where the records arrived.
     stored = {}
-    for table in TABLES:
+    for table in STATE_TABLES:
         for m in asyncio.run(read_topic(kafka_bootstrap, changelog_topic(settings, table), PARTITIONS)):
             key = json.loads(m.key)
             if scope in key:

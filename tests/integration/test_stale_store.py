@@ -19,7 +19,7 @@ from credence.kafka import client_options
 from credence.streams.ops.admin import changelog_configs, changelog_topic, ensure_topics
 from credence.streams.ops.replay import send_forget
 from credence.streams.ops.worker_process import WorkerProcess, wait_until
-from credence.streams.runtime.topics import TABLES
+from credence.streams.runtime.topics import STATE_TABLES
 from tests.support.pipeline import discard, flush_and_wait_idle, produce_lines, turn_counts
 
 from .test_forget import read_changelog
@@ -48,7 +48,7 @@ async def create_compacting_changelogs(bootstrap: str, settings) -> None:
         configs = changelog_configs(settings) | {"segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
                                                  "delete.retention.ms": str(round(TOMBSTONE_S * 1000))}
         await admin.create_topics([NewTopic(changelog_topic(settings, t), settings.topic_partitions,
-                                            settings.topic_replicas, topic_configs=configs) for t in TABLES])
+                                            settings.topic_replicas, topic_configs=configs) for t in STATE_TABLES])
     finally:
         await admin.close()
 
