@@ -24,7 +24,7 @@ import pyarrow.dataset as ds
 
 from credence.config.archive import ArchiveSettings
 from credence.errors import ArchiveError
-from credence.sinks.schema import EVIDENCE, FACTS_KIND, PARTITION_SCHEMA, SCHEMAS, TABLES
+from credence.sinks.schema import ARCHIVE_TABLES, EVIDENCE, FACTS_KIND, PARTITION_SCHEMA, SCHEMAS
 from credence.sinks.shards import Archive, list_shards, open_archive
 
 FORMATS = ("table", "csv", "json")
@@ -126,7 +126,7 @@ def connect(root: str, database: str = ":memory:", settings: ArchiveSettings | N
     archive = open_archive(root, settings)
     conn = _new_connection(database)
     try:
-        for table in TABLES:
+        for table in ARCHIVE_TABLES:
             if not archive.is_local:
                 _remote_view(conn, archive, table)
                 continue

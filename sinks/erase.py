@@ -21,7 +21,7 @@ import pyarrow.fs as pafs
 from credence.config.archive import ArchiveSettings
 from credence.errors import ArchiveError
 from credence.sinks.forget import ForgetReport, Forgotten, forgotten_markers
-from credence.sinks.schema import TABLES
+from credence.sinks.schema import ARCHIVE_TABLES
 from credence.sinks.shards import Archive, drop_rows, list_shards, open_archive, publish, read_shard
 from credence.tables.scope import Scope
 
@@ -136,7 +136,7 @@ def erase_entry(root: str, scope: Scope, entry_id: str, incarnation: int, below:
     mark_erased(archive, scope, entry_id, incarnation, below)
     erased = erased_markers(archive)
     removed = rewritten = deleted = 0
-    for table in TABLES:
+    for table in ARCHIVE_TABLES:
         for path in list_shards(archive, table, scope.tenant):
             if not pc.any(pc.equal(read_shard(archive, path, ["entry_id"]).column("entry_id"), entry_id)).as_py():
                 continue  # most shards hold none of its rows: one column read

@@ -21,7 +21,7 @@ import pyarrow.fs as pafs
 
 from credence.config.archive import ArchiveSettings
 from credence.errors import ArchiveError
-from credence.sinks.schema import TABLES, tenant_segment
+from credence.sinks.schema import ARCHIVE_TABLES, tenant_segment
 from credence.sinks.shards import (
     Archive,
     drop_rows,
@@ -93,7 +93,7 @@ def forget_user(root: str, tenant: str, user: str, settings: ArchiveSettings | N
     mark_forgotten(archive, tenant, user, archived_lives(archive, tenant, user) if cutoff is None else cutoff)
     forgotten = forgotten_markers(archive)
     removed = rewritten = deleted = 0
-    for table in TABLES:
+    for table in ARCHIVE_TABLES:
         for path in list_shards(archive, table, tenant):
             if not pc.any(pc.equal(read_shard(archive, path, ["user"]).column("user"), user)).as_py():
                 continue  # most shards of a tenant hold none of the user's rows: read one column only
@@ -110,7 +110,7 @@ def archived_lives(archive: Archive, tenant: str, user: str) -> dict[int, int]:
     """Per partition, one past the newest incarnation of the user's archived rows: the cut-off that forgets
     everything archived of them so far."""
     newest: dict[int, int] = {}
-    for table in TABLES:
+    for table in ARCHIVE_TABLES:
         for path in list_shards(archive, table, tenant):
             columns = ["user", "topic_partition"] + [c for c in ("incarnation",) if c in shard_columns(archive, path)]
             shard = read_shard(archive, path, columns)

@@ -23,7 +23,7 @@ from credence.records.envelope import loads
 from credence.sinks.base import Batch, Record, SinkStats, Written
 from credence.sinks.erase import archive_markers
 from credence.sinks.identities import IdentitySet, decide_duplicates, load_identities
-from credence.sinks.schema import TABLES, Row, ShardKey, to_row
+from credence.sinks.schema import ARCHIVE_TABLES, Row, ShardKey, to_row
 from credence.sinks.shards import Archive, open_archive, remove_stale_temp_files, write_shards
 
 log = logging.getLogger(__name__)
@@ -65,8 +65,8 @@ class ParquetSink:
 
     def __init__(self, topic: str, table: str, settings: ArchiveSettings, *, group_id: str | None = None,
                  name: str | None = None) -> None:
-        if table not in TABLES:
-            raise ArchiveError(f"unknown archive table {table!r}; use one of {TABLES}")
+        if table not in ARCHIVE_TABLES:
+            raise ArchiveError(f"unknown archive table {table!r}; use one of {ARCHIVE_TABLES}")
         self.topic, self.table, self.settings = topic, table, settings
         self.name = name or table
         self.topics = (topic,)

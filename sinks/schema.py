@@ -22,8 +22,8 @@ from credence.records.envelope import check
 from credence.records.journal import ARCHIVE, EVIDENCE, FACTS_KIND, FIELDS, IDENTITY, KINDS, Field, event_id
 from credence.tables.scope import check_part
 
-TABLES = (ARCHIVE, EVIDENCE)
-__all__ = ["ARCHIVE", "EVIDENCE", "FACTS_KIND", "IDENTITY", "TABLES", "identity"]  # the journal's names, read here by the sinks
+ARCHIVE_TABLES = (ARCHIVE, EVIDENCE)
+__all__ = ["ARCHIVE", "EVIDENCE", "FACTS_KIND", "IDENTITY", "ARCHIVE_TABLES", "identity"]  # the journal's names, read here by the sinks
 
 TS = pa.timestamp("us", tz="UTC")
 STRINGS = pa.list_(pa.string())
@@ -124,7 +124,7 @@ def tenant_segment(tenant: str) -> str:
 def to_row(table: str, record: Any, partition: int, offset: int) -> Row:
     """Validate one decoded topic record and turn it into a row; ArchiveError says what is wrong."""
     if table not in SCHEMAS:
-        raise ArchiveError(f"unknown archive table {table!r}; use one of {TABLES}")
+        raise ArchiveError(f"unknown archive table {table!r}; use one of {ARCHIVE_TABLES}")
     if not isinstance(record, dict):
         raise ArchiveError(f"record is {type(record).__name__}, expected a JSON object")
     try:

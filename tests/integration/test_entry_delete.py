@@ -14,7 +14,7 @@ import pytest
 
 from credence.config.pipeline import PipelineSettings
 from credence.sinks.consumer import drain
-from credence.sinks.schema import ARCHIVE, EVIDENCE, TABLES
+from credence.sinks.schema import ARCHIVE, ARCHIVE_TABLES, EVIDENCE
 from credence.sinks.shards import list_shards, open_archive, read_shard
 from credence.streams.ops.admin import changelog_topic, ensure_topics
 from credence.streams.ops.worker_process import WorkerProcess, wait_until
@@ -49,7 +49,7 @@ def _sink(bootstrap, settings, from_beginning: bool = False) -> None:
 def _archived(root: str, settings) -> list[dict]:
     archive = open_archive(root, settings.archive)
     rows = []
-    for table in TABLES:
+    for table in ARCHIVE_TABLES:
         for path in list_shards(archive, table, "acme"):
             rows += read_shard(archive, path, ["entry_id", "version", "text"]).to_pylist()
     return rows

@@ -19,7 +19,7 @@ from aiokafka import AIOKafkaProducer
 from credence.config.archive import ArchiveSettings
 from credence.kafka import client_options
 from credence.sinks.consumer import drain
-from credence.sinks.schema import ARCHIVE, EVIDENCE, TABLES
+from credence.sinks.schema import ARCHIVE, ARCHIVE_TABLES, EVIDENCE
 from credence.sinks.shards import list_shards, open_archive
 from tests.integration.test_sink_archive import archive_record, create_topics
 from tests.integration.test_sink_evidence import journal
@@ -104,7 +104,7 @@ def shard_digests(root: str) -> dict[str, str]:
     """Every shard of both tables: its path under the root -> the SHA-256 of its bytes."""
     archive = open_archive(root)
     digests = {}
-    for table in TABLES:
+    for table in ARCHIVE_TABLES:
         for path in list_shards(archive, table):
             with archive.fs.open_input_stream(path) as stream:
                 digests[path[len(archive.base) + 1:]] = hashlib.sha256(stream.read()).hexdigest()

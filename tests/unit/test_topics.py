@@ -11,7 +11,7 @@ from credence.config import load_settings
 from credence.errors import ConfigError
 from credence.records.topics import TOPICS
 from credence.sinks.registry import build_sinks
-from credence.sinks.schema import TABLES as ARCHIVE_TABLES
+from credence.sinks.schema import ARCHIVE_TABLES
 from credence.streams.ops.admin import topic_configs
 from credence.streams.runtime.agent import INPUTS
 from credence.streams.runtime.topics import Topics
