@@ -378,11 +378,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except CredenceError as exc:
-        print(f"credence: error: {exc}", file=sys.stderr)
-        return 2
+        return failed(f"credence: error: {exc}")
     except KafkaError as exc:  # e.g. an unreachable --bootstrap: say so, no traceback
-        print(f"credence: error: Kafka: {exc}", file=sys.stderr)
-        return 2
+        return failed(f"credence: error: Kafka: {exc}")
+
+
+def failed(message: str) -> int:
+    """The one line a failed command ends with. A client the failure abandoned may leave connection
+    futures whose errors asyncio logs when they are collected at exit: the line already says what
+    happened, so they are not logged again."""
+    print(message, file=sys.stderr)
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)
+    return 2
 
 
 if __name__ == "__main__":
