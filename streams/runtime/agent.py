@@ -41,7 +41,6 @@ from credence.streams.scope.step import event_now
 from credence.streams.state.marks import received_at
 from credence.streams.state.positions import APPLY, SEEN
 from credence.streams.state.transaction import Transaction, WorkerState, set_current_event
-from credence.tables.scope import tenant_of
 
 if TYPE_CHECKING:
     from credence.streams.runtime.container import Stats
@@ -180,7 +179,7 @@ class ScopeAgent:
                 # create the scope again, empty.
                 log.info("%s for %s ignored: the scope has no state", item.kind, item.scope)
                 return
-            scope_work = work[item.scope] = ScopeWork(tx.live(item.scope), msg.partition)
+            scope_work = work[item.scope] = ScopeWork(tx.live(item.scope, item.prefix), msg.partition)
         state = scope_work.live.state
         position = f"{item.name}:{msg.partition}"
         if msg.offset <= state.applied.get(position, -1):
@@ -192,7 +191,7 @@ class ScopeAgent:
             self.stats.redelivered += item.topic not in (TOPICS.turns, TOPICS.feedback)  # a forward made again
             return
         applied = Applied(item.kind, item.record, event_now(state, item.at) or datetime.now(UTC),
-                          self.powerful(tenant_of(item.scope)), position, msg.offset,
+                          self.powerful(item.tenant), position, msg.offset,
                           item.topic == TOPICS.turns)
         stepping = Stepping(self.context, self.state.store, self.dlq, self.settings.kafka.max_record_bytes,
                             self.control, self.runner)
