@@ -12,7 +12,6 @@ from typing import Protocol, runtime_checkable
 from credence.config.memory import MemorySettings
 from credence.config.tenants import TenantSettings
 from credence.streams.runtime.switch import PowerSwitch
-from credence.tables.scope import tenant_of
 
 
 @runtime_checkable
@@ -83,8 +82,7 @@ class TenantMemory:
         self.memory, self.records = memory, records
         self._copies: dict[str, tuple[TenantSettings, MemorySettings]] = {}
 
-    def __call__(self, scope: str) -> MemorySettings:
-        tenant = tenant_of(scope)
+    def __call__(self, tenant: str) -> MemorySettings:
         settings = self.records.tenant_settings(tenant)
         if settings is None:
             return self.memory
