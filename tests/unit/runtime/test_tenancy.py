@@ -72,6 +72,15 @@ def test_a_tenant_record_sets_the_time_zone_and_budgets_its_scopes_are_stepped_w
     assert str(memory_for("acme").zone_for("acme")) == "UTC"  # a changed record takes effect
 
 
+def test_tenant_memory_built_after_the_records_arrived_has_their_settings():
+    directory = Directory()
+    directory.apply(TOPICS.tenants, b"acme", tenant("acme", persona_token_budget=77))
+    memory_for = TenantMemory(MemorySettings(), directory)  # the worker is built after the directory read
+    assert memory_for("acme").persona_token_budget == 77
+    directory.apply(TOPICS.tenants, b"acme", None)  # the tenant is gone: the worker's settings again
+    assert memory_for("acme") is memory_for.memory
+
+
 def test_the_agent_steps_each_tenant_with_the_settings_it_was_built_with(tmp_path):
     directory = Directory()
     directory.apply(TOPICS.tenants, b"acme", tenant("acme", powerful_memory=False, time_zone="Asia/Tokyo"))
