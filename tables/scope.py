@@ -32,14 +32,15 @@ def check_part(name: str, value: object) -> str:
     return value
 
 
-def scope_key(tenant: str, user: str, character: str) -> str:
-    """The topic key of a scope whose parts were checked already (``Scope(...).key`` checks them)."""
-    return SEPARATOR.join((tenant, user, character))
-
-
 def user_prefix(tenant: str, user: str) -> str:
     """The key prefix shared by every scope of one user: the key of a forget, which spans them all."""
     return f"{tenant}{SEPARATOR}{user}{SEPARATOR}"
+
+
+def scope_key(tenant: str, user: str, character: str) -> str:
+    """The topic key of a scope whose parts were checked already (``Scope(...).key`` checks them): its
+    user's prefix and the character, so a forget's prefix selects exactly its user's scopes."""
+    return user_prefix(tenant, user) + character
 
 
 def selection_parts(selection: object) -> tuple[str, ...]:

@@ -18,6 +18,7 @@ from credence.records.kind import ANSWERS, Kind
 from credence.records.topics import TOPICS, TopicSpec
 from credence.records.turn import TurnRecord, decode_turn
 from credence.records.usage import UsageRecord, decode_usage
+from credence.tables.scope import user_prefix
 
 # An input record as its producer sent it, at most (but an LLM answer): its known fields take far less (a
 # turn's text of MAX_TEXT characters, each escaped to 12 bytes at worst, and its surfaced ids; a forget's
@@ -73,6 +74,9 @@ class Input:
     kind: Kind
     record: InputRecord
     at: datetime | None  # event time, if the record carries one
+    # the scope's parts the worker asks about, read from the record's own fields (never parsed from the key)
+    tenant: str
+    prefix: str  # the user's key prefix (tables/scope.py): the incarnation and forgets are kept under it
 
     @property
     def name(self) -> str:
@@ -97,6 +101,9 @@ def _decode_input(topic: TopicSpec, raw: bytes) -> Input:
     elif topic is TOPICS.usage:
         record = decode_usage(raw)
     else:
-        control = record = ControlRecord.decode(raw)
-        return Input(topic, control.scope, control.kind, control, None if control.kind is Kind.FORGET else control.at)
-    return Input(topic, record.scope, record.kind, record, record.ts)
+        control = ControlRecord.decode(raw)
+        tenant, user = control.fields["tenant"], control.fields["user"]
+        return Input(topic, control.scope, control.kind, control, None if control.kind is Kind.FORGET else control.at,
+                     tenant, user_prefix(tenant, user))
+    return Input(topic, record.scope, record.kind, record, record.ts, record.tenant,
+                 user_prefix(record.tenant, record.user))

@@ -45,6 +45,9 @@ class Directory:
         """The tenant's overrides of the worker's settings (what the stream steps its scopes with)."""
         return self.book.tenant_settings(tenant)
 
+    def watch(self, on_put) -> None:
+        self.book.watch(on_put)
+
     def card(self, tenant: str, character: str) -> Card | None:
         return self.cards.get(card_key(tenant, character))
 

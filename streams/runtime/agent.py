@@ -29,7 +29,7 @@ from credence.records.kind import ACTS_ON_STATE, Kind
 from credence.records.topics import INPUTS, TOPICS, TopicSpec
 from credence.streams.llm.runner import Runner
 from credence.streams.runtime import rewinds
-from credence.streams.runtime.batch import Applied, ScopeWork, Sends, Stepping
+from credence.streams.runtime.batch import Applied, MakeContext, ScopeWork, Sends, Stepping
 from credence.streams.runtime.dead_letters import DeadLetters
 from credence.streams.runtime.forwards import Origin, duplicate_id, header, origin_of
 from credence.streams.runtime.probe import OffsetProbe
@@ -41,7 +41,6 @@ from credence.streams.scope.step import event_now
 from credence.streams.state.marks import received_at
 from credence.streams.state.positions import APPLY, SEEN
 from credence.streams.state.transaction import Transaction, WorkerState, set_current_event
-from credence.tables.scope import tenant_of
 
 if TYPE_CHECKING:
     from credence.streams.runtime.container import Stats
@@ -75,8 +74,8 @@ class ScopeAgent:
         self.by_name = {settings.topic(spec): spec for spec in INPUTS}  # full topic name -> its spec
         self.control = settings.topic(TOPICS.control)  # an in-process answer refused is dead-lettered as one
         self.runner = runner  # asks the scopes' LLM requests
-        # scope -> the evidence settings it is stepped with (per tenant: tenancy.TenantMemory)
-        self.memory_for = memory_for or (lambda scope: settings.memory)
+        # tenant -> the evidence settings its scopes are stepped with (tenancy.TenantMemory)
+        self.memory_for = memory_for or (lambda tenant: settings.memory)
         self.dlq = DeadLetters(settings, stats)
 
     async def send(self, topic: TopicSpec, scope: str, record: dict) -> None:
@@ -94,10 +93,13 @@ class ScopeAgent:
         for fut in futures:
             await fut
 
-    def context(self, scope: str, now: datetime, powerful: bool) -> StepContext:
-        return StepContext(now=now, powerful=powerful, boot=self.boot, memory=self.memory_for(scope),
-                           pipeline=self.settings.pipeline, usage=self.settings.usage,
-                           vectors=self.runner.vectors if self.runner is not None else None)
+    def context(self, tenant: str) -> MakeContext:
+        """The step context of the tenant's scopes, with its evidence settings (read when a step asks)."""
+        def make(scope: str, now: datetime, powerful: bool) -> StepContext:
+            return StepContext(now=now, powerful=powerful, boot=self.boot, memory=self.memory_for(tenant),
+                               pipeline=self.settings.pipeline, usage=self.settings.usage,
+                               vectors=self.runner.vectors if self.runner is not None else None)
+        return make
 
     # -- a batch ------------------------------------------------------------------------------------
     async def run(self, stream) -> None:
@@ -180,7 +182,8 @@ class ScopeAgent:
                 # create the scope again, empty.
                 log.info("%s for %s ignored: the scope has no state", item.kind, item.scope)
                 return
-            scope_work = work[item.scope] = ScopeWork(tx.live(item.scope), msg.partition)
+            live = tx.live(item.scope, item.prefix)
+            scope_work = work[item.scope] = ScopeWork(live, msg.partition, item.tenant)
         state = scope_work.live.state
         position = f"{item.name}:{msg.partition}"
         if msg.offset <= state.applied.get(position, -1):
@@ -192,9 +195,9 @@ class ScopeAgent:
             self.stats.redelivered += item.topic not in (TOPICS.turns, TOPICS.feedback)  # a forward made again
             return
         applied = Applied(item.kind, item.record, event_now(state, item.at) or datetime.now(UTC),
-                          self.powerful(tenant_of(item.scope)), position, msg.offset,
+                          self.powerful(item.tenant), position, msg.offset,
                           item.topic == TOPICS.turns)
-        stepping = Stepping(self.context, self.state.store, self.dlq, self.settings.kafka.max_record_bytes,
+        stepping = Stepping(self.context(item.tenant), self.state.store, self.dlq, self.settings.kafka.max_record_bytes,
                             self.control, self.runner)
         await stepped(stepping.step(work, sends, event, item, applied), work, event, item)
 
@@ -215,7 +218,7 @@ class ScopeAgent:
                 tx.forward(self.topics[topic], key, value, partition, header(origin) | trace)
             for scope, scope_work in work.items():
                 key = scope.encode()
-                turns += self.stats.count_saved(scope, scope_work)  # nothing applied counts nothing
+                turns += self.stats.count_saved(scope_work)  # nothing applied counts nothing
                 for e in scope_work.emits:
                     emit(tx, scope_work.partition, self.topics[e.topic], key,
                          encode_record(e.record), e, scope_work.traced.get(id(e)))

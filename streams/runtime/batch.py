@@ -52,6 +52,7 @@ class Applied:
 class ScopeWork:
     live: Live
     partition: int
+    tenant: str  # the scope's tenant, as its input carried it: the per-tenant counters read it
     applied: list[Applied] = field(default_factory=list)
     emits: list[Emit] = field(default_factory=list)
     requests: list[Request] = field(default_factory=list)
@@ -155,7 +156,7 @@ def is_idle_tick(work: ScopeWork, item: Applied, make_context: MakeContext) -> b
 def rebuild(store: ScopeStore, scope: str, work: ScopeWork, make_context: MakeContext) -> ScopeWork:
     """The scope as the tables hold it plus this batch's inputs before the one that failed."""
     store.discard(scope)
-    fresh = ScopeWork(store.live(scope), work.partition)
+    fresh = ScopeWork(store.live(scope), work.partition, work.tenant)
     for item in work.applied:
         apply(fresh, item, make_context)
     return fresh

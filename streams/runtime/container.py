@@ -21,7 +21,6 @@ from credence.streams.state.marks import Marks
 from credence.streams.state.ownership import Ownership
 from credence.streams.state.restore import RestoreStats
 from credence.streams.state.store import ScopeStore, StateTables
-from credence.tables.scope import tenant_of
 
 
 @dataclass
@@ -50,9 +49,8 @@ class Stats:
     # drafts declined as restatements ("synthesis:restatement"); exported as credence_stats_statements_refused
     statements_refused: dict = field(default_factory=dict)
 
-    def count_step(self, scope: str, turns: int, emits) -> None:
+    def count_step(self, tenant: str, turns: int, emits) -> None:
         """Per-tenant counters of a scope's applied records: its turns, and the evidence signals journaled."""
-        tenant = tenant_of(scope)
         if turns:
             self.turns_by_tenant[tenant] = self.turns_by_tenant.get(tenant, 0) + turns
         for emit in emits:
@@ -61,12 +59,12 @@ class Stats:
                 kind = emit.record["cause"].rsplit(":", 1)[-1]  # "<source>:<kind>" or the kind alone
                 kinds[kind] = kinds.get(kind, 0) + 1
 
-    def count_saved(self, scope: str, work) -> int:
+    def count_saved(self, work) -> int:
         """Count what a batch applied to the scope (`work`: its batch.ScopeWork); the turns it applied."""
         self.journal_events += len(work.journal)
         self.archived += sum(1 for e in work.emits if e.topic == TOPICS.archive)
         turns = sum(1 for a in work.applied if a.turn)
-        self.count_step(scope, turns, work.emits)
+        self.count_step(work.tenant, turns, work.emits)
         self.count_refused(work.refused)
         return turns
 

@@ -7,12 +7,12 @@ takes them in its constructor."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Protocol, runtime_checkable
 
 from credence.config.memory import MemorySettings
 from credence.config.tenants import TenantSettings
 from credence.streams.runtime.switch import PowerSwitch
-from credence.tables.scope import tenant_of
 
 
 @runtime_checkable
@@ -23,6 +23,9 @@ class TenantRecords(Protocol):
 
     def tenant_settings(self, tenant: str) -> TenantSettings | None: ...
 
+    def watch(self, on_put: Callable[[str, TenantSettings | None], None]) -> None:
+        """Call `on_put` with every tenant's settings now, and again as each record arrives."""
+
 
 class TenantBook:
     """The tenants' settings kept where the stream reads them: whoever follows the tenants topic (the API's
@@ -31,6 +34,7 @@ class TenantBook:
     def __init__(self) -> None:
         self.ready = asyncio.Event()  # the follower sets it once caught up
         self._settings: dict[str, TenantSettings] = {}
+        self._watchers: list[Callable[[str, TenantSettings | None], None]] = []
 
     def put(self, tenant: str, settings: TenantSettings | None) -> None:
         """A tenant record's settings (None: the tenant is gone)."""
@@ -38,6 +42,13 @@ class TenantBook:
             self._settings.pop(tenant, None)
         else:
             self._settings[tenant] = settings
+        for on_put in self._watchers:
+            on_put(tenant, settings)
+
+    def watch(self, on_put: Callable[[str, TenantSettings | None], None]) -> None:
+        self._watchers.append(on_put)
+        for tenant, settings in self._settings.items():
+            on_put(tenant, settings)
 
     def tenant_settings(self, tenant: str) -> TenantSettings | None:
         return self._settings.get(tenant)
@@ -52,6 +63,9 @@ class NoTenants:
 
     def tenant_settings(self, tenant: str) -> TenantSettings | None:
         return None
+
+    def watch(self, on_put: Callable[[str, TenantSettings | None], None]) -> None:
+        pass  # no records: nothing ever arrives
 
 
 class Switch(Protocol):
@@ -75,20 +89,20 @@ class TenantSwitch:
 
 
 class TenantMemory:
-    """The evidence settings a scope is stepped with: the tenant record's overrides (its time zone for the
-    daily sweeps, its budgets) over the worker's, as the API's reads apply them. One copy per tenant
-    record, made again only when the record changes."""
+    """The evidence settings a tenant's scopes are stepped with: the tenant record's overrides (its time zone
+    for the daily sweeps, its budgets) over the worker's, as the API's reads apply them. One copy per tenant
+    record, made when the record arrives, so stepping a scope only looks it up."""
 
     def __init__(self, memory: MemorySettings, records: TenantRecords) -> None:
-        self.memory, self.records = memory, records
-        self._copies: dict[str, tuple[TenantSettings, MemorySettings]] = {}
+        self.memory = memory
+        self._copies: dict[str, MemorySettings] = {}
+        records.watch(self._put)
 
-    def __call__(self, scope: str) -> MemorySettings:
-        tenant = tenant_of(scope)
-        settings = self.records.tenant_settings(tenant)
+    def _put(self, tenant: str, settings: TenantSettings | None) -> None:
         if settings is None:
-            return self.memory
-        cached = self._copies.get(tenant)
-        if cached is None or cached[0] is not settings:
-            cached = self._copies[tenant] = (settings, settings.memory(self.memory, tenant))
-        return cached[1]
+            self._copies.pop(tenant, None)
+        else:
+            self._copies[tenant] = settings.memory(self.memory, tenant)
+
+    def __call__(self, tenant: str) -> MemorySettings:
+        return self._copies.get(tenant, self.memory)

@@ -8,7 +8,6 @@ import re
 from collections.abc import Mapping
 
 from credence import tracing
-from credence.tables.scope import tenant_of
 
 
 def step_span(event, item):
@@ -19,7 +18,7 @@ def step_span(event, item):
         "messaging.system": "kafka", "messaging.operation.type": "process",
         "messaging.destination.name": msg.topic, "messaging.destination.partition.id": str(msg.partition),
         "messaging.kafka.offset": msg.offset, "credence.record.kind": item.kind,
-        "credence.tenant": tenant_of(item.scope)})
+        "credence.tenant": item.tenant})
 
 
 def traced(scope_work, emitted: int, context) -> None:

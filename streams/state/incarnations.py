@@ -33,9 +33,11 @@ class Incarnations:
     def __init__(self, table, writes: TableWrites, partition_of: Callable[[str], int]) -> None:
         self._table, self._writes, self._partition_of = table, writes, partition_of
 
-    def of(self, scope: str) -> int:
-        """The incarnation a scope created now begins (a record of its partition is the current event)."""
-        raw = self._table.get(incarnation_key(self._partition_of(scope), user_prefix_of(scope)))
+    def of(self, scope: str, prefix: str | None = None) -> int:
+        """The incarnation a scope created now begins (a record of its partition is the current event);
+        `prefix`: its user's key prefix, when the caller has it from the record."""
+        prefix = prefix if prefix is not None else user_prefix_of(scope)
+        raw = self._table.get(incarnation_key(self._partition_of(scope), prefix))
         return int(orjson.loads(raw)["incarnation"]) if raw is not None else 0
 
     def begin(self, prefix: str, partition: int, offset: int) -> None:

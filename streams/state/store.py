@@ -240,12 +240,13 @@ class ScopeStore:
         return not any(item["record"].get("feedback_id") == feedback_id for item in state.queue)
 
     # -- the agent's side ---------------------------------------------------------------------------
-    def live(self, scope: str) -> Live:
-        """The scope's live object, loaded (and a schema-1 value split) on a miss; a new scope if unknown.
-        The scope is pending from here until `write` or `discard`."""
+    def live(self, scope: str, prefix: str | None = None) -> Live:
+        """The scope's live object, loaded (and a schema-1 value split) on a miss; a new scope if unknown
+        (`prefix`: its user's key prefix, for its incarnation). The scope is pending from here until `write`
+        or `discard`."""
         live = self._live.get(scope)
         if live is None:
-            live = self._read(scope) or Live(ScopeState(scope=scope, incarnation=self._incarnations.of(scope)))
+            live = self._read(scope) or Live(ScopeState(scope=scope, incarnation=self._incarnations.of(scope, prefix)))
             self._live[scope] = live
             self._evict()
         self._live.move_to_end(scope)

@@ -125,8 +125,8 @@ class Transaction:
     def exists(self, scope: str) -> bool:
         return self.state.store.exists(scope)
 
-    def live(self, scope: str) -> Live:
-        return self.state.store.live(scope)
+    def live(self, scope: str, prefix: str) -> Live:
+        return self.state.store.live(scope, prefix)
 
     def first_time(self, kind: str, scope: str, ident: str, position: str, at, received) -> bool:
         return self.state.marks.first_time(kind, scope, ident, position, at, received)

@@ -4,6 +4,7 @@ from datetime import timedelta
 
 from credence.records.inputs import as_record
 from credence.streams.runtime.batch import RELEASE, Applied, ScopeWork, apply, rebuild
+from credence.tables.scope import tenant_of
 from tests.support.scope_tables import SCOPE, T0, make_context, store_over, turn
 
 
@@ -14,7 +15,7 @@ def applied(kind, record, *rest) -> Applied:
 
 def test_a_step_that_fails_half_way_leaves_nothing_behind(tables, ownership):
     store = store_over(tables, ownership)
-    work = ScopeWork(store.live(SCOPE), partition=0)
+    work = ScopeWork(store.live(SCOPE), partition=0, tenant=tenant_of(SCOPE))
     ctx = apply(work, applied("turn", turn(1, "I love hiking in the Alps"), T0, True, "turns:0", 0, True),
                 make_context)
     [request] = ctx.requests
@@ -42,7 +43,7 @@ def test_a_step_that_fails_half_way_leaves_nothing_behind(tables, ownership):
 def test_rebuild_gives_the_state_of_the_records_before_the_failure(tables, ownership):
     store = store_over(tables, ownership)
     records = [turn(i, t, T0 + timedelta(hours=i)) for i, t in enumerate(["hello", "I have a dog", "bye"])]
-    work = ScopeWork(store.live(SCOPE), partition=0)
+    work = ScopeWork(store.live(SCOPE), partition=0, tenant=tenant_of(SCOPE))
     for i, r in enumerate(records):
         apply(work, applied("turn", r, T0 + timedelta(hours=i), True, "turns:0", i, True), make_context)
     expected = work.live.state.to_dict()
@@ -60,7 +61,7 @@ def test_a_facts_event_goes_through_the_batch_and_leaves_no_key_behind(tables, o
     from tests.unit.scope.conftest import run_request
 
     store = store_over(tables, ownership)
-    work = ScopeWork(store.live(SCOPE), partition=0)
+    work = ScopeWork(store.live(SCOPE), partition=0, tenant=tenant_of(SCOPE))
     # an unrelated persona entry, so Stage-2 has a candidate to compare (with none the step skips the call)
     candidate = new_persona_entry("p-candidate", Scope.parse(SCOPE), "The user's name is Kim.", T0, subject="name")
     work.live.state.entries[candidate.id] = candidate
@@ -81,7 +82,7 @@ def test_a_facts_event_goes_through_the_batch_and_leaves_no_key_behind(tables, o
 def test_the_work_keeps_whether_the_scope_is_idle_after_each_record_applied(tables, ownership):
     # The commit marks a scope busy or idle from this (streams/state/transaction.py), not from the state.
     store = store_over(tables, ownership)
-    work = ScopeWork(store.live(SCOPE), partition=0)
+    work = ScopeWork(store.live(SCOPE), partition=0, tenant=tenant_of(SCOPE))
     assert work.idle is None  # nothing applied yet
     [request] = apply(work, applied("turn", turn(1, "I love hiking in the Alps"), T0, True, "turns:0", 0, True),
                       make_context).requests

@@ -57,19 +57,28 @@ def test_a_tenant_record_sets_the_time_zone_and_budgets_its_scopes_are_stepped_w
     worker = MemorySettings(time_zone="UTC")
     directory = Directory()
     memory_for = TenantMemory(worker, directory)
-    assert memory_for("acme/ann/aria") is worker  # no record yet: the worker's settings
+    assert memory_for("acme") is worker  # no record yet: the worker's settings
     directory.apply(TOPICS.tenants, b"acme", tenant("acme", time_zone="Asia/Tokyo", persona_token_budget=77))
-    stepped = memory_for("acme/ann/aria")
+    stepped = memory_for("acme")
     assert str(stepped.zone_for("acme")) == "Asia/Tokyo" and stepped.persona_token_budget == 77
-    assert memory_for("acme/bo/aria") is stepped  # one copy per record
-    assert memory_for("globex/ann/aria") is worker
+    assert memory_for("acme") is stepped  # one copy per record
+    assert memory_for("globex") is worker
     # 2026-01-01 20:00 UTC is already the 2nd in Tokyo: a below-zero entry counts the 2nd as its day
     below = Evidence(disputation=1.0, disp_last_signal_at=NOW)
     at = NOW + timedelta(hours=8)
     assert sweep(below, at, settings=stepped, tenant="acme")[0].sub_zero_last_increment_date.day == 2
     assert sweep(below, at, settings=worker, tenant="acme")[0].sub_zero_last_increment_date.day == 1
     directory.apply(TOPICS.tenants, b"acme", tenant("acme"))
-    assert str(memory_for("acme/ann/aria").zone_for("acme")) == "UTC"  # a changed record takes effect
+    assert str(memory_for("acme").zone_for("acme")) == "UTC"  # a changed record takes effect
+
+
+def test_tenant_memory_built_after_the_records_arrived_has_their_settings():
+    directory = Directory()
+    directory.apply(TOPICS.tenants, b"acme", tenant("acme", persona_token_budget=77))
+    memory_for = TenantMemory(MemorySettings(), directory)  # the worker is built after the directory read
+    assert memory_for("acme").persona_token_budget == 77
+    directory.apply(TOPICS.tenants, b"acme", None)  # the tenant is gone: the worker's settings again
+    assert memory_for("acme") is memory_for.memory
 
 
 def test_the_agent_steps_each_tenant_with_the_settings_it_was_built_with(tmp_path):
@@ -81,5 +90,5 @@ def test_the_agent_steps_each_tenant_with_the_settings_it_was_built_with(tmp_pat
     agent = ScopeAgent(SETTINGS, object(), state, TenantSwitch(PowerSwitch(tmp_path / "none.json"), directory),
                        Stats(), memory_for=TenantMemory(SETTINGS.memory, directory))
     assert agent.powerful("acme") is False and agent.powerful("globex") is True
-    assert str(agent.context("acme/ann/aria", NOW, False).memory.zone_for("acme")) == "Asia/Tokyo"
-    assert agent.context("globex/ann/aria", NOW, True).memory is SETTINGS.memory
+    assert str(agent.context("acme")("acme/ann/aria", NOW, False).memory.zone_for("acme")) == "Asia/Tokyo"
+    assert agent.context("globex")("globex/ann/aria", NOW, True).memory is SETTINGS.memory

@@ -11,6 +11,7 @@ from credence.records.inputs import as_record
 from credence.streams.runtime.batch import Applied, ScopeWork, apply
 from credence.streams.scope.scope_state import ScopeState
 from credence.streams.state import codec, versions
+from credence.tables.scope import tenant_of
 from credence.tables.statement import _verdict, is_self_contained
 
 from .conftest import SCOPE, T0, make_context, new_tables, store_over, turn
@@ -26,7 +27,7 @@ TEXTS = ["I love hiking in the Alps", "My sister lives in Berlin", "I work as a 
 
 def run_batch(store, scope: str, records: list[dict], first_offset: int = 0) -> ScopeWork:
     """Apply `records` (turns) to the scope's live state as one batch and write it, like the agent."""
-    work = ScopeWork(store.live(scope), partition=0)
+    work = ScopeWork(store.live(scope), partition=0, tenant=tenant_of(scope))
     for i, record in enumerate(records):
         now = T0 + timedelta(minutes=first_offset + i)
         apply(work, applied("turn", record, now, True, "turns:0", first_offset + i, True), make_context)
@@ -41,7 +42,7 @@ def feed(store, scope: str, n: int) -> None:
 
     offset = store.control(scope).applied.get("turns:0", -1) + 1 if store.control(scope) else 0
     for i in range(offset, offset + n):
-        work = ScopeWork(store.live(scope), partition=0)
+        work = ScopeWork(store.live(scope), partition=0, tenant=tenant_of(scope))
         now = T0 + timedelta(hours=i)
         ctx = apply(work, applied("turn", turn(i, TEXTS[i % len(TEXTS)], now, scope), now, True, "turns:0", i,
                                   True), make_context)
@@ -77,7 +78,7 @@ def test_only_changed_entries_are_rewritten(tables, ownership):
 def test_readers_get_the_stored_state_while_a_batch_is_in_flight(tables, ownership):
     store = store_over(tables, ownership)
     run_batch(store, SCOPE, [turn(1, "hello")])
-    work = ScopeWork(store.live(SCOPE), partition=0)
+    work = ScopeWork(store.live(SCOPE), partition=0, tenant=tenant_of(SCOPE))
     apply(work, applied("turn", turn(2, "again"), T0, True, "turns:0", 5, True), make_context)
     assert store.get(SCOPE).turns == 1  # stepped in memory, not written: not visible
     store.write(SCOPE, work.changed, work.journal)
@@ -249,7 +250,7 @@ def test_queued_inputs_are_stored_one_key_each_and_deleted_when_drained(tables, 
     from tests.unit.scope.conftest import run_request
 
     store = store_over(tables, ownership)
-    work = ScopeWork(store.live(SCOPE), partition=0)
+    work = ScopeWork(store.live(SCOPE), partition=0, tenant=tenant_of(SCOPE))
     ctx = apply(work, applied("turn", turn(0, TEXTS[0]), T0, True, "turns:0", 0, True), make_context)
     [req] = ctx.requests
     for i in range(1, 6):
@@ -259,7 +260,7 @@ def test_queued_inputs_are_stored_one_key_each_and_deleted_when_drained(tables, 
     assert len(queued) == 5 and b"record" not in tables.scopes[SCOPE]
     fresh = store_over(tables, ownership).get(SCOPE)
     assert [q["record"]["turn_id"] for q in fresh.queue] == [f"t{i}" for i in range(1, 6)]
-    work = ScopeWork(store.live(SCOPE), partition=0)
+    work = ScopeWork(store.live(SCOPE), partition=0, tenant=tenant_of(SCOPE))
     pending, n = [req], 0
     while pending:  # answer every request the queued turns lead to: the queue drains
         req = pending.pop(0)
@@ -299,7 +300,7 @@ def test_a_scopes_summary_is_its_states_counts_live_stored_pending_and_legacy(ta
     """Probes (/scopes, ticks, the unfinished-work scan) read counts without decoding queued items; they
     are the full state's counts whichever copy answers."""
     store = store_over(tables, ownership)
-    work = ScopeWork(store.live(SCOPE), partition=0)
+    work = ScopeWork(store.live(SCOPE), partition=0, tenant=tenant_of(SCOPE))
     for i in range(4):  # the first turn asks Stage 1; the rest queue behind it
         apply(work, applied("turn", turn(i, TEXTS[i]), T0, True, "turns:0", i, True), make_context)
     store.write(SCOPE, work.changed, work.journal)
@@ -307,7 +308,7 @@ def test_a_scopes_summary_is_its_states_counts_live_stored_pending_and_legacy(ta
     assert len(state.queue) == 3 and state.requests and not state.idle
     assert _summary(store, SCOPE) == _counts(state)  # live
     assert _summary(store_over(tables, ownership), SCOPE) == _counts(state)  # stored only
-    work = ScopeWork(store.live(SCOPE), partition=0)
+    work = ScopeWork(store.live(SCOPE), partition=0, tenant=tenant_of(SCOPE))
     apply(work, applied("turn", turn(9, "more"), T0, True, "turns:0", 9, True), make_context)
     assert _summary(store, SCOPE) == _counts(state)  # a batch in flight: the stored counts
     legacy = new_tables()

@@ -8,6 +8,7 @@ import unicodedata
 from datetime import UTC, datetime
 from pathlib import Path
 
+import orjson
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -16,6 +17,7 @@ from credence.errors import DomainError
 from credence.records.control import restore_record
 from credence.records.inputs import decode_input
 from credence.records.topics import TOPICS
+from credence.records.turn import TurnRecord
 from credence.records.usage import usage_record
 from credence.tables.scope import _UNPRINTABLE, Scope, scope_key, tenant_of, user_prefix, user_prefix_of
 
@@ -70,6 +72,17 @@ def test_records_built_for_a_scope_parse_it_and_refuse_a_broken_one():
 def test_a_forget_is_keyed_by_the_user_prefix():
     raw = b'{"v":1,"type":"forget","tenant":"acme","user":"alice"}'
     assert decode_input(TOPICS.control, raw).scope == user_prefix("acme", "alice") == "acme/alice/"
+
+
+@given(tenant=PART, user=PART, character=PART)
+def test_an_input_carries_the_tenant_and_user_prefix_of_its_key(tenant, user, character):
+    # The worker reads them off the input (its switch, a new scope's incarnation), never off the key again.
+    turn = TurnRecord(tenant, user, character, "t1", "user", "hi", AT).encode()
+    usage = orjson.dumps(usage_record(scope_key(tenant, user, character), ["e1"], "recall", AT))
+    forget = orjson.dumps({"v": 1, "type": "forget", "tenant": tenant, "user": user})
+    for topic, raw in ((TOPICS.turns, turn), (TOPICS.usage, usage), (TOPICS.control, forget)):
+        item = decode_input(topic, raw)
+        assert (item.tenant, item.prefix) == (tenant_of(item.scope), user_prefix_of(item.scope)), topic.name
 
 
 def test_no_other_product_module_builds_or_splits_a_scope_key_by_hand():
