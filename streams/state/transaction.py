@@ -141,14 +141,15 @@ class Transaction:
         """Write each input partition's marks, positions, forget filters and changed scopes, then flush
         them with the batch's emits. Returns the scopes written; readable once this returns."""
         state, saved = self.state, []
+        by_partition: dict[int, list[tuple[str, ScopeChanges]]] = {}
+        for scope, changes in scopes.items():
+            by_partition.setdefault(changes.partition, []).append((scope, changes))
         for partition, event in self.last.items():
             set_current_event(event)  # each key's changelog partition is its scope's
             state.marks.write(partition)
             state.positions.write(partition)
             state.forgets.write(partition, state.positions.expected)
-            for scope, changes in scopes.items():
-                if changes.partition == partition and self._save(scope, changes):
-                    saved.append(scope)
+            saved += [scope for scope, changes in by_partition.get(partition, ()) if self._save(scope, changes)]
         await state.writes.flush()  # the state is durable before the offsets can be committed
         return saved
 
