@@ -46,10 +46,7 @@ if TYPE_CHECKING:
     from credence.streams.runtime.container import Stats
 
 log = logging.getLogger(__name__)
-
-
-def encode_record(record: dict) -> bytes:
-    return orjson.dumps(record)
+encode_record = orjson.dumps  # a record as the worker sends it
 
 
 def halt(reason: str) -> None:
@@ -77,6 +74,7 @@ class ScopeAgent:
         # tenant -> the evidence settings its scopes are stepped with (tenancy.TenantMemory)
         self.memory_for = memory_for or (lambda tenant: settings.memory)
         self.dlq = DeadLetters(settings, stats)
+        self._stepping: dict[str, Stepping] = {}  # tenant -> how its records are stepped
 
     async def send(self, topic: TopicSpec, scope: str, record: dict) -> None:
         """One record, acknowledged before this returns (the runner's results, the timers' ticks)."""
@@ -195,11 +193,15 @@ class ScopeAgent:
             self.stats.redelivered += item.topic not in (TOPICS.turns, TOPICS.feedback)  # a forward made again
             return
         applied = Applied(item.kind, item.record, event_now(state, item.at) or datetime.now(UTC),
-                          self.powerful(item.tenant), position, msg.offset,
-                          item.topic == TOPICS.turns)
-        stepping = Stepping(self.context(item.tenant), self.state.store, self.dlq, self.settings.kafka.max_record_bytes,
-                            self.control, self.runner)
-        await stepped(stepping.step(work, sends, event, item, applied), work, event, item)
+                          self.powerful(item.tenant), position, msg.offset, item.topic == TOPICS.turns)
+        await stepped(self.stepping(item.tenant).step(work, sends, event, item, applied), work, event, item)
+
+    def stepping(self, tenant: str) -> Stepping:
+        """The tenant's stepping, made at its first record (its settings are read when a step asks)."""
+        if tenant not in self._stepping:
+            self._stepping[tenant] = Stepping(self.context(tenant), self.state.store, self.dlq,
+                                              self.settings.kafka.max_record_bytes, self.control, self.runner)
+        return self._stepping[tenant]
 
     def powerful(self, tenant: str) -> bool:
         enabled = self._powerful.get(tenant)
