@@ -248,7 +248,7 @@ def _fallback(state: ScopeState, ctx: StepContext) -> None:
 
 
 def _on_turn(state: ScopeState, turn: TurnRecord, ctx: StepContext) -> None:
-    state.buffer.append(buffered(turn.to_dict()))
+    state.buffer.append(buffered(turn))
     recent.record_turn(state, turn, ctx)
     if state.window_started_at is None:
         state.window_started_at = ctx.now

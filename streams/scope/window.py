@@ -12,13 +12,19 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 
 from credence.config.pipeline import PipelineSettings
-from credence.tables.clock import parse_instant
+from credence.records.turn import TurnRecord
+from credence.tables.clock import format_instant, parse_instant
 
 
-def buffered(turn: dict) -> dict:
-    """What a window keeps of a turn record: what its Stage-1 payload carries."""
-    kept = {"id": turn["turn_id"], "role": turn["role"], "text": turn["text"], "ts": turn["ts"]}
-    tags = turn.get("metadata", {}).get("tags")
+def buffered(turn: TurnRecord | dict) -> dict:
+    """What a window keeps of a turn record (typed, or its wire form as a scope's queue holds it): what its
+    Stage-1 payload carries."""
+    if isinstance(turn, dict):
+        kept = {"id": turn["turn_id"], "role": turn["role"], "text": turn["text"], "ts": turn["ts"]}
+        tags = turn.get("metadata", {}).get("tags")
+    else:
+        kept = {"id": turn.turn_id, "role": turn.role, "text": turn.text, "ts": format_instant(turn.ts)}
+        tags = list(turn.tags)
     return kept | {"tags": tags} if tags else kept  # its facts' entries inherit them
 
 
