@@ -7,6 +7,7 @@ import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from functools import cached_property
 from types import MappingProxyType
 from typing import Any
 
@@ -69,12 +70,12 @@ class ControlRecord(Mapping[str, Any]):
             return user_prefix(self.fields["tenant"], self.fields["user"])
         return scope_key(self.fields["tenant"], self.fields["user"], self.fields["character"])
 
-    @property
+    @cached_property
     def at(self) -> datetime | None:
         """Its event time: a tick's `now`, the others' `ts` (None: the record carries none)."""
         return parse_instant(self.fields.get("now" if self.kind is Kind.TICK else "ts"))
 
-    @property
+    @cached_property
     def ts(self) -> datetime | None:
         return parse_instant(self.fields.get("ts"))
 
