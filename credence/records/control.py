@@ -12,7 +12,7 @@ from types import MappingProxyType
 from typing import Any
 
 from credence.errors import RecordError
-from credence.records.envelope import CONTROL, decode, encodable, parse_utc, part
+from credence.records.envelope import CONTROL, WireRecord, decode, encodable, parse_utc, part
 from credence.records.kind import Kind
 from credence.tables.clock import format_instant, parse_instant
 from credence.tables.scope import MAX_PART, Scope, scope_key, user_prefix
@@ -26,7 +26,7 @@ def _part(obj: dict, name: str) -> str:
 
 
 @dataclass(frozen=True, eq=False)
-class ControlRecord(Mapping[str, Any]):
+class ControlRecord(WireRecord, Mapping[str, Any]):
     """One checked credence.control / credence.facts v1 record: its Kind and the fields its type reads,
     typed. A control record is open by type (an LLM answer's `output` is its task's), so it is also a
     read-only mapping of its checked wire fields, which a scope's state queues as they are."""
@@ -59,9 +59,6 @@ class ControlRecord(Mapping[str, Any]):
 
     def to_dict(self) -> dict:
         return dict(self.fields)
-
-    def encode(self) -> bytes:
-        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":")).encode()
 
     @property
     def scope(self) -> str:

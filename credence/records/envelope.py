@@ -21,7 +21,7 @@ from typing import Any
 from credence.errors import DomainError, RecordError
 from credence.records.journal import FIELDS as JOURNAL_FIELDS
 from credence.records.kind import CONTROL_KINDS
-from credence.tables.scope import check_part
+from credence.tables.scope import check_part, scope_key
 
 VERSION = 1
 # Event times outside these are client bugs (or attacks): a turn in year 9999 would move its scope's
@@ -34,6 +34,28 @@ DECISIONS = ("confirm", "deny", "ignore")
 CONTROL_TYPES = tuple(kind.value for kind in CONTROL_KINDS)  # plain strings: a refusal names them as such
 
 Check = Callable[[Any, str], None]
+
+
+class WireRecord:
+    """A typed record that writes its own wire form (`to_dict`) as the compact JSON every producer sends."""
+
+    def to_dict(self) -> dict:
+        raise NotImplementedError
+
+    def encode(self) -> bytes:
+        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":")).encode()
+
+
+class ScopedRecord(WireRecord):
+    """A record addressed to one scope by its tenant, user and character fields."""
+
+    tenant: str
+    user: str
+    character: str
+
+    @property
+    def scope(self) -> str:
+        return scope_key(self.tenant, self.user, self.character)
 
 
 def encodable(value: str, name: str) -> str:

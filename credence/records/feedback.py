@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import ClassVar
 
 from credence.errors import RecordError
-from credence.records.envelope import FEEDBACK, decode, encodable, parse_utc
+from credence.records.envelope import FEEDBACK, ScopedRecord, decode, encodable, parse_utc
 from credence.records.kind import Kind
 from credence.tables.clock import format_instant, parse_instant
-from credence.tables.scope import MAX_PART, scope_key
+from credence.tables.scope import MAX_PART
 
 VERSION = 1
 
 
 @dataclass(frozen=True)
-class FeedbackRecord:
+class FeedbackRecord(ScopedRecord):
     """credence.feedback v1: {tenant, user, character, feedback_id, entry_id, decision, ts}."""
 
     kind: ClassVar[Kind] = Kind.FEEDBACK
@@ -29,18 +28,11 @@ class FeedbackRecord:
     decision: str  # confirm, deny or ignore
     ts: datetime
 
-    @property
-    def scope(self) -> str:
-        return scope_key(self.tenant, self.user, self.character)
-
     def to_dict(self) -> dict:
         """Its wire form, as a scope's state queues it (no `v`: the stored form never had one)."""
         return {"tenant": self.tenant, "user": self.user, "character": self.character,
                 "feedback_id": self.feedback_id, "entry_id": self.entry_id, "decision": self.decision,
                 "ts": format_instant(self.ts)}
-
-    def encode(self) -> bytes:
-        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":")).encode()
 
     @classmethod
     def from_dict(cls, d: dict) -> FeedbackRecord:

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import ClassVar
 
 from credence.errors import DomainError, RecordError
-from credence.records.envelope import TURN, decode, encodable, parse_utc
+from credence.records.envelope import TURN, ScopedRecord, decode, encodable, parse_utc
 from credence.records.kind import Kind
 from credence.tables.clock import format_instant, parse_instant
-from credence.tables.scope import MAX_PART, scope_key
+from credence.tables.scope import MAX_PART
 from credence.tables.tags import check_tags
 
 VERSION = 1
@@ -20,7 +19,7 @@ MAX_SURFACED_IDS = 100  # entries a turn's AI text can name: more than any promp
 
 
 @dataclass(frozen=True)
-class TurnRecord:
+class TurnRecord(ScopedRecord):
     """credence.turns v1: one message of a conversation between a user and a character."""
 
     kind: ClassVar[Kind] = Kind.TURN
@@ -34,10 +33,6 @@ class TurnRecord:
     surfaced_ids: tuple[str, ...] = field(default=())
     tags: tuple[str, ...] = field(default=())  # metadata.tags: the tenant's labels, inherited by its entries
 
-    @property
-    def scope(self) -> str:
-        return scope_key(self.tenant, self.user, self.character)
-
     def to_dict(self) -> dict:
         d = {"v": VERSION, "tenant": self.tenant, "user": self.user, "character": self.character,
              "turn_id": self.turn_id, "role": self.role, "text": self.text, "ts": format_instant(self.ts)}
@@ -46,9 +41,6 @@ class TurnRecord:
         if self.tags:
             d["metadata"] = {"tags": list(self.tags)}
         return d
-
-    def encode(self) -> bytes:
-        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":")).encode()
 
     @classmethod
     def from_dict(cls, d: dict) -> TurnRecord:

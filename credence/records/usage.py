@@ -2,24 +2,23 @@
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import ClassVar
 
 from credence.errors import RecordError
 from credence.records.control import entry_ref
-from credence.records.envelope import USAGE, decode, encodable, parse_utc
+from credence.records.envelope import USAGE, ScopedRecord, decode, encodable, parse_utc
 from credence.records.kind import Kind
 from credence.tables.clock import format_instant, parse_instant
-from credence.tables.scope import MAX_PART, Scope, scope_key
+from credence.tables.scope import MAX_PART, Scope
 
 VERSION = 1
 MAX_USAGE_IDS = 100  # entries one recall can return
 
 
 @dataclass(frozen=True)
-class UsageRecord:
+class UsageRecord(ScopedRecord):
     """credence.usage v1: {tenant, user, character, entry_ids: [..], source, ts}."""
 
     kind: ClassVar[Kind] = Kind.USAGE
@@ -30,17 +29,10 @@ class UsageRecord:
     source: str
     ts: datetime
 
-    @property
-    def scope(self) -> str:
-        return scope_key(self.tenant, self.user, self.character)
-
     def to_dict(self) -> dict:
         """Its wire form, as a scope's state queues it (no `v`: the stored form never had one)."""
         return {"tenant": self.tenant, "user": self.user, "character": self.character,
                 "entry_ids": list(self.entry_ids), "source": self.source, "ts": format_instant(self.ts)}
-
-    def encode(self) -> bytes:
-        return json.dumps(self.to_dict(), ensure_ascii=False, separators=(",", ":")).encode()
 
     @classmethod
     def from_dict(cls, d: dict) -> UsageRecord:
