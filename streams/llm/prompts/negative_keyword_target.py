@@ -120,7 +120,7 @@ TASK = Task(TaskName.TARGET, TargetPayload, _run, TargetOutput)
 
 def rules_answer(last_user_messages: Sequence[str], observations: Sequence[Observation],
                  ai_text: str = "") -> RebuttalTarget:
-    ids = matching.target_check(last_user_messages[-3:], observations, ai_text)
+    ids = matching.target_check(last_user_messages[-MAX_MESSAGES:], observations, ai_text)
     forget = feedback.asks_to_forget(last_user_messages[-1]) if last_user_messages else False
     wired = fit_answer(Output, {"target_ids": ids, "forget": forget})
     return RebuttalTarget(ids=wired["target_ids"], forget=wired["forget"])
